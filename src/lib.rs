@@ -5,6 +5,11 @@
 //! This file owns the crate-wide [`Error`] and its mapping to process exit codes.
 
 pub mod cli;
+pub mod clock;
+pub mod counts;
+pub mod member;
+pub mod metrics;
+pub mod probe;
 
 /// Everything that can end a leaderwatch command. Each layer adds its variants here.
 #[derive(Debug, thiserror::Error)]

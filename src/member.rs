@@ -1,0 +1,90 @@
+//! Who is measured: a member's name and its client URL, parsed from `NAME=URL`.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A member's name as the user (or the pod) calls it, e.g. `dlock-etcd-0` or `m1`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct MemberName(pub String);
+
+impl fmt::Display for MemberName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One etcd member to probe: `/metrics` and `/health` on `url`, the Status RPC on the same.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub name: MemberName,
+    /// Base client URL, `http://host:2379` or `https://...`, without a trailing slash.
+    pub url: String,
+}
+
+impl Member {
+    /// Parses `NAME=URL`; the one-line error names what is wrong.
+    pub fn parse(spec: &str) -> Result<Self, String> {
+        let (name, url) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("endpoint {spec:?}: expected NAME=URL, e.g. m0=http://127.0.0.1:2379"))?;
+        let name = name.trim();
+        if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ',') {
+            return Err(format!("endpoint {spec:?}: member name must be non-empty, without spaces or commas"));
+        }
+        let url = url.trim().trim_end_matches('/');
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"))
+            .ok_or_else(|| format!("endpoint {spec:?}: URL must start with http:// or https://"))?;
+        if rest.is_empty() || rest.contains('/') {
+            return Err(format!("endpoint {spec:?}: URL must be scheme://host:port with no path"));
+        }
+        Ok(Member { name: MemberName(name.to_owned()), url: url.to_owned() })
+    }
+
+    pub fn is_tls(&self) -> bool {
+        self.url.starts_with("https://")
+    }
+}
+
+/// Parses every `NAME=URL` and rejects duplicate names or URLs.
+pub fn parse_members(specs: &[String]) -> Result<Vec<Member>, String> {
+    let members = specs.iter().map(|s| Member::parse(s)).collect::<Result<Vec<_>, _>>()?;
+    for (i, a) in members.iter().enumerate() {
+        for b in &members[..i] {
+            if a.name == b.name {
+                return Err(format!("member name {} given twice", a.name));
+            }
+            if a.url == b.url {
+                return Err(format!("endpoint {} given twice (members {} and {})", a.url, b.name, a.name));
+            }
+        }
+    }
+    if members.is_empty() {
+        return Err("no --endpoint given: at least one NAME=URL is needed".to_owned());
+    }
+    Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_name_and_url() {
+        let m = Member::parse("m0=http://127.0.0.1:2379/").expect("valid");
+        assert_eq!(m.name.0, "m0");
+        assert_eq!(m.url, "http://127.0.0.1:2379");
+    }
+
+    #[test]
+    fn rejects_bad_specs_with_a_reason() {
+        for bad in ["m0", "=http://x:1", "m0=ftp://x:1", "m0=127.0.0.1:2379", "m0=http://x:1/metrics", "a b=http://x:1"] {
+            assert!(Member::parse(bad).is_err(), "{bad} should be rejected");
+        }
+        let dup = parse_members(&["a=http://x:1".into(), "a=http://y:1".into()]);
+        assert!(dup.unwrap_err().contains("twice"));
+    }
+}

@@ -1,0 +1,430 @@
+//! One member, probed three ways at once, each part with its own timeout and duration:
+//! `GET /metrics` (reduced by [`crate::metrics::extract`]), `GET /health`, and the
+//! Maintenance `Status` RPC through this member's own etcd client. A failure of any part
+//! is recorded in the [`Observation`] as data; probing never panics and never hangs.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+
+use crate::clock::Clock;
+use crate::member::{Member, MemberName};
+use crate::metrics::{self, MemberMetrics};
+
+/// Largest `/metrics` body read; a real etcd page is ~150 KB, so more means something is wrong.
+pub const METRICS_BODY_CAP: usize = 16 * 1024 * 1024;
+/// Largest `/health` body read: it is a one-line JSON object.
+const HEALTH_BODY_CAP: usize = 64 * 1024;
+
+/// CA, client certificate and key, read once at start-up and used by HTTP and gRPC alike.
+#[derive(Debug, Clone, Default)]
+pub struct TlsFiles {
+    pub cacert: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+}
+
+/// The PEM contents of [`TlsFiles`].
+#[derive(Clone, Default)]
+struct TlsMaterial {
+    ca: Option<Vec<u8>>,
+    cert_and_key: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+fn read_pem(what: &str, path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("--{what} {}: {e}", path.display()))?;
+    if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
+        return Err(format!("--{what} {}: not a PEM file", path.display()));
+    }
+    Ok(bytes)
+}
+
+impl TlsFiles {
+    fn load(&self) -> Result<TlsMaterial, String> {
+        let ca = self.cacert.as_deref().map(|p| read_pem("cacert", p)).transpose()?;
+        let cert_and_key = match (&self.cert, &self.key) {
+            (Some(c), Some(k)) => Some((read_pem("cert", c)?, read_pem("key", k)?)),
+            (None, None) => None,
+            _ => return Err("--cert and --key must be given together".to_owned()),
+        };
+        Ok(TlsMaterial { ca, cert_and_key })
+    }
+}
+
+/// Settings shared by every member's probe.
+#[derive(Debug, Clone)]
+pub struct ProbeConfig {
+    /// Bound on each part (metrics, health, status); a frozen member costs this, once.
+    pub timeout: Duration,
+    pub tls: TlsFiles,
+    /// Skip `/metrics` (the expensive part for etcd) when the caller only needs
+    /// health, leader and term, e.g. during fast sampling.
+    pub with_metrics: bool,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig { timeout: Duration::from_secs(2), tls: TlsFiles::default(), with_metrics: true }
+    }
+}
+
+/// One part's outcome and how long it took.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Part<T> {
+    pub value: Result<T, String>,
+    pub ms: f64,
+}
+
+impl<T> Part<T> {
+    pub fn ok(&self) -> Option<&T> {
+        self.value.as_ref().ok()
+    }
+    fn skipped() -> Self {
+        Part { value: Err("skipped".to_owned()), ms: 0.0 }
+    }
+    fn is_skipped(&self) -> bool {
+        matches!(&self.value, Err(e) if e == "skipped")
+    }
+}
+
+/// `/health` as etcd answers it: 200 `{"health":"true"}` or 503 with a reason (3.5+).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Health {
+    pub healthy: bool,
+    pub reason: String,
+}
+
+/// The Maintenance `Status` RPC, as `etcdctl endpoint status` shows it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Status {
+    pub member_id: u64,
+    /// 0 when this member knows no leader.
+    pub leader_id: u64,
+    /// Term of the last applied entry: moves once a new leader's first entry applies.
+    pub raft_term: u64,
+    pub raft_index: u64,
+    pub raft_applied_index: u64,
+    pub db_size_bytes: i64,
+    pub version: String,
+    pub errors: Vec<String>,
+}
+
+/// Everything one probe of one member learned, failures included.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    pub member: MemberName,
+    pub endpoint: String,
+    /// When the probe started.
+    pub ts: DateTime<Utc>,
+    pub metrics: Part<MemberMetrics>,
+    pub health: Part<Health>,
+    pub status: Part<Status>,
+}
+
+impl Observation {
+    /// The member answered at least one part (a 503 from `/health` is an answer).
+    pub fn reachable(&self) -> bool {
+        self.metrics.ok().is_some() || self.health.ok().is_some() || self.status.ok().is_some()
+    }
+
+    /// Wall time of the probe: the parts run concurrently, so the slowest one.
+    pub fn probe_ms(&self) -> f64 {
+        self.metrics.ms.max(self.health.ms).max(self.status.ms)
+    }
+
+    /// The failed parts, `part: error; ...`, empty when all succeeded.
+    pub fn error_summary(&self) -> String {
+        let mut out = String::new();
+        let mut add = |name: &str, e: Option<&String>| {
+            if let Some(e) = e {
+                if !out.is_empty() {
+                    out.push_str("; ");
+                }
+                let _ = write!(out, "{name}: {e}");
+            }
+        };
+        add("metrics", self.metrics.value.as_ref().err().filter(|_| !self.metrics.is_skipped()));
+        add("health", self.health.value.as_ref().err());
+        add("status", self.status.value.as_ref().err());
+        out
+    }
+}
+
+/// Probes one member. Owns that member's etcd client: a multi-endpoint client would
+/// balance across members and hide who answered.
+pub struct Prober {
+    member: Member,
+    http: reqwest::Client,
+    etcd: Option<Client>,
+    etcd_options: ConnectOptions,
+    cfg: ProbeConfig,
+    clock: Arc<dyn Clock>,
+}
+
+/// Builds the HTTP client shared by all probers (one connection pool, same TLS).
+pub fn http_client(cfg: &ProbeConfig) -> Result<reqwest::Client, String> {
+    let tls = cfg.tls.load()?;
+    let mut b = reqwest::Client::builder()
+        .use_rustls_tls()
+        .connect_timeout(cfg.timeout)
+        .timeout(cfg.timeout)
+        .pool_max_idle_per_host(2)
+        .user_agent(concat!("leaderwatch/", env!("CARGO_PKG_VERSION")));
+    if let Some(ca) = &tls.ca {
+        let certs = reqwest::Certificate::from_pem_bundle(ca).map_err(|e| format!("--cacert: {e}"))?;
+        if certs.is_empty() {
+            return Err("--cacert: no certificate in the file".to_owned());
+        }
+        for c in certs {
+            b = b.add_root_certificate(c);
+        }
+    }
+    if let Some((cert, key)) = &tls.cert_and_key {
+        let mut pem = cert.clone();
+        pem.push(b'\n');
+        pem.extend_from_slice(key);
+        let id = reqwest::Identity::from_pem(&pem).map_err(|e| format!("--cert/--key: {e}"))?;
+        b = b.identity(id);
+    }
+    b.build().map_err(|e| format!("HTTP client: {}", error_chain(&e)))
+}
+
+fn etcd_options(cfg: &ProbeConfig, member: &Member) -> Result<ConnectOptions, String> {
+    let mut o = ConnectOptions::new()
+        .with_connect_timeout(cfg.timeout)
+        .with_timeout(cfg.timeout);
+    if member.is_tls() {
+        let tls = cfg.tls.load()?;
+        let mut t = TlsOptions::new();
+        if let Some(ca) = tls.ca {
+            t = t.ca_certificate(Certificate::from_pem(ca));
+        }
+        if let Some((cert, key)) = tls.cert_and_key {
+            t = t.identity(Identity::from_pem(cert, key));
+        }
+        o = o.with_tls(t);
+    }
+    Ok(o)
+}
+
+/// `reqwest`'s Display hides the cause; the chain names it ("connection refused").
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    s
+}
+
+fn http_error(e: &reqwest::Error, timeout: Duration) -> String {
+    if e.is_timeout() {
+        format!("timed out after {}", humantime::format_duration(timeout))
+    } else {
+        error_chain(e)
+    }
+}
+
+/// Reads at most `cap` bytes of the body; more is an error, not a truncation.
+async fn read_capped(mut resp: reqwest::Response, cap: usize, timeout: Duration) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
+        if body.len() + chunk.len() > cap {
+            return Err(format!("body larger than the {} MiB cap", cap / (1024 * 1024)));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1000.0
+}
+
+impl Prober {
+    pub fn new(member: Member, http: reqwest::Client, cfg: ProbeConfig, clock: Arc<dyn Clock>) -> Result<Self, String> {
+        let etcd_options = etcd_options(&cfg, &member)?;
+        Ok(Prober { member, http, etcd: None, etcd_options, cfg, clock })
+    }
+
+    pub fn member(&self) -> &Member {
+        &self.member
+    }
+
+    pub fn set_with_metrics(&mut self, on: bool) {
+        self.cfg.with_metrics = on;
+    }
+
+    /// Probes the member once; all three parts run concurrently.
+    pub async fn probe(&mut self) -> Observation {
+        let ts = self.clock.now();
+        let with_metrics = self.cfg.with_metrics;
+        let client = self.etcd_client().await;
+        let (metrics, health, status) = tokio::join!(
+            async {
+                if with_metrics { self.metrics().await } else { Part::skipped() }
+            },
+            self.health(),
+            Self::status(client, self.cfg.timeout),
+        );
+        Observation {
+            member: self.member.name.clone(),
+            endpoint: self.member.url.clone(),
+            ts,
+            metrics,
+            health,
+            status,
+        }
+    }
+
+    /// The member's client, connected on first use and kept: tonic reconnects by itself
+    /// after the member restarts.
+    async fn etcd_client(&mut self) -> Result<Client, String> {
+        if let Some(c) = &self.etcd {
+            return Ok(c.clone());
+        }
+        let connect = Client::connect([self.member.url.as_str()], Some(self.etcd_options.clone()));
+        match tokio::time::timeout(self.cfg.timeout, connect).await {
+            Ok(Ok(c)) => {
+                self.etcd = Some(c.clone());
+                Ok(c)
+            }
+            Ok(Err(e)) => Err(format!("connect: {}", error_chain(&e))),
+            Err(_) => Err(format!("connect timed out after {}", humantime::format_duration(self.cfg.timeout))),
+        }
+    }
+
+    async fn metrics(&self) -> Part<MemberMetrics> {
+        let t = Instant::now();
+        let timeout = self.cfg.timeout;
+        let value = async {
+            let resp = self
+                .http
+                .get(format!("{}/metrics", self.member.url))
+                .timeout(timeout)
+                .send()
+                .await
+                .map_err(|e| http_error(&e, timeout))?;
+            let code = resp.status();
+            if !code.is_success() {
+                return Err(format!("HTTP {}", code.as_u16()));
+            }
+            let body = read_capped(resp, METRICS_BODY_CAP, timeout).await?;
+            let text = String::from_utf8_lossy(&body);
+            metrics::extract(&text).map_err(|e| e.to_string())
+        };
+        let value = match tokio::time::timeout(timeout, value).await {
+            Ok(v) => v,
+            Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
+        };
+        Part { value, ms: ms_since(t) }
+    }
+
+    async fn health(&self) -> Part<Health> {
+        let t = Instant::now();
+        let timeout = self.cfg.timeout;
+        let value = async {
+            let resp = self
+                .http
+                .get(format!("{}/health", self.member.url))
+                .timeout(timeout)
+                .send()
+                .await
+                .map_err(|e| http_error(&e, timeout))?;
+            let code = resp.status().as_u16();
+            let body = read_capped(resp, HEALTH_BODY_CAP, timeout).await?;
+            parse_health(code, &body)
+        };
+        let value = match tokio::time::timeout(timeout, value).await {
+            Ok(v) => v,
+            Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
+        };
+        Part { value, ms: ms_since(t) }
+    }
+
+    async fn status(client: Result<Client, String>, timeout: Duration) -> Part<Status> {
+        let t = Instant::now();
+        let mut client = match client {
+            Ok(c) => c,
+            Err(e) => return Part { value: Err(e), ms: ms_since(t) },
+        };
+        // The client has its own request timeout; this outer bound guards against a
+        // call that never reaches it (e.g. stuck in channel setup).
+        let value = match tokio::time::timeout(timeout + Duration::from_millis(100), client.status()).await {
+            Ok(Ok(s)) => Ok(Status {
+                member_id: s.header().map(|h| h.member_id()).unwrap_or_default(),
+                leader_id: s.leader(),
+                raft_term: s.raft_term(),
+                raft_index: s.raft_index(),
+                raft_applied_index: s.raft_applied_index(),
+                db_size_bytes: s.db_size(),
+                version: s.version().to_owned(),
+                errors: s.errors().to_vec(),
+            }),
+            Ok(Err(e)) => Err(etcd_error(&e, timeout)),
+            Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
+        };
+        Part { value, ms: ms_since(t) }
+    }
+}
+
+fn etcd_error(e: &etcd_client::Error, timeout: Duration) -> String {
+    if let etcd_client::Error::GRpcStatus(s) = e {
+        if matches!(s.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled) {
+            return format!("timed out after {}", humantime::format_duration(timeout));
+        }
+        return format!("{:?}: {}", s.code(), s.message());
+    }
+    error_chain(e)
+}
+
+/// `/health` body -> [`Health`]. etcd 3.4 has no `reason`; `health` is the string "true".
+pub fn parse_health(http_status: u16, body: &[u8]) -> Result<Health, String> {
+    let v: serde_json::Value = serde_json::from_slice(body).map_err(|_| {
+        let text = String::from_utf8_lossy(&body[..body.len().min(80)]).replace('\n', " ");
+        format!("HTTP {http_status}, body is not etcd health JSON: {text:?}")
+    })?;
+    let healthy = match v.get("health") {
+        Some(serde_json::Value::String(s)) => s == "true",
+        Some(serde_json::Value::Bool(b)) => *b,
+        _ => return Err(format!("HTTP {http_status}, JSON without a \"health\" field")),
+    };
+    let reason = v.get("reason").and_then(|r| r.as_str()).unwrap_or_default().to_owned();
+    // A 200 that says false, or a 503 that says true, is not something to trust.
+    if healthy != (http_status == 200) {
+        return Err(format!("HTTP {http_status} disagrees with health={healthy}"));
+    }
+    Ok(Health { healthy, reason })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_parses_3_5_and_3_4_bodies() {
+        let h = parse_health(200, br#"{"health":"true","reason":""}"#).expect("3.5 ok");
+        assert!(h.healthy);
+        let h = parse_health(503, br#"{"health":"false","reason":"RAFT NO LEADER"}"#).expect("3.5 503");
+        assert_eq!(h, Health { healthy: false, reason: "RAFT NO LEADER".into() });
+        let h = parse_health(200, br#"{"health":"true"}"#).expect("3.4 has no reason");
+        assert!(h.healthy && h.reason.is_empty());
+    }
+
+    #[test]
+    fn health_nonsense_is_an_error() {
+        assert!(parse_health(200, b"<html>hi</html>").is_err());
+        assert!(parse_health(200, br#"{"status":"ok"}"#).is_err());
+        assert!(parse_health(200, br#"{"health":"false"}"#).is_err());
+        assert!(parse_health(500, b"internal error").is_err());
+    }
+}

@@ -1,0 +1,172 @@
+//! Property tests of the pure counting (src/counts.rs) against its invariants and a
+//! deliberately naive reference.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use leaderwatch::counts::{count, round_leader, Point, RoundView};
+use leaderwatch::member::MemberName;
+use proptest::prelude::*;
+
+fn point() -> impl Strategy<Value = Option<Point>> {
+    proptest::option::weighted(
+        0.85,
+        (0u32..20, 1u32..4, proptest::option::weighted(0.9, 1u64..10), 0u64..4).prop_map(|(c, st, term, leader)| Point {
+            counter: Some(c as f64),
+            start_time: Some(st as f64),
+            raft_term: term,
+            leader_id: Some(leader),
+        }),
+    )
+}
+
+fn rounds() -> impl Strategy<Value = Vec<RoundView>> {
+    (1usize..4).prop_flat_map(|members| {
+        proptest::collection::vec(proptest::collection::vec(point(), members), 0..25).prop_map(|rows| {
+            rows.into_iter()
+                .enumerate()
+                .map(|(i, row)| RoundView {
+                    round: i as u64,
+                    ts: DateTime::<Utc>::default(),
+                    points: row
+                        .into_iter()
+                        .enumerate()
+                        .filter_map(|(m, p)| p.map(|p| (MemberName(format!("m{m}")), p)))
+                        .collect(),
+                })
+                .collect()
+        })
+    })
+}
+
+/// Monotone counters from one process each: no resets possible.
+fn monotone_rounds() -> impl Strategy<Value = Vec<RoundView>> {
+    proptest::collection::vec(proptest::collection::vec(0u32..3, 3), 1..25).prop_map(|steps| {
+        let mut acc = [1.0f64; 3];
+        steps
+            .into_iter()
+            .enumerate()
+            .map(|(i, inc)| {
+                for m in 0..3 {
+                    acc[m] += inc[m] as f64;
+                }
+                RoundView {
+                    round: i as u64,
+                    ts: DateTime::<Utc>::default(),
+                    points: (0..3)
+                        .map(|m| {
+                            (MemberName(format!("m{m}")), Point { counter: Some(acc[m]), start_time: Some(5.0), raft_term: Some(2), leader_id: Some(1) })
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    })
+}
+
+/// The reference: per member, walk its observed (value, start) pairs.
+fn naive_increase(rounds: &[RoundView]) -> BTreeMap<MemberName, (f64, u32)> {
+    let mut series: BTreeMap<MemberName, Vec<(f64, Option<f64>)>> = BTreeMap::new();
+    for r in rounds {
+        for (n, p) in &r.points {
+            if let Some(c) = p.counter {
+                series.entry(n.clone()).or_default().push((c, p.start_time));
+            }
+        }
+    }
+    series
+        .into_iter()
+        .map(|(n, s)| {
+            let mut inc = 0.0;
+            let mut resets = 0;
+            for w in s.windows(2) {
+                let ((a, sa), (b, sb)) = (w[0], w[1]);
+                let restarted = matches!((sa, sb), (Some(x), Some(y)) if x != y);
+                if b < a || restarted {
+                    resets += 1;
+                    inc += b;
+                } else {
+                    inc += b - a;
+                }
+            }
+            (n, (inc, resets))
+        })
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn matches_the_naive_reference(rs in rounds()) {
+        let c = count(&rs);
+        let naive = naive_increase(&rs);
+        for (n, (inc, resets)) in &naive {
+            let m = &c.per_member[n];
+            prop_assert_eq!(m.increase, *inc, "member {}", n);
+            prop_assert_eq!(m.resets, *resets, "member {}", n);
+        }
+        prop_assert_eq!(c.reset_aware_increase, naive.values().map(|v| v.0).sum::<f64>());
+    }
+
+    #[test]
+    fn increase_is_never_negative_and_never_below_the_net_change(rs in rounds()) {
+        let c = count(&rs);
+        for m in c.per_member.values() {
+            prop_assert!(m.increase >= 0.0);
+            if let (Some(s), Some(e)) = (m.start, m.end) {
+                prop_assert!(m.increase >= e - s, "increase {} < end-start {}", m.increase, e - s);
+            }
+        }
+    }
+
+    #[test]
+    fn raw_sums_are_the_sums_of_member_first_and_last_values(rs in rounds()) {
+        let c = count(&rs);
+        let starts: Vec<f64> = c.per_member.values().filter_map(|m| m.start).collect();
+        let ends: Vec<f64> = c.per_member.values().filter_map(|m| m.end).collect();
+        prop_assert_eq!(c.raw_sum_start, (!starts.is_empty()).then(|| starts.iter().sum::<f64>()));
+        prop_assert_eq!(c.raw_sum_end, (!ends.is_empty()).then(|| ends.iter().sum::<f64>()));
+    }
+
+    #[test]
+    fn without_restarts_increase_equals_the_raw_sum_delta(rs in monotone_rounds()) {
+        let c = count(&rs);
+        prop_assert!(c.per_member.values().all(|m| m.resets == 0));
+        let delta = c.raw_sum_end.unwrap_or(0.0) - c.raw_sum_start.unwrap_or(0.0);
+        prop_assert_eq!(c.reset_aware_increase, delta);
+        prop_assert_eq!(c.elections, Some(0));
+    }
+
+    #[test]
+    fn increase_is_additive_over_adjacent_windows(rs in rounds(), cut in 0usize..25) {
+        prop_assume!(!rs.is_empty());
+        let k = cut % rs.len();
+        let whole = count(&rs);
+        let left = count(&rs[..=k]);
+        let right = count(&rs[k..]);
+        // Only members observed in the boundary round split cleanly there.
+        for (n, w) in &whole.per_member {
+            if rs[k].points.get(n).and_then(|p| p.counter).is_some() {
+                let l = left.per_member.get(n).map_or(0.0, |m| m.increase);
+                let r = right.per_member.get(n).map_or(0.0, |m| m.increase);
+                prop_assert_eq!(w.increase, l + r, "member {}", n);
+            }
+        }
+    }
+
+    #[test]
+    fn elections_are_the_term_delta(rs in rounds()) {
+        let c = count(&rs);
+        let per_round: Vec<u64> = rs.iter().filter_map(|r| r.points.values().filter_map(|p| p.raft_term).max()).collect();
+        let want = per_round.first().map(|f| per_round.iter().max().copied().unwrap_or(*f) - f);
+        prop_assert_eq!(c.elections, want);
+    }
+
+    #[test]
+    fn transitions_are_the_changes_of_the_round_leader(rs in rounds()) {
+        let c = count(&rs);
+        let mut seq: Vec<u64> = rs.iter().filter_map(|r| round_leader(&r.points)).collect();
+        seq.dedup();
+        prop_assert_eq!(c.leader_transitions.len(), seq.len().saturating_sub(1));
+        prop_assert!(c.leader_transitions.len() <= rs.len().saturating_sub(1));
+    }
+}
