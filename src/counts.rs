@@ -95,6 +95,24 @@ pub struct Window {
 /// Start times closer than this are the same process (they are printed to 10 ms).
 const SAME_START_EPSILON: f64 = 1e-3;
 
+/// Why a member's counter is known to have restarted between two observations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reset {
+    /// `process_start_time_seconds` changed: caught even when the value came back the same.
+    Restarted,
+    /// The counter went down.
+    Dropped,
+}
+
+/// Did the counter reset between `(prev, prev_start)` and `(now, now_start)`?
+pub fn reset_between(prev: f64, prev_start: Option<f64>, now: f64, now_start: Option<f64>) -> Option<Reset> {
+    match (prev_start, now_start) {
+        (Some(a), Some(b)) if (a - b).abs() > SAME_START_EPSILON => Some(Reset::Restarted),
+        _ if now < prev => Some(Reset::Dropped),
+        _ => None,
+    }
+}
+
 /// The leader this round agrees on: the one reported with the highest raft term; ties
 /// go to the id reported by more members, then to the smaller id (deterministic).
 pub fn round_leader(points: &BTreeMap<MemberName, Point>) -> Option<u64> {
@@ -126,11 +144,7 @@ impl Window {
                 match st.last_counter {
                     None => st.count.start = Some(v),
                     Some(prev) => {
-                        let restarted = match (st.last_start_time, p.start_time) {
-                            (Some(a), Some(b)) => (a - b).abs() > SAME_START_EPSILON,
-                            _ => false,
-                        };
-                        if v < prev || restarted {
+                        if reset_between(prev, st.last_start_time, v, p.start_time).is_some() {
                             st.count.resets += 1;
                             st.count.increase += v;
                         } else {
@@ -165,6 +179,16 @@ impl Window {
 
     pub fn rounds(&self) -> u64 {
         self.rounds
+    }
+
+    /// How many leader transitions so far (a mark for [`Window::transitions_since`]).
+    pub fn counts_transitions(&self) -> usize {
+        self.transitions.len()
+    }
+
+    /// Transitions added after the mark.
+    pub fn transitions_since(&self, mark: usize) -> &[LeaderTransition] {
+        &self.transitions[mark.min(self.transitions.len())..]
     }
 
     /// The counts so far.

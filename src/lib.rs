@@ -1,22 +1,36 @@
 //! leaderwatch measures etcd leader changes for the dlock lock service.
 //!
-//! The data path, one module per step, lands issue by issue:
-//! probe -> round -> counts -> windows -> record -> report.
+//! The data path, one module per step:
+//! [`probe`] (one member) -> [`round`] (all members) -> [`counts`] (pure math) ->
+//! [`record`] (CSV, JSON) -> [`summary`]; [`sample`] drives it, [`local`] starts a real
+//! etcd cluster for `rehearse` and the tests.
 //! This file owns the crate-wide [`Error`] and its mapping to process exit codes.
 
 pub mod cli;
 pub mod clock;
 pub mod counts;
+pub mod events;
+pub mod local;
 pub mod member;
 pub mod metrics;
 pub mod probe;
+pub mod record;
+pub mod round;
+pub mod sample;
+pub mod summary;
 
-/// Everything that can end a leaderwatch command. Each layer adds its variants here.
+/// Everything that can end a leaderwatch command.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The command line or a value in it is wrong; nothing was started.
+    /// The command line or a file it names is wrong; nothing was started.
     #[error("{0}")]
     Usage(String),
+    /// The output directory could not be written (unwritable, disk full, foreign file).
+    #[error(transparent)]
+    Record(#[from] record::RecordError),
+    /// The local etcd cluster could not be found, started or driven.
+    #[error(transparent)]
+    Local(#[from] local::LocalError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -25,8 +39,14 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub mod exit {
     /// Success.
     pub const OK: i32 = 0;
-    /// Bad input: arguments, durations, endpoints, files (clap uses 2 as well).
+    /// Unexpected internal failure.
+    pub const FAILURE: i32 = 1;
+    /// Bad input: arguments, durations, endpoints, TLS files (clap uses 2 as well).
     pub const USAGE: i32 = 2;
+    /// The output directory could not be written; rows already written are intact.
+    pub const OUTPUT: i32 = 3;
+    /// The local etcd cluster could not be found or started.
+    pub const LOCAL_CLUSTER: i32 = 4;
 }
 
 impl Error {
@@ -34,6 +54,8 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) => exit::USAGE,
+            Error::Record(_) => exit::OUTPUT,
+            Error::Local(_) => exit::LOCAL_CLUSTER,
         }
     }
 }

@@ -1,19 +1,76 @@
 //! Thin entry point: parse the command line, start logging, dispatch, map errors to exit codes.
 
+use std::sync::Arc;
+
 use clap::Parser;
-use leaderwatch::cli::Cli;
+use leaderwatch::cli::{Cli, Command, SampleArgs};
+use leaderwatch::clock::{Clock, SystemClock};
+use leaderwatch::member::parse_members;
+use leaderwatch::probe::{ProbeConfig, TlsFiles};
+use leaderwatch::sample::{self, SampleConfig};
+use leaderwatch::{exit, Error};
 
 fn main() {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log);
-    let filter = match filter {
+    let filter = match tracing_subscriber::EnvFilter::try_new(&cli.log) {
         Ok(f) => f,
-        Err(e) => {
-            let err = leaderwatch::Error::Usage(format!("--log {:?}: {e}", cli.log));
-            eprintln!("leaderwatch: {err}");
-            std::process::exit(err.exit_code());
-        }
+        Err(e) => fail(&Error::Usage(format!("--log {:?}: {e}", cli.log))),
     };
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
-    tracing::info!("no subcommands yet: the measuring core lands with issue #3");
+
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("leaderwatch: cannot start the async runtime: {e}");
+            std::process::exit(exit::FAILURE);
+        }
+    };
+    let result = rt.block_on(async {
+        match cli.command {
+            Command::Sample(a) => run_sample(a).await,
+        }
+    });
+    match result {
+        Ok(()) => std::process::exit(exit::OK),
+        Err(e) => fail(&e),
+    }
+}
+
+fn fail(e: &Error) -> ! {
+    eprintln!("leaderwatch: {e}");
+    std::process::exit(e.exit_code())
+}
+
+async fn run_sample(a: SampleArgs) -> Result<(), Error> {
+    let members = parse_members(&a.endpoints).map_err(Error::Usage)?;
+    let cfg = SampleConfig {
+        members,
+        interval: a.interval,
+        duration: a.duration,
+        out: a.out,
+        probe: ProbeConfig {
+            timeout: a.timeout,
+            tls: TlsFiles { cacert: a.cacert, cert: a.cert, key: a.key },
+            with_metrics: true,
+        },
+    };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    sample::run(cfg, clock, shutdown_signal()).await.map(|_| ())
+}
+
+/// Resolves on SIGINT or SIGTERM (what the kubelet sends a pod).
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {},
+        _ = term => {},
+    }
+    tracing::info!("signal received: finishing the run");
 }

@@ -1,0 +1,325 @@
+//! The run directory: `samples.csv` and `events.csv`, append-only and flushed every
+//! round, and JSON written atomically. Reopening a directory repairs a torn last line
+//! left by a crash and appends after it; a file with another header is refused, never
+//! rewritten. Every column is documented in data/README.md.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde::Serialize;
+
+use crate::events::Event;
+use crate::probe::Observation;
+use crate::round::Round;
+
+pub const SAMPLES: &str = "samples.csv";
+pub const EVENTS: &str = "events.csv";
+
+pub const SAMPLES_HEADER: [&str; 29] = [
+    "ts",
+    "run_id",
+    "round",
+    "phase",
+    "member",
+    "endpoint",
+    "reachable",
+    "health",
+    "health_reason",
+    "leader_changes_seen_total",
+    "has_leader",
+    "is_leader",
+    "process_start_time",
+    "member_id",
+    "leader_id",
+    "raft_term",
+    "raft_index",
+    "raft_applied_index",
+    "db_size_bytes",
+    "etcd_version",
+    "heartbeat_send_failures_total",
+    "slow_apply_total",
+    "wal_fsync_sum_s",
+    "wal_fsync_count",
+    "metrics_ms",
+    "health_ms",
+    "status_ms",
+    "probe_ms",
+    "error",
+];
+
+pub const EVENTS_HEADER: [&str; 6] = ["ts", "run_id", "source", "member", "kind", "detail"];
+
+/// Errors of the run directory; each names the path.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}: {source}")]
+    Csv { path: PathBuf, source: csv::Error },
+    #[error("{path}: header differs from this version's ({found:?}); use a new --out directory")]
+    Schema { path: PathBuf, found: String },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
+    move |source| RecordError::Io { path: path.to_owned(), source }
+}
+
+/// RFC 3339 UTC with milliseconds, the timestamp format of every file.
+pub fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
+#[derive(Serialize)]
+struct SampleRow<'a> {
+    ts: String,
+    run_id: &'a str,
+    round: u64,
+    phase: &'a str,
+    member: &'a str,
+    endpoint: &'a str,
+    reachable: bool,
+    health: Option<bool>,
+    health_reason: String,
+    leader_changes_seen_total: Option<f64>,
+    has_leader: Option<u8>,
+    is_leader: Option<u8>,
+    process_start_time: Option<f64>,
+    member_id: Option<String>,
+    leader_id: Option<String>,
+    raft_term: Option<u64>,
+    raft_index: Option<u64>,
+    raft_applied_index: Option<u64>,
+    db_size_bytes: Option<i64>,
+    etcd_version: String,
+    heartbeat_send_failures_total: Option<f64>,
+    slow_apply_total: Option<f64>,
+    wal_fsync_sum_s: Option<f64>,
+    wal_fsync_count: Option<f64>,
+    metrics_ms: String,
+    health_ms: String,
+    status_ms: String,
+    probe_ms: String,
+    error: String,
+}
+
+/// Fields never contain line breaks, so that every record is exactly one line and the
+/// torn-line repair (cut after the last newline) can never split a quoted field.
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
+
+fn ms(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+fn sample_row<'a>(o: &'a Observation, round: u64, run_id: &'a str, phase: &'a str) -> SampleRow<'a> {
+    let m = o.metrics.ok();
+    let h = o.health.ok();
+    let s = o.status.ok();
+    SampleRow {
+        ts: ts(o.ts),
+        run_id,
+        round,
+        phase,
+        member: &o.member.0,
+        endpoint: &o.endpoint,
+        reachable: o.reachable(),
+        health: h.map(|h| h.healthy),
+        health_reason: one_line(h.map_or("", |h| h.reason.as_str())),
+        leader_changes_seen_total: m.and_then(|m| m.leader_changes_seen_total),
+        has_leader: m.and_then(|m| m.has_leader).map(u8::from),
+        is_leader: m.and_then(|m| m.is_leader).map(u8::from),
+        process_start_time: m.and_then(|m| m.process_start_time),
+        member_id: s.map(|s| format!("{:x}", s.member_id)),
+        leader_id: s.map(|s| format!("{:x}", s.leader_id)),
+        raft_term: s.map(|s| s.raft_term),
+        raft_index: s.map(|s| s.raft_index),
+        raft_applied_index: s.map(|s| s.raft_applied_index),
+        db_size_bytes: s.map(|s| s.db_size_bytes),
+        etcd_version: one_line(s.map_or("", |s| s.version.as_str())),
+        heartbeat_send_failures_total: m.and_then(|m| m.heartbeat_send_failures_total),
+        slow_apply_total: m.and_then(|m| m.slow_apply_total),
+        wal_fsync_sum_s: m.and_then(|m| m.wal_fsync_sum),
+        wal_fsync_count: m.and_then(|m| m.wal_fsync_count),
+        metrics_ms: ms(o.metrics.ms),
+        health_ms: ms(o.health.ms),
+        status_ms: ms(o.status.ms),
+        probe_ms: ms(o.probe_ms()),
+        error: one_line(&o.error_summary()),
+    }
+}
+
+/// One append-only CSV file.
+struct CsvFile {
+    path: PathBuf,
+    w: csv::Writer<File>,
+}
+
+/// What reopening found in one file.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Reopened {
+    /// Bytes of a torn last line that were cut off.
+    pub torn_bytes: u64,
+    /// Complete rows already in the file (from earlier runs).
+    pub rows: u64,
+}
+
+impl CsvFile {
+    fn open(path: PathBuf, header: &[&str]) -> Result<(Self, Reopened), RecordError> {
+        let mut f = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        let mut text = Vec::new();
+        f.read_to_end(&mut text).map_err(io_err(&path))?;
+        let mut found = Reopened::default();
+        if !text.is_empty() {
+            let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
+            let want = header.join(",");
+            if first != want.as_bytes() {
+                let found = String::from_utf8_lossy(&first[..first.len().min(120)]).into_owned();
+                return Err(RecordError::Schema { path, found });
+            }
+            // A crash can leave a partial last line: keep everything up to the last newline.
+            let keep = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            if keep < text.len() {
+                found.torn_bytes = (text.len() - keep) as u64;
+                f.set_len(keep as u64).map_err(io_err(&path))?;
+                f.seek(SeekFrom::End(0)).map_err(io_err(&path))?;
+                text.truncate(keep);
+            }
+            found.rows = text.iter().filter(|b| **b == b'\n').count().saturating_sub(1) as u64;
+        }
+        let needs_header = text.is_empty();
+        let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(f);
+        if needs_header {
+            w.write_record(header).map_err(|source| RecordError::Csv { path: path.clone(), source })?;
+            w.flush().map_err(io_err(&path))?;
+        }
+        Ok((CsvFile { path, w }, found))
+    }
+
+    fn flush(&mut self) -> Result<(), RecordError> {
+        self.w.flush().map_err(io_err(&self.path))
+    }
+}
+
+/// An open run directory.
+pub struct RunDir {
+    dir: PathBuf,
+    run_id: String,
+    samples: CsvFile,
+    events: CsvFile,
+    /// What reopening found in samples.csv and events.csv.
+    pub reopened: (Reopened, Reopened),
+}
+
+impl RunDir {
+    /// Creates or reopens `dir`, repairing torn last lines.
+    pub fn open(dir: &Path, run_id: &str) -> Result<Self, RecordError> {
+        fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let (samples, rs) = CsvFile::open(dir.join(SAMPLES), &SAMPLES_HEADER)?;
+        let (events, re) = CsvFile::open(dir.join(EVENTS), &EVENTS_HEADER)?;
+        Ok(RunDir { dir: dir.to_owned(), run_id: run_id.to_owned(), samples, events, reopened: (rs, re) })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// Appends one row per member of `round` and flushes it to the OS.
+    pub fn append_round(&mut self, round: &Round, phase: &str) -> Result<(), RecordError> {
+        for o in &round.observations {
+            let row = sample_row(o, round.index, &self.run_id, phase);
+            self.samples
+                .w
+                .serialize(row)
+                .map_err(|source| RecordError::Csv { path: self.samples.path.clone(), source })?;
+        }
+        self.samples.flush()
+    }
+
+    /// Appends events and flushes them.
+    pub fn append_events(&mut self, events: &[Event]) -> Result<(), RecordError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        for e in events {
+            let row = [ts(e.ts), self.run_id.clone(), e.source.clone(), e.member.clone(), e.kind.clone(), one_line(&e.detail)];
+            self.events
+                .w
+                .write_record(&row)
+                .map_err(|source| RecordError::Csv { path: self.events.path.clone(), source })?;
+        }
+        self.events.flush()
+    }
+
+    /// Flushes both files and asks the OS to put them on disk.
+    pub fn sync(&mut self) -> Result<(), RecordError> {
+        self.samples.flush()?;
+        self.events.flush()?;
+        for f in [&self.samples, &self.events] {
+            f.w.get_ref().sync_all().map_err(io_err(&f.path))?;
+        }
+        Ok(())
+    }
+
+    /// Writes `name` in the run directory atomically (temp file, fsync, rename).
+    pub fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<PathBuf, RecordError> {
+        write_json_atomic(&self.dir.join(name), value)
+    }
+}
+
+/// Writes JSON so that a reader sees the old file or the new one, never half of one.
+pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<PathBuf, RecordError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp"));
+    let mut body = serde_json::to_vec_pretty(value).map_err(|e| RecordError::Io { path: path.to_owned(), source: e.into() })?;
+    body.push(b'\n');
+    let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
+    f.write_all(&body).map_err(io_err(&tmp))?;
+    f.sync_all().map_err(io_err(&tmp))?;
+    fs::rename(&tmp, path).map_err(io_err(path))?;
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all(); // best effort: not every filesystem syncs directories
+    }
+    Ok(path.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn torn_last_line_is_cut_and_appending_continues() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join(EVENTS);
+        let header = EVENTS_HEADER.join(",");
+        fs::write(&p, format!("{header}\n2026-01-01T00:00:00.000Z,r1,leaderwatch,m0,back,\n2026-01-01T00:00:01.0")).expect("write");
+        let (mut f, found) = CsvFile::open(p.clone(), &EVENTS_HEADER).expect("reopen");
+        assert_eq!(found.torn_bytes, "2026-01-01T00:00:01.0".len() as u64);
+        f.w.write_record(["t", "r2", "s", "m", "k", "d"]).expect("write");
+        f.flush().expect("flush");
+        let text = fs::read_to_string(&p).expect("read");
+        assert_eq!(text.lines().count(), 3);
+        assert!(text.ends_with("t,r2,s,m,k,d\n"));
+    }
+
+    #[test]
+    fn another_header_is_refused_not_overwritten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join(EVENTS);
+        fs::write(&p, "a,b,c\n1,2,3\n").expect("write");
+        assert!(matches!(CsvFile::open(p.clone(), &EVENTS_HEADER), Err(RecordError::Schema { .. })));
+        assert_eq!(fs::read_to_string(&p).expect("read"), "a,b,c\n1,2,3\n");
+    }
+}

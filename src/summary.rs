@@ -1,0 +1,73 @@
+//! `summary.json` (schema_version 1) of a `sample` run, documented in data/README.md.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::counts::{Counts, LeaderTransition, MemberCount};
+use crate::member::MemberName;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberRef {
+    pub name: MemberName,
+    pub endpoint: String,
+}
+
+/// The three leader-change counts of DOMAIN.md, side by side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LeaderChanges {
+    pub raw_sum_start: Option<f64>,
+    pub raw_sum_end: Option<f64>,
+    pub reset_aware_increase: f64,
+    pub per_member: BTreeMap<MemberName, MemberCount>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub schema_version: u32,
+    pub tool_version: String,
+    pub run_id: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub duration_s: f64,
+    /// `duration` (the --duration ran out) or `signal` (SIGINT/SIGTERM).
+    pub ended_by: String,
+    pub rounds: u64,
+    pub members: Vec<MemberRef>,
+    pub leader_changes: LeaderChanges,
+    /// Raft-term delta over the run: the best single figure for elections.
+    pub elections: Option<u64>,
+    pub leader_transitions: Vec<LeaderTransition>,
+    /// One sentence that puts the three counts side by side for a reader.
+    pub explanation: String,
+}
+
+/// Says in words why the three counts differ, so that nobody quotes the raw sum as elections.
+pub fn explain(c: &Counts) -> String {
+    let fmt = |v: Option<f64>| v.map_or("unknown".to_owned(), |v| format!("{v}"));
+    let resets: u32 = c.per_member.values().map(|m| m.resets).sum();
+    format!(
+        "raw sum of etcd_server_leader_changes_seen_total went {} -> {} (counts observations: each member counts every leader it learns, and restarts reset it); \
+         reset-aware increase {} with {} detected reset(s); elections (raft term delta) {}; leader transitions seen by polling {}",
+        fmt(c.raw_sum_start),
+        fmt(c.raw_sum_end),
+        c.reset_aware_increase,
+        resets,
+        c.elections.map_or("unknown".to_owned(), |e| e.to_string()),
+        c.leader_transitions.len()
+    )
+}
+
+impl LeaderChanges {
+    pub fn from_counts(c: &Counts) -> Self {
+        LeaderChanges {
+            raw_sum_start: c.raw_sum_start,
+            raw_sum_end: c.raw_sum_end,
+            reset_aware_increase: c.reset_aware_increase,
+            per_member: c.per_member.clone(),
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! The measuring core against a real 3-member etcd cluster on 127.0.0.1 (etcd from
+//! ETCD_BIN / .tools / PATH; a missing binary fails the test, it never skips).
+
+mod support;
+
+use std::time::Duration;
+
+use leaderwatch::member::MemberName;
+use support::{cluster, events, sample_rows_for, samples, sleep, start_sampler};
+
+const FAST: Duration = Duration::from_millis(250);
+const TIMEOUT: Duration = Duration::from_secs(1);
+
+fn name(i: usize) -> MemberName {
+    MemberName(format!("m{i}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_rest_no_elections_no_increase_constant_raw_sum() {
+    let f = cluster().await;
+    let run = start_sampler(&f, Duration::from_millis(500), TIMEOUT);
+    sleep(20_000).await;
+    let s = run.stop().await;
+    assert!(s.rounds >= 30, "rounds: {}", s.rounds);
+    assert_eq!(s.elections, Some(0), "{}", s.explanation);
+    assert_eq!(s.leader_changes.reset_aware_increase, 0.0, "{}", s.explanation);
+    // A fresh cluster: every member counted the first leader it learned.
+    assert_eq!(s.leader_changes.raw_sum_start, Some(3.0));
+    assert_eq!(s.leader_changes.raw_sum_end, Some(3.0));
+    assert!(s.leader_transitions.is_empty());
+    let rows = samples(f.out.path());
+    assert_eq!(rows.len() as u64, 3 * s.rounds, "one row per member per round");
+    assert!(rows.iter().all(|r| r["reachable"] == "true" && r["health"] == "true" && r["error"].is_empty()));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(f.out.path().join("summary.json")).expect("summary.json")).expect("json");
+    assert_eq!(summary["schema_version"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_leader_is_one_election_and_raw_sum_plus_two() {
+    let mut f = cluster().await;
+    let run = start_sampler(&f, FAST, TIMEOUT);
+    sleep(2_000).await;
+    let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("a leader");
+    f.cluster.kill(leader).await.expect("kill leader");
+    let new = f.cluster.wait_leader(Duration::from_secs(10)).await.expect("a new leader");
+    assert_ne!(new, leader);
+    sleep(3_000).await;
+    let s = run.stop().await;
+
+    assert_eq!(s.elections, Some(1), "{}", s.explanation);
+    for i in (0..3).filter(|i| *i != leader) {
+        let m = &s.leader_changes.per_member[&name(i)];
+        assert_eq!((m.start, m.end, m.increase), (Some(1.0), Some(2.0), 1.0), "survivor m{i}");
+    }
+    let dead = &s.leader_changes.per_member[&name(leader)];
+    assert_eq!((dead.start, dead.end, dead.increase), (Some(1.0), Some(1.0), 0.0), "killed leader: last value seen");
+    assert_eq!(s.leader_changes.raw_sum_start, Some(3.0));
+    assert_eq!(s.leader_changes.raw_sum_end, Some(5.0), "{}", s.explanation);
+    assert_eq!(s.leader_transitions.len(), 1);
+    assert!(s.explanation.contains("3 -> 5") && s.explanation.contains("elections (raft term delta) 1"), "{}", s.explanation);
+    let ev = events(f.out.path());
+    assert!(ev.iter().any(|e| e["kind"] == "unreachable" && e["member"] == format!("m{leader}")));
+    assert!(ev.iter().any(|e| e["kind"] == "leader_transition"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_follower_and_restart_is_a_reset_without_election() {
+    let mut f = cluster().await;
+    let run = start_sampler(&f, FAST, TIMEOUT);
+    sleep(2_000).await;
+    let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("a leader");
+    let follower = (leader + 1) % 3;
+    f.cluster.kill(follower).await.expect("kill follower");
+    sleep(1_500).await;
+    f.cluster.restart(follower).expect("restart");
+    f.cluster.wait_healthy(Duration::from_secs(15)).await.expect("healthy again");
+    sleep(3_000).await;
+    let s = run.stop().await;
+
+    assert_eq!(s.elections, Some(0), "{}", s.explanation);
+    let m = &s.leader_changes.per_member[&name(follower)];
+    // It comes back at the same value 1: only the changed start time shows the restart.
+    assert_eq!((m.start, m.end), (Some(1.0), Some(1.0)));
+    assert_eq!(m.resets, 1, "reset detected through process_start_time_seconds");
+    assert_eq!(m.increase, 1.0, "the new value counts from zero");
+    assert_eq!(s.leader_changes.raw_sum_start, s.leader_changes.raw_sum_end, "raw sum unchanged");
+    assert_eq!(s.leader_changes.reset_aware_increase, 1.0);
+    assert!(s.explanation.contains("1 detected reset"), "{}", s.explanation);
+    let ev = events(f.out.path());
+    assert!(ev.iter().any(|e| e["kind"] == "counter_reset" && e["member"] == format!("m{follower}") && e["detail"].contains("start time")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigstop_costs_one_timeout_per_round_not_a_hang() {
+    let mut f = cluster().await;
+    let run = start_sampler(&f, FAST, TIMEOUT);
+    sleep(1_500).await;
+    let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("a leader");
+    let frozen = (leader + 1) % 3;
+    f.cluster.freeze(frozen).expect("SIGSTOP");
+    sleep(6_000).await;
+    f.cluster.thaw(frozen).expect("SIGCONT");
+    sleep(3_000).await;
+    let s = run.stop().await;
+
+    let rows = samples(f.out.path());
+    let frozen_name = format!("m{frozen}");
+    let down: Vec<_> = sample_rows_for(&rows, &frozen_name).into_iter().filter(|r| r["reachable"] == "false").collect();
+    assert!(down.len() >= 3, "rounds kept coming during the freeze: {} unreachable rows", down.len());
+    for r in &down {
+        assert!(r["error"].contains("timed out"), "error recorded: {}", r["error"]);
+        let ms: f64 = r["probe_ms"].parse().expect("probe_ms");
+        assert!(ms < 10.0 * TIMEOUT.as_millis() as f64, "bounded by the timeout, not a hang: {ms} ms");
+        // The other members' rows of the same round are complete.
+        for o in rows.iter().filter(|o| o["round"] == r["round"] && o["member"] != frozen_name) {
+            assert_eq!((o["reachable"].as_str(), o["health"].as_str()), ("true", "true"), "round {}", r["round"]);
+        }
+    }
+    let last = sample_rows_for(&rows, &frozen_name).last().map(|r| r["reachable"].clone());
+    assert_eq!(last.as_deref(), Some("true"), "SIGCONT brings it back");
+    assert!(events(f.out.path()).iter().any(|e| e["kind"] == "back" && e["member"] == frozen_name));
+    assert_eq!(rows.len() as u64, 3 * s.rounds);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_of_three_down_survivor_reports_no_leader_and_rows_keep_coming() {
+    let mut f = cluster().await;
+    let run = start_sampler(&f, FAST, TIMEOUT);
+    sleep(1_500).await;
+    let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("a leader");
+    let other = (leader + 1) % 3;
+    let survivor = (leader + 2) % 3;
+    f.cluster.kill(leader).await.expect("kill leader");
+    f.cluster.kill(other).await.expect("kill follower");
+    sleep(6_000).await;
+    let s = run.stop().await;
+
+    let rows = samples(f.out.path());
+    assert_eq!(rows.len() as u64, 3 * s.rounds, "every round has a row per member");
+    let surv = sample_rows_for(&rows, &format!("m{survivor}"));
+    assert!(surv.iter().any(|r| r["has_leader"] == "0"), "survivor reports has_leader 0");
+    assert!(surv.last().is_some_and(|r| r["reachable"] == "true" && r["health"] == "false"));
+    let dead_rows = sample_rows_for(&rows, &format!("m{leader}")).into_iter().filter(|r| r["reachable"] == "false").count();
+    assert!(dead_rows >= 10, "rows keep coming for the dead member: {dead_rows}");
+}
