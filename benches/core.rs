@@ -1,0 +1,75 @@
+//! `cargo bench --bench core`: what the measuring core costs, in a release build.
+//! 1. `/metrics` extraction on a real etcd 3.5.1 page: full prometheus-parse vs the
+//!    filtered path leaderwatch uses.
+//! 2. One 3-member round (metrics + health + Status RPC per member) against a real local
+//!    cluster: CPU of this process per round, and wall latency.
+//! CPU is getrusage(RUSAGE_SELF) user+sys, so it includes tokio and TLS-free HTTP/gRPC.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use leaderwatch::clock::{Clock, SystemClock};
+use leaderwatch::local::{LocalCluster, LocalOptions};
+use leaderwatch::metrics::{extract, parse_full_page};
+use leaderwatch::probe::ProbeConfig;
+use leaderwatch::round::Sampler;
+use leaderwatch::sample::probers;
+use nix::sys::resource::{getrusage, UsageWho};
+
+fn cpu() -> Duration {
+    let u = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
+    let t = |tv: nix::sys::time::TimeVal| Duration::new(tv.tv_sec() as u64, tv.tv_usec() as u32 * 1000);
+    t(u.user_time()) + t(u.system_time())
+}
+
+fn per_call(label: &str, n: u32, f: impl Fn()) {
+    let (c0, t0) = (cpu(), Instant::now());
+    for _ in 0..n {
+        f();
+    }
+    let (wall, c) = (t0.elapsed() / n, (cpu() - c0) / n);
+    println!("{label:<44} {:>10.3} ms wall {:>10.3} ms CPU  (n={n})", wall.as_secs_f64() * 1e3, c.as_secs_f64() * 1e3);
+}
+
+fn main() {
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/metrics-etcd-3.5.1.txt"))
+        .expect("fixture page");
+    println!("extraction on a real etcd 3.5.1 /metrics page ({} bytes, {} lines)", page.len(), page.lines().count());
+    per_call("full prometheus-parse of the page", 200, || {
+        std::hint::black_box(parse_full_page(std::hint::black_box(&page)));
+    });
+    per_call("leaderwatch extract (filtered, 8 families)", 2000, || {
+        let _ = std::hint::black_box(extract(std::hint::black_box(&page)));
+    });
+
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let cluster = LocalCluster::start(LocalOptions::default()).await.expect("local etcd cluster (run `make deps`)");
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        for (label, with_metrics) in [("full round (metrics+health+status)", true), ("fast round (health+status)", false)] {
+            let cfg = ProbeConfig { with_metrics, ..ProbeConfig::default() };
+            let mut sampler = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"));
+            for _ in 0..20 {
+                sampler.round(clock.now()).await; // warm up connections
+            }
+            let n = 300u32;
+            let mut lat = Vec::with_capacity(n as usize);
+            let c0 = cpu();
+            for _ in 0..n {
+                let t = Instant::now();
+                let r = sampler.round(clock.now()).await;
+                lat.push(t.elapsed());
+                assert!(r.observations.iter().all(|o| o.reachable()), "a member did not answer");
+            }
+            let c = (cpu() - c0) / n;
+            lat.sort();
+            let q = |p: f64| lat[((lat.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e3;
+            println!(
+                "3-member {label:<36} {:>8.3} ms CPU/round  latency p50 {:.2} ms p99 {:.2} ms (n={n})",
+                c.as_secs_f64() * 1e3,
+                q(0.5),
+                q(0.99)
+            );
+        }
+    });
+}

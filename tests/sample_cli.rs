@@ -1,0 +1,149 @@
+//! `leaderwatch sample` as a user runs it: the binary against a real local cluster, its
+//! files, clean ends on SIGTERM, reopening a run directory after a crash, bad input.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use leaderwatch::record::SAMPLES_HEADER;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use support::{cluster, events, samples, sleep};
+
+fn leaderwatch() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leaderwatch"));
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+fn endpoint_args(f: &support::Fixture) -> Vec<String> {
+    f.cluster.members().iter().flat_map(|m| ["--endpoint".to_owned(), format!("{}={}", m.name, m.url)]).collect()
+}
+
+/// Waits for the child, killing it (and failing) after `limit`.
+fn wait_within(mut child: Child, limit: Duration) -> Output {
+    let deadline = Instant::now() + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("leaderwatch did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("summary is JSON")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sample_writes_the_three_files() {
+    let f = cluster().await;
+    let child = leaderwatch()
+        .args(["sample", "--interval", "200ms", "--duration", "3s", "--out"])
+        .arg(f.out.path())
+        .args(endpoint_args(&f))
+        .spawn()
+        .expect("spawn");
+    let out = wait_within(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+
+    let header = std::fs::read_to_string(f.out.path().join("samples.csv")).expect("samples.csv");
+    assert_eq!(header.lines().next(), Some(SAMPLES_HEADER.join(",").as_str()));
+    let rows = samples(f.out.path());
+    assert!(rows.len() >= 3 * 5, "rows: {}", rows.len());
+    let ts = &rows[0]["ts"];
+    assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok() && ts.ends_with('Z') && ts.len() == 24, "RFC 3339 UTC ms: {ts}");
+    let s = summary(f.out.path());
+    assert_eq!(s["ended_by"], "duration");
+    assert_eq!(s["leader_changes"]["raw_sum_end"], 3.0);
+    assert_eq!(s["members"].as_array().map(Vec::len), Some(3));
+    let ev = events(f.out.path());
+    assert!(ev.iter().any(|e| e["kind"] == "run_started") && ev.iter().any(|e| e["kind"] == "run_ended"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_run_and_writes_the_summary_within_5s() {
+    let f = cluster().await;
+    let child = leaderwatch()
+        .args(["sample", "--interval", "200ms", "--out"])
+        .arg(f.out.path())
+        .args(endpoint_args(&f))
+        .spawn()
+        .expect("spawn");
+    sleep(2_000).await;
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("SIGTERM");
+    let out = wait_within(child, Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(summary(f.out.path())["ended_by"], "signal");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reopening_after_a_crash_repairs_the_torn_line_and_appends_a_new_run() {
+    let f = cluster().await;
+    let child = leaderwatch()
+        .args(["sample", "--interval", "200ms", "--out"])
+        .arg(f.out.path())
+        .args(endpoint_args(&f))
+        .spawn()
+        .expect("spawn");
+    sleep(1_500).await;
+    kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).expect("SIGKILL");
+    let _ = wait_within(child, Duration::from_secs(5));
+    // What a crash in the middle of a write leaves: a partial last line.
+    let p = f.out.path().join("samples.csv");
+    let mut text = std::fs::read(&p).expect("samples.csv");
+    let before = samples(f.out.path()).len();
+    text.extend_from_slice(b"2026-11-29T19:00:00.123Z,torn-run,7,sample,m0,http://127.0.0.1:1,tr");
+    std::fs::write(&p, &text).expect("write torn line");
+
+    let child = leaderwatch()
+        .args(["sample", "--interval", "200ms", "--duration", "2s", "--out"])
+        .arg(f.out.path())
+        .args(endpoint_args(&f))
+        .spawn()
+        .expect("spawn");
+    let out = wait_within(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+
+    let rows = samples(f.out.path()); // panics on any unparseable row
+    assert!(rows.iter().all(|r| r["run_id"] != "torn-run"), "the torn line is gone");
+    let runs: std::collections::BTreeSet<_> = rows.iter().map(|r| r["run_id"].clone()).collect();
+    assert_eq!(runs.len(), 2, "the new run appends with a new run_id: {runs:?}");
+    assert!(rows.len() > before, "earlier rows kept, new rows added");
+    assert!(events(f.out.path()).iter().any(|e| e["kind"] == "repaired" && e["detail"].contains("samples.csv")));
+}
+
+fn run_bad(args: &[&str]) -> (i32, String) {
+    let out = leaderwatch().args(args).output().expect("run");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.code().unwrap_or(-1), err)
+}
+
+#[test]
+fn bad_input_is_one_line_and_a_documented_exit_code() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("o");
+    let out = out.to_str().expect("utf8");
+    let cases: [(&[&str], i32, &str); 5] = [
+        (&["sample", "--endpoint", "m0", "--out", out], 2, "NAME=URL"),
+        (&["sample", "--endpoint", "m0=ftp://x:1", "--out", out], 2, "http:// or https://"),
+        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--interval", "soon", "--out", out], 2, "not a duration"),
+        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--cert", "/nonexistent.pem", "--out", out], 2, "--cert and --key"),
+        (&["sample", "--endpoint", "m0=https://127.0.0.1:1", "--cacert", "/nonexistent.pem", "--out", out], 2, "/nonexistent.pem"),
+    ];
+    for (args, code, needle) in cases {
+        let (got, err) = run_bad(args);
+        assert_eq!(got, code, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // An --out that cannot be a directory: exit 3, naming the path.
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, "x").expect("write");
+    let (got, err) = run_bad(&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--out", file.to_str().expect("utf8")]);
+    assert_eq!(got, 3, "{err}");
+    assert!(err.contains("plain-file") && err.lines().count() == 1, "{err}");
+}
