@@ -17,12 +17,13 @@ CARGO       ?= cargo
 export ETCD_BIN ?= $(TOOLS)/bin/etcd
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help deps deps-apt deps-py build test test-rust test-manifests test-shell rehearse clean-tools
+.PHONY: help deps deps-apt deps-py build test test-rust test-manifests test-shell bench rehearse clean-tools
 
 help:
 	@echo "make rehearse   install what is missing, build, run leaderwatch rehearse on a local 3-member etcd"
 	@echo "make test       install what is missing and run the whole suite"
 	@echo "make deps       only install what is missing (protoc, shellcheck, .tools/ venv with etcd 3.5.1)"
+	@echo "make bench      cargo bench: /metrics extraction and one round against a local cluster"
 
 deps: deps-apt deps-py
 
@@ -57,8 +58,13 @@ build: deps-apt
 
 test: deps test-manifests test-shell test-rust
 
+# Benches are compiled (so they cannot rot) but not run: timings are not test assertions.
 test-rust: deps
-	$(CARGO) test --locked --all-targets
+	$(CARGO) test --locked --lib --bins --tests
+	$(CARGO) test --locked --benches --no-run
+
+bench: deps
+	$(CARGO) bench --locked --bench core
 
 test-manifests: deps-py
 	kubernetes-validate --strict -k $(K8S_VERSION) $$(find deploy/k8s -name '*.yaml' | sort)

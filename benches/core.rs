@@ -42,7 +42,7 @@ fn main() {
         let _ = std::hint::black_box(extract(std::hint::black_box(&page)));
     });
 
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
         let cluster = LocalCluster::start(LocalOptions::default()).await.expect("local etcd cluster (run `make deps`)");
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);

@@ -18,7 +18,7 @@ fn main() {
     };
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 
-    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("leaderwatch: cannot start the async runtime: {e}");

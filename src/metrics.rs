@@ -1,8 +1,8 @@
 //! `/metrics` text -> the few values leaderwatch needs, behind one function: [`extract`].
 //!
 //! A full etcd page is ~150 KB and ~1,550 lines; prometheus-parse is slow on it and silently
-//! drops what it cannot parse. So lines are filtered by metric name *before* parsing, and
-//! only the families below ever reach the parser.
+//! drops what it cannot parse. So sample lines are filtered by metric name *before*
+//! parsing, and only the few below ever reach the parser.
 
 use std::io;
 
@@ -71,9 +71,11 @@ fn line_name(line: &str) -> Option<&str> {
 /// Reduces a Prometheus text page to [`MemberMetrics`]. The one entry point for metrics
 /// parsing: callers never see prometheus-parse.
 pub fn extract(text: &str) -> Result<MemberMetrics, MetricsError> {
+    // Sample lines only: `# TYPE` lines change nothing for unlabelled values (a counter
+    // parses as untyped with the same value), and every wanted name starts with e or p.
     let lines = text
         .lines()
-        .filter(|l| line_name(l).is_some_and(|n| WANTED.contains(&n)))
+        .filter(|l| l.starts_with(['e', 'p']) && line_name(l).is_some_and(|n| WANTED.contains(&n)))
         .map(|l| Ok::<_, io::Error>(l.to_owned()));
     // Parsing from in-memory lines cannot fail with an I/O error.
     let scrape = Scrape::parse(lines).unwrap_or(Scrape { docs: Default::default(), samples: vec![] });

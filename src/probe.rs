@@ -236,7 +236,9 @@ fn http_error(e: &reqwest::Error, timeout: Duration) -> String {
 
 /// Reads at most `cap` bytes of the body; more is an error, not a truncation.
 async fn read_capped(mut resp: reqwest::Response, cap: usize, timeout: Duration) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
+    // An etcd page is ~160 KB: start big enough that it never reallocates.
+    let hint = resp.content_length().map_or(256 * 1024, |n| n as usize).min(cap);
+    let mut body = Vec::with_capacity(hint);
     while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
         if body.len() + chunk.len() > cap {
             return Err(format!("body larger than the {} MiB cap", cap / (1024 * 1024)));
