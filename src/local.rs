@@ -13,6 +13,7 @@ use nix::unistd::Pid;
 
 use crate::member::{Member, MemberName};
 use crate::metrics;
+use crate::probe::{http_client, ProbeConfig, TlsFiles};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
@@ -75,6 +76,8 @@ pub enum MemberState {
 
 struct LocalMember {
     name: String,
+    /// `https` when the cluster serves clients over TLS.
+    scheme: &'static str,
     client_port: u16,
     peer_port: u16,
     data_dir: PathBuf,
@@ -85,7 +88,7 @@ struct LocalMember {
 
 impl LocalMember {
     fn client_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        format!("{}://127.0.0.1:{}", self.scheme, self.client_port)
     }
     fn peer_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.peer_port)
@@ -99,11 +102,14 @@ pub struct LocalOptions {
     pub etcd_bin: Option<PathBuf>,
     /// Time allowed for all members to report healthy.
     pub startup_timeout: Duration,
+    /// Serve clients over TLS with client-certificate auth: `cacert` is trusted for
+    /// clients, `cert`/`key` are the server's (and may serve as the client's too).
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for LocalOptions {
     fn default() -> Self {
-        LocalOptions { members: 3, etcd_bin: None, startup_timeout: Duration::from_secs(30) }
+        LocalOptions { members: 3, etcd_bin: None, startup_timeout: Duration::from_secs(30), tls: None }
     }
 }
 
@@ -111,6 +117,7 @@ impl Default for LocalOptions {
 pub struct LocalCluster {
     bin: PathBuf,
     token: String,
+    tls: Option<TlsFiles>,
     members: Vec<LocalMember>,
     http: reqwest::Client,
     // Last field: removed after the members are killed in Drop.
@@ -137,7 +144,7 @@ impl LocalCluster {
         let bin = find_etcd(opts.etcd_bin.as_deref())?;
         let mut last = None;
         for _attempt in 0..3 {
-            let mut c = Self::spawn_all(&bin, opts.members)?;
+            let mut c = Self::spawn_all(&bin, opts.members, opts.tls.clone())?;
             match c.wait_healthy(opts.startup_timeout).await {
                 Ok(()) => return Ok(c),
                 Err(e) => {
@@ -156,12 +163,13 @@ impl LocalCluster {
         Err(last.unwrap_or(LocalError::NoEtcd))
     }
 
-    fn spawn_all(bin: &Path, n: usize) -> Result<Self> {
+    fn spawn_all(bin: &Path, n: usize, tls: Option<TlsFiles>) -> Result<Self> {
         let dir = tempfile::Builder::new().prefix("leaderwatch-etcd-").tempdir().map_err(io("create a temp dir"))?;
         let ports = free_ports(2 * n)?;
         let members = (0..n)
             .map(|i| LocalMember {
                 name: format!("m{i}"),
+                scheme: if tls.is_some() { "https" } else { "http" },
                 client_port: ports[2 * i],
                 peer_port: ports[2 * i + 1],
                 data_dir: dir.path().join(format!("m{i}.etcd")),
@@ -171,11 +179,10 @@ impl LocalCluster {
             })
             .collect();
         let token = format!("leaderwatch-{}", ports[0]);
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(800))
-            .build()
-            .map_err(|e| io("HTTP client")(std::io::Error::other(e)))?;
-        let mut c = LocalCluster { bin: bin.to_owned(), token, members, http, dir };
+        // The cluster's own health checks use the same client set-up as the prober.
+        let probe = ProbeConfig { timeout: Duration::from_millis(800), tls: tls.clone().unwrap_or_default(), with_metrics: true };
+        let http = http_client(&probe).map_err(|e| io("HTTP client for the local cluster")(std::io::Error::other(e)))?;
+        let mut c = LocalCluster { bin: bin.to_owned(), token, tls, members, http, dir };
         for i in 0..n {
             c.spawn(i)?;
         }
@@ -188,6 +195,16 @@ impl LocalCluster {
 
     fn spawn(&mut self, i: usize) -> Result<()> {
         let initial = self.initial_cluster();
+        let mut tls_args = Vec::new();
+        if let Some(t) = &self.tls {
+            let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+            tls_args = vec![
+                format!("--cert-file={}", path(&t.cert)),
+                format!("--key-file={}", path(&t.key)),
+                format!("--trusted-ca-file={}", path(&t.cacert)),
+                "--client-cert-auth=true".to_owned(),
+            ];
+        }
         let m = self.members.get_mut(i).ok_or(LocalError::NoMember(i))?;
         let log = File::options().create(true).append(true).open(&m.log).map_err(io(format!("open {}", m.log.display())))?;
         let log2 = log.try_clone().map_err(io("clone log handle"))?;
@@ -204,6 +221,7 @@ impl LocalCluster {
                 format!("--initial-cluster-token={}", self.token),
                 "--logger=zap".to_owned(),
             ])
+            .args(&tls_args)
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)

@@ -23,8 +23,13 @@ pub struct Fixture {
     _guard: MutexGuard<'static, ()>,
 }
 
+/// Holds off every other cluster of this test binary while alive.
+pub async fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
+    ONE_CLUSTER_AT_A_TIME.lock().await
+}
+
 pub async fn cluster() -> Fixture {
-    let guard = ONE_CLUSTER_AT_A_TIME.lock().await;
+    let guard = one_cluster_at_a_time().await;
     let cluster = LocalCluster::start(LocalOptions::default()).await.unwrap_or_else(|e| panic!("local etcd cluster: {e}"));
     let out = tempfile::tempdir().expect("tempdir");
     Fixture { cluster, out, _guard: guard }
