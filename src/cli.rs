@@ -19,9 +19,81 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the whole sitting on a local etcd cluster it starts itself: at rest, one
+    /// SIGTERM + restart of a member, settle; print the baseline table.
+    #[command(after_help = REHEARSE_EXAMPLES)]
+    Rehearse(RehearseArgs),
     /// Sample every member at a fixed interval into samples.csv, events.csv and summary.json.
     #[command(after_help = SAMPLE_EXAMPLES)]
     Sample(SampleArgs),
+    /// Render baseline.json files as the observation-window table; --update splices it into
+    /// a README between <!-- baseline:begin --> and <!-- baseline:end -->.
+    #[command(after_help = REPORT_EXAMPLES)]
+    Report(ReportArgs),
+}
+
+const REHEARSE_EXAMPLES: &str = "\
+Examples:
+  leaderwatch rehearse                       # 3 members, 60 s idle, leader target, 30 s settle
+  leaderwatch rehearse --target follower --idle 5m --settle 1m --out data/rehearsal-follower
+  ETCD_BIN=/usr/bin/etcd leaderwatch rehearse --members 5
+
+The etcd binary comes from --etcd-bin, ETCD_BIN, .tools/bin/etcd (make deps), or PATH.
+Writes samples.csv, events.csv and baseline.json to --out (default data/rehearsal-<UTC time>).
+Exit codes: 0 complete, 2 bad input, 3 output not writable, 4 no etcd / cluster did not start,
+5 interrupted or no recovery in time (what was measured is still written).";
+
+const REPORT_EXAMPLES: &str = "\
+Examples:
+  leaderwatch report data/rehearsal-leader/baseline.json
+  leaderwatch report data/rehearsal-*/baseline.json --update deploy/k8s/etcd/README.md";
+
+#[derive(Debug, Args)]
+pub struct RehearseArgs {
+    /// Members of the local cluster.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=9))]
+    pub members: u16,
+    /// Length of the at_rest window (rehearse may go below the 20 minutes of a real sitting).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub idle: Duration,
+    /// Length of the settle window after the cluster is healthy again.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub settle: Duration,
+    /// Member to disrupt: leader, follower, or a member name (m0, m1, ...), chosen from live
+    /// status at the moment of disruption.
+    #[arg(long, default_value = "leader")]
+    pub target: String,
+    /// How long the disrupted member stays down before its restart (the reschedule).
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub down: Duration,
+    /// Sampling interval at rest and while settling.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Sampling interval from the disruption until the cluster is healthy.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub fast_interval: Duration,
+    /// Bound on each part of a probe.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Give up if the healthy list has not come back this long after the disruption.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub recovery_timeout: Duration,
+    /// etcd binary (else ETCD_BIN, .tools/bin/etcd, PATH).
+    #[arg(long)]
+    pub etcd_bin: Option<PathBuf>,
+    /// Run directory (default: data/rehearsal-<UTC time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// baseline.json files, in the order their rows should appear.
+    #[arg(required = true, value_name = "BASELINE.json")]
+    pub baselines: Vec<PathBuf>,
+    /// Replace the table between the baseline markers in this README instead of printing it.
+    #[arg(long, value_name = "README.md")]
+    pub update: Option<PathBuf>,
 }
 
 const SAMPLE_EXAMPLES: &str = "\

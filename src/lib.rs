@@ -2,21 +2,28 @@
 //!
 //! The data path, one module per step:
 //! [`probe`] (one member) -> [`round`] (all members) -> [`counts`] (pure math) ->
-//! [`record`] (CSV, JSON) -> [`summary`]; [`sample`] drives it, [`local`] starts a real
-//! etcd cluster for `rehearse` and the tests.
+//! [`sitting`] (windows around one [`disrupt`]ion) -> [`record`] (CSV, JSON) -> [`report`].
+//! [`sample`] and [`sitting`] drive it; [`local`] starts a real etcd cluster for
+//! `rehearse` and the tests.
 //! This file owns the crate-wide [`Error`] and its mapping to process exit codes.
 
+pub mod baseline;
 pub mod cli;
 pub mod clock;
 pub mod counts;
+pub mod disrupt;
 pub mod events;
 pub mod local;
 pub mod member;
 pub mod metrics;
 pub mod probe;
+pub mod progress;
 pub mod record;
+pub mod rehearse;
+pub mod report;
 pub mod round;
 pub mod sample;
+pub mod sitting;
 pub mod summary;
 
 /// Everything that can end a leaderwatch command.
@@ -31,6 +38,10 @@ pub enum Error {
     /// The local etcd cluster could not be found, started or driven.
     #[error(transparent)]
     Local(#[from] local::LocalError),
+    /// A sitting ended without its full result (interrupted, or no recovery in time);
+    /// what it measured is written.
+    #[error("sitting incomplete: {0}")]
+    Incomplete(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -47,6 +58,8 @@ pub mod exit {
     pub const OUTPUT: i32 = 3;
     /// The local etcd cluster could not be found or started.
     pub const LOCAL_CLUSTER: i32 = 4;
+    /// A sitting did not complete (interrupted, or the cluster did not recover in time).
+    pub const INCOMPLETE: i32 = 5;
 }
 
 impl Error {
@@ -56,6 +69,7 @@ impl Error {
             Error::Usage(_) => exit::USAGE,
             Error::Record(_) => exit::OUTPUT,
             Error::Local(_) => exit::LOCAL_CLUSTER,
+            Error::Incomplete(_) => exit::INCOMPLETE,
         }
     }
 }

@@ -1,9 +1,10 @@
 //! Thin entry point: parse the command line, start logging, dispatch, map errors to exit codes.
 
+use std::io::IsTerminal;
 use std::sync::Arc;
 
 use clap::Parser;
-use leaderwatch::cli::{Cli, Command, SampleArgs};
+use leaderwatch::cli::{Cli, Command, ReportArgs, SampleArgs};
 use leaderwatch::clock::{Clock, SystemClock};
 use leaderwatch::member::parse_members;
 use leaderwatch::probe::{ProbeConfig, TlsFiles};
@@ -16,7 +17,11 @@ fn main() {
         Ok(f) => f,
         Err(e) => fail(&Error::Usage(format!("--log {:?}: {e}", cli.log))),
     };
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .init();
 
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -28,6 +33,8 @@ fn main() {
     let result = rt.block_on(async {
         match cli.command {
             Command::Sample(a) => run_sample(a).await,
+            Command::Rehearse(a) => leaderwatch::rehearse::run(a, shutdown_signal()).await,
+            Command::Report(a) => run_report(a),
         }
     });
     match result {
@@ -56,6 +63,22 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     sample::run(cfg, clock, shutdown_signal()).await.map(|_| ())
+}
+
+fn run_report(a: ReportArgs) -> Result<(), Error> {
+    let baselines = a
+        .baselines
+        .iter()
+        .map(|p| leaderwatch::report::load(p).map(|b| (p.clone(), b)))
+        .collect::<Result<Vec<_>, _>>()?;
+    match a.update {
+        Some(readme) => {
+            let changed = leaderwatch::report::update(&readme, &baselines)?;
+            eprintln!("{}: {}", readme.display(), if changed { "baseline table updated" } else { "already up to date" });
+        }
+        None => println!("{}", leaderwatch::report::render(&baselines, None)),
+    }
+    Ok(())
 }
 
 /// Resolves on SIGINT or SIGTERM (what the kubelet sends a pod).

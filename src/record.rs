@@ -280,19 +280,25 @@ impl RunDir {
 
 /// Writes JSON so that a reader sees the old file or the new one, never half of one.
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<PathBuf, RecordError> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.tmp"));
     let mut body = serde_json::to_vec_pretty(value).map_err(|e| RecordError::Io { path: path.to_owned(), source: e.into() })?;
     body.push(b'\n');
+    write_atomic(path, &body)?;
+    Ok(path.to_owned())
+}
+
+/// Temp file beside `path`, fsync, rename over `path`, fsync the directory.
+pub fn write_atomic(path: &Path, body: &[u8]) -> Result<(), RecordError> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp"));
     let mut f = File::create(&tmp).map_err(io_err(&tmp))?;
-    f.write_all(&body).map_err(io_err(&tmp))?;
+    f.write_all(body).map_err(io_err(&tmp))?;
     f.sync_all().map_err(io_err(&tmp))?;
     fs::rename(&tmp, path).map_err(io_err(path))?;
     if let Ok(d) = File::open(dir) {
         let _ = d.sync_all(); // best effort: not every filesystem syncs directories
     }
-    Ok(path.to_owned())
+    Ok(())
 }
 
 #[cfg(test)]

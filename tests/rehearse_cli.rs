@@ -1,0 +1,125 @@
+//! `leaderwatch rehearse` end to end (real local etcd, short windows) and
+//! `leaderwatch report --update`.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Mutex;
+
+/// One rehearsal at a time: two clusters competing for 2 cores could cause elections.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn leaderwatch() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
+}
+
+fn rehearse(target: &str, out: &Path) -> (serde_json::Value, String) {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let o = leaderwatch()
+        .args(["rehearse", "--idle", "5s", "--settle", "3s", "--down", "2s", "--target", target, "--out"])
+        .arg(out)
+        .output()
+        .expect("run rehearse");
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    let b = serde_json::from_slice(&std::fs::read(out.join("baseline.json")).expect("baseline.json")).expect("json");
+    (b, stdout)
+}
+
+fn window<'a>(b: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    b["windows"].as_array().and_then(|w| w.iter().find(|w| w["name"] == name)).unwrap_or_else(|| panic!("window {name}"))
+}
+
+#[test]
+fn rehearse_leader_target_one_election_in_the_disruption_window() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, stdout) = rehearse("leader", dir.path());
+    assert_eq!(window(&b, "at_rest")["elections"], 0);
+    assert_eq!(window(&b, "disruption")["elections"], 1, "{b:#}");
+    assert_eq!(window(&b, "settle")["elections"], 0);
+    let d = &b["disruption"];
+    assert_eq!(d["target_was_leader"], true);
+    assert!(d["loss_to_healthy_s"].as_f64().is_some_and(|s| s > 0.0), "{d:#}");
+    assert_eq!(b["environment"]["kind"], "local");
+    // The printed table: three counts per window, labelled as a local loopback run.
+    assert!(stdout.contains("| measurement | value | observation window | environment | source |"), "{stdout}");
+    assert!(stdout.contains("raw sum 3 → 5") && stdout.contains("elections (raft term) 1"), "{stdout}");
+    assert!(stdout.contains("local loopback, etcd 3.5.1, 3 members"), "{stdout}");
+    assert!(stdout.contains("time from member loss to a healthy 3-member endpoint list"));
+    // The ground truth it knows, and how far the measured instants are from it.
+    let truth = d["ground_truth"].as_array().expect("ground truth");
+    assert!(truth.iter().any(|t| t["kind"] == "sigterm_sent" && t["compared_with"] == "member_lost_at"));
+    assert!(truth.iter().any(|t| t["kind"] == "restarted" && t["measured_minus_truth_s"].is_number()));
+}
+
+#[test]
+fn rehearse_follower_target_no_election_and_the_restart_is_a_reset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (b, _) = rehearse("follower", dir.path());
+    for w in b["windows"].as_array().expect("windows") {
+        assert_eq!(w["elections"], 0, "window {}", w["name"]);
+    }
+    let target = b["disruption"]["target"].as_str().expect("target").to_owned();
+    let m = &window(&b, "disruption")["leader_changes"]["per_member"][&target];
+    assert_eq!(m["resets"], 1, "{m}");
+    assert_eq!(m["increase"], 1.0, "the restarted member's new 1 counts from zero");
+}
+
+fn baseline_json() -> String {
+    r#"{"schema_version":1,"tool_version":"0.1.0","run_id":"20261129T000000Z-0001",
+    "windows":[{"name":"at_rest","start":"2026-11-29T00:00:00Z","end":"2026-11-29T00:01:00Z","duration_s":60.0,"rounds":61,
+      "leader_changes":{"raw_sum_start":3.0,"raw_sum_end":3.0,"reset_aware_increase":0.0,"per_member":{}},"elections":0,"leader_transitions":[]}],
+    "disruption":null,
+    "environment":{"kind":"local","description":"local loopback, etcd 3.5.1, 3 members","members":["m0","m1","m2"],"etcd_versions":["3.5.1"],"heartbeat_ms":100,"election_ms":1000}}"#
+        .to_owned()
+}
+
+#[test]
+fn report_update_is_idempotent_and_touches_only_the_table() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let readme = dir.path().join("docs/README.md");
+    std::fs::create_dir_all(readme.parent().expect("parent")).expect("mkdir");
+    let original = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/k8s/etcd/README.md")).expect("etcd README");
+    std::fs::write(&readme, &original).expect("copy");
+    let baseline = dir.path().join("data/run/baseline.json");
+    std::fs::create_dir_all(baseline.parent().expect("parent")).expect("mkdir");
+    std::fs::write(&baseline, baseline_json()).expect("baseline");
+
+    let run = || {
+        let o = leaderwatch().arg("report").arg(&baseline).arg("--update").arg(&readme).output().expect("report");
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        (std::fs::read_to_string(&readme).expect("read"), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (once, msg1) = run();
+    let (twice, msg2) = run();
+    assert!(msg1.contains("updated"), "{msg1}");
+    assert!(msg2.contains("already up to date"), "{msg2}");
+    assert_eq!(once, twice, "a second run changes nothing");
+    assert!(once.contains("raw sum 3 → 3; reset-aware increase 0; elections (raft term) 0"));
+    assert!(once.contains("[20261129T000000Z-0001](../data/run/baseline.json)"), "links relative to the README");
+    assert!(once.contains("not yet measured"), "GKE rows stay until a Kubernetes baseline exists");
+    // Outside the markers nothing moved.
+    let outside = |t: &str| {
+        let b = t.find("<!-- baseline:begin -->").expect("begin");
+        let e = t.find("<!-- baseline:end -->").expect("end");
+        (t[..b].to_owned(), t[e..].to_owned())
+    };
+    assert_eq!(outside(&once), outside(&original));
+}
+
+#[test]
+fn report_bad_input_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"not\": \"a baseline\"}").expect("write");
+    let o = leaderwatch().arg("report").arg(&junk).output().expect("report");
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("junk.json") && err.contains("not a leaderwatch baseline.json") && err.lines().count() == 1, "{err}");
+    let readme = dir.path().join("README.md");
+    std::fs::write(&readme, "no markers here\n").expect("write");
+    std::fs::write(dir.path().join("b.json"), baseline_json()).expect("write");
+    let o = leaderwatch().arg("report").arg(dir.path().join("b.json")).arg("--update").arg(&readme).output().expect("report");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no <!-- baseline:begin --> marker"));
+    assert_eq!(std::fs::read_to_string(&readme).expect("read"), "no markers here\n", "nothing written");
+}

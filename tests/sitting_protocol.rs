@@ -1,0 +1,132 @@
+//! The sitting protocol with a fake disruptor on a real local cluster: window boundaries,
+//! cadence, and target resolution (leader / follower / NAME / unknown NAME).
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use leaderwatch::baseline::{Baseline, Environment};
+use leaderwatch::clock::{Clock, SystemClock};
+use leaderwatch::disrupt::Disruptor;
+use leaderwatch::events::Event;
+use leaderwatch::member::MemberName;
+use leaderwatch::probe::ProbeConfig;
+use leaderwatch::sitting::{self, SittingConfig, Target};
+use support::{cluster, samples, Fixture};
+
+/// Disrupts nothing; remembers whom it was asked to disrupt.
+struct Fake {
+    asked: Arc<Mutex<Vec<MemberName>>>,
+}
+
+impl Disruptor for Fake {
+    fn method(&self) -> &'static str {
+        "fake"
+    }
+    async fn disrupt(&mut self, member: &MemberName) -> leaderwatch::Result<Vec<Event>> {
+        self.asked.lock().expect("lock").push(member.clone());
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        Ok(vec![Event::new(SystemClock.now(), "fake", &member.0, "pretended", "")])
+    }
+}
+
+fn config(f: &Fixture, target: Target) -> SittingConfig {
+    SittingConfig {
+        members: f.cluster.members(),
+        idle: Duration::from_secs(2),
+        settle: Duration::from_secs(1),
+        interval: Duration::from_millis(500),
+        fast_interval: Duration::from_millis(100),
+        target,
+        probe: ProbeConfig { timeout: Duration::from_secs(1), ..ProbeConfig::default() },
+        out: f.out.path().to_owned(),
+        recovery_timeout: Duration::from_secs(20),
+        environment: Environment {
+            kind: "local".into(),
+            description: "test".into(),
+            members: vec![],
+            etcd_versions: vec![],
+            heartbeat_ms: None,
+            election_ms: None,
+        },
+    }
+}
+
+async fn sit(f: &Fixture, target: Target) -> (leaderwatch::Result<Baseline>, Vec<MemberName>) {
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut fake = Fake { asked: asked.clone() };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let r = sitting::run(config(f, target), &mut fake, clock, std::future::pending()).await;
+    let asked = asked.lock().expect("lock").clone();
+    (r, asked)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn windows_follow_each_other_and_the_leader_is_the_target() {
+    let f = cluster().await;
+    let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("leader");
+    let (r, asked) = sit(&f, Target::Leader).await;
+    let b = r.unwrap_or_else(|e| panic!("sitting: {e}"));
+    assert_eq!(asked, vec![MemberName(format!("m{leader}"))], "disrupted once, the live leader");
+
+    let names: Vec<&str> = b.windows.iter().map(|w| w.name.as_str()).collect();
+    assert_eq!(names, ["at_rest", "disruption", "settle"]);
+    let (rest, dis, settle) = (&b.windows[0], &b.windows[1], &b.windows[2]);
+    let d = b.disruption.as_ref().expect("disruption");
+    assert!(rest.duration_s >= 2.0 - 0.5, "at_rest lasts about --idle: {}", rest.duration_s);
+    assert!(rest.end <= dis.start, "at_rest ends before the request");
+    assert_eq!(dis.start, d.requested_at, "the disruption window opens at the request");
+    let healthy = d.healthy_at.expect("healthy_at");
+    assert!(healthy <= dis.end && (dis.end - healthy).num_milliseconds() < 2_000, "the window closes at (or one round after) healthy");
+    assert_eq!(dis.end, settle.start, "settle starts where the disruption window closed");
+    assert!(settle.duration_s >= 1.0 - 0.5);
+    assert!(d.target_was_leader);
+    assert_eq!(d.member_lost_at, None, "the fake takes nobody down");
+    assert!(d.healthy_at.is_some());
+    // Nothing was disrupted: no window saw an election.
+    assert!(b.windows.iter().all(|w| w.elections == Some(0)));
+
+    // samples.csv: phases in order, fast cadence only in the disruption phase.
+    let rows = samples(f.out.path());
+    let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str()).collect();
+    let first_dis = phases.iter().position(|p| *p == "disruption").expect("disruption rows");
+    let first_settle = phases.iter().position(|p| *p == "settle").expect("settle rows");
+    assert!(phases[..first_dis].iter().all(|p| *p == "at_rest"));
+    assert!(phases[first_dis..first_settle].iter().all(|p| *p == "disruption"));
+    assert!(phases[first_settle..].iter().all(|p| *p == "settle"));
+    let dis_rounds = rows.iter().filter(|r| r["phase"] == "disruption").count() / 3;
+    assert!(dis_rounds >= 3, "the disruption phase samples fast: {dis_rounds} rounds in ~0.3 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn follower_target_is_not_the_leader() {
+    let f = cluster().await;
+    let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("leader");
+    let (r, asked) = sit(&f, Target::Follower).await;
+    let b = r.unwrap_or_else(|e| panic!("sitting: {e}"));
+    assert_eq!(asked.len(), 1);
+    assert_ne!(asked[0], MemberName(format!("m{leader}")));
+    assert!(!b.disruption.expect("disruption").target_was_leader);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn named_target_is_that_member_and_an_unknown_name_is_refused_up_front() {
+    let f = cluster().await;
+    let (r, asked) = sit(&f, Target::Name(MemberName("m2".into()))).await;
+    r.unwrap_or_else(|e| panic!("sitting: {e}"));
+    assert_eq!(asked, vec![MemberName("m2".into())]);
+
+    let out2 = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(&f, "m9".parse().expect("target"));
+    cfg.out = out2.path().to_owned();
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    let mut fake = Fake { asked: asked.clone() };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let err = sitting::run(cfg, &mut fake, clock, std::future::pending()).await.err().expect("unknown member must fail");
+    assert!(matches!(err, leaderwatch::Error::Usage(_)), "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains("m9") && msg.contains("m0, m1, m2"), "{msg}");
+    assert!(asked.lock().expect("lock").is_empty());
+    assert!(!out2.path().join("samples.csv").exists(), "refused before any window started");
+}
