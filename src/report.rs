@@ -110,11 +110,17 @@ fn rows(b: &Baseline, link: &str) -> Vec<String> {
         .collect();
     if let Some(d) = &b.disruption {
         let n = b.environment.members.len();
-        let value = match (d.loss_to_healthy_s, d.request_to_healthy_s) {
+        let mut value = match (d.loss_to_healthy_s, d.request_to_healthy_s) {
             (Some(l), Some(r)) => format!("{l:.2} s (request → healthy {r:.2} s)"),
             (None, Some(r)) => format!("member loss not observed; request → healthy {r:.2} s"),
             _ => "did not recover within the sitting's timeout".to_owned(),
         };
+        // A local rehearsal keeps the member down on purpose (standing in for the
+        // reschedule): say how much of the figure that is.
+        let at = |k: &str| d.ground_truth.iter().find(|g| g.kind == k).map(|g| g.at);
+        if let (Some(exit), Some(restart)) = (at("exited"), at("restarted")) {
+            value.push_str(&format!("; of which the member was kept down {:.2} s (exit → restart)", crate::baseline::seconds_between(exit, restart)));
+        }
         let window = match (d.member_lost_at, d.healthy_at) {
             (Some(a), Some(h)) => when(a, h),
             (_, Some(h)) => when(d.requested_at, h),

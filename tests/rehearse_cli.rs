@@ -123,3 +123,23 @@ fn report_bad_input_is_one_line_and_exit_2() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("no <!-- baseline:begin --> marker"));
     assert_eq!(std::fs::read_to_string(&readme).expect("read"), "no markers here\n", "nothing written");
 }
+
+#[test]
+fn etcd_readme_table_is_rendered_from_the_committed_baselines() {
+    // Regression guard: the figures in the README must come from files in data/, unedited.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut baselines = Vec::new();
+    for e in std::fs::read_dir(root.join("data")).expect("data/") {
+        let p = e.expect("entry").path().join("baseline.json");
+        if p.exists() {
+            let rel = p.strip_prefix(root).expect("under the crate").to_path_buf();
+            baselines.push((rel.clone(), leaderwatch::report::load(&root.join(&rel)).expect("baseline")));
+        }
+    }
+    assert!(!baselines.is_empty(), "data/ holds at least one recorded rehearsal");
+    baselines.sort_by(|a, b| a.1.run_id.cmp(&b.1.run_id));
+    let readme = std::fs::read_to_string(root.join("deploy/k8s/etcd/README.md")).expect("README");
+    let table = leaderwatch::report::render(&baselines, Some(Path::new("deploy/k8s/etcd")));
+    let want = leaderwatch::report::splice(&readme, &table).expect("markers");
+    assert!(want == readme, "deploy/k8s/etcd/README.md differs from `leaderwatch report data/*/baseline.json --update` (run it)");
+}
