@@ -305,64 +305,46 @@ impl Prober {
         }
     }
 
-    async fn metrics(&self) -> Part<MemberMetrics> {
-        let t = Instant::now();
+    /// `GET path` with the probe's timeout and a capped body: (HTTP status, body).
+    async fn get(&self, path: &str, cap: usize) -> Result<(u16, Vec<u8>), String> {
         let timeout = self.cfg.timeout;
-        let value = async {
-            let resp = self
-                .http
-                .get(format!("{}/metrics", self.member.url))
-                .timeout(timeout)
-                .send()
-                .await
-                .map_err(|e| http_error(&e, timeout))?;
-            let code = resp.status();
-            if !code.is_success() {
-                return Err(format!("HTTP {}", code.as_u16()));
+        let resp = self
+            .http
+            .get(format!("{}{path}", self.member.url))
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| http_error(&e, timeout))?;
+        let code = resp.status().as_u16();
+        Ok((code, read_capped(resp, cap, timeout).await?))
+    }
+
+    async fn metrics(&self) -> Part<MemberMetrics> {
+        timed(self.cfg.timeout, async {
+            let (code, body) = self.get("/metrics", METRICS_BODY_CAP).await?;
+            if !(200..300).contains(&code) {
+                return Err(format!("HTTP {code}"));
             }
-            let body = read_capped(resp, METRICS_BODY_CAP, timeout).await?;
-            let text = String::from_utf8_lossy(&body);
-            metrics::extract(&text).map_err(|e| e.to_string())
-        };
-        let value = match tokio::time::timeout(timeout, value).await {
-            Ok(v) => v,
-            Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
-        };
-        Part { value, ms: ms_since(t) }
+            metrics::extract(&String::from_utf8_lossy(&body)).map_err(|e| e.to_string())
+        })
+        .await
     }
 
     async fn health(&self) -> Part<Health> {
-        let t = Instant::now();
-        let timeout = self.cfg.timeout;
-        let value = async {
-            let resp = self
-                .http
-                .get(format!("{}/health", self.member.url))
-                .timeout(timeout)
-                .send()
-                .await
-                .map_err(|e| http_error(&e, timeout))?;
-            let code = resp.status().as_u16();
-            let body = read_capped(resp, HEALTH_BODY_CAP, timeout).await?;
+        timed(self.cfg.timeout, async {
+            let (code, body) = self.get("/health", HEALTH_BODY_CAP).await?;
             parse_health(code, &body)
-        };
-        let value = match tokio::time::timeout(timeout, value).await {
-            Ok(v) => v,
-            Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
-        };
-        Part { value, ms: ms_since(t) }
+        })
+        .await
     }
 
     async fn status(client: Result<Client, String>, timeout: Duration) -> Part<Status> {
-        let t = Instant::now();
-        let mut client = match client {
-            Ok(c) => c,
-            Err(e) => return Part { value: Err(e), ms: ms_since(t) },
-        };
-        // The client has its own request timeout; this outer bound guards against a
-        // call that never reaches it (e.g. stuck in channel setup).
-        let value = match tokio::time::timeout(timeout + Duration::from_millis(100), client.status()).await {
-            Ok(Ok(s)) => Ok(Status {
+        // The client has its own request timeout; the outer bound (a little longer) guards
+        // against a call that never reaches it (e.g. stuck in channel setup).
+        timed(timeout + Duration::from_millis(100), async {
+            let mut client = client?;
+            let s = client.status().await.map_err(|e| etcd_error(&e, timeout))?;
+            Ok(Status {
                 member_id: s.header().map(|h| h.member_id()).unwrap_or_default(),
                 leader_id: s.leader(),
                 raft_term: s.raft_term(),
@@ -371,12 +353,20 @@ impl Prober {
                 db_size_bytes: s.db_size(),
                 version: s.version().to_owned(),
                 errors: s.errors().to_vec(),
-            }),
-            Ok(Err(e)) => Err(etcd_error(&e, timeout)),
-            Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
-        };
-        Part { value, ms: ms_since(t) }
+            })
+        })
+        .await
     }
+}
+
+/// Runs one part of a probe under `timeout` and records how long it took.
+async fn timed<T>(timeout: Duration, part: impl std::future::Future<Output = Result<T, String>>) -> Part<T> {
+    let t = Instant::now();
+    let value = match tokio::time::timeout(timeout, part).await {
+        Ok(v) => v,
+        Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
+    };
+    Part { value, ms: ms_since(t) }
 }
 
 fn etcd_error(e: &etcd_client::Error, timeout: Duration) -> String {
