@@ -58,6 +58,12 @@ pub struct Disruption {
     /// What the disruptor itself knows exactly (local: signal and restart instants), and
     /// how far the measured instants are from it.
     pub ground_truth: Vec<GroundTruth>,
+    /// Requests the disruption took (a PDB-blocked eviction is retried).
+    #[serde(default)]
+    pub attempts: u32,
+    /// Time the disruption was blocked (first attempt to the accepted one).
+    #[serde(default)]
+    pub blocked_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

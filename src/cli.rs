@@ -30,6 +30,106 @@ pub enum Command {
     /// a README between <!-- baseline:begin --> and <!-- baseline:end -->.
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
+    /// Check the spec's acceptance criteria 2-6 live on the cluster: PASS/FAIL with evidence.
+    #[command(after_help = PREFLIGHT_EXAMPLES)]
+    Preflight(PreflightArgs),
+    /// The sitting on the real cluster: preflight, >= 20 min at rest, one PDB-respecting
+    /// eviction, recovery, settle; writes baseline.json.
+    #[command(after_help = MEASURE_EXAMPLES)]
+    Measure(MeasureArgs),
+}
+
+const PREFLIGHT_EXAMPLES: &str = "\
+Examples:
+  leaderwatch preflight                      # kubeconfig's current context, namespace dlock
+  leaderwatch preflight --context gke_proj_europe-west1_dlock-gke -o json
+Exit codes: 0 all PASS, 6 Kubernetes API unusable (config, unreachable, 403), 7 a check failed.";
+
+const MEASURE_EXAMPLES: &str = "\
+Examples:
+  # in the cluster (the sitting Job), members reached by their DNS names
+  leaderwatch measure --target follower --out /data/gke-$(date -u +%Y%m%dT%H%M%SZ)
+  # everything but the eviction (server-side dry run)
+  leaderwatch measure --dry-run --out /tmp/dry
+Exit codes: 0 complete, 2 bad input, 3 output, 5 incomplete (interrupted, eviction blocked past
+--evict-timeout, or no recovery), 6 Kubernetes API unusable, 7 preflight failed (nothing evicted).";
+
+/// Where the cluster is and which pods are the members.
+#[derive(Debug, Args)]
+pub struct KubeArgs {
+    /// Namespace of the etcd pods.
+    #[arg(short = 'n', long, default_value = "dlock")]
+    pub namespace: String,
+    /// Label selector of the etcd pods.
+    #[arg(long, default_value = "app.kubernetes.io/name=dlock-etcd")]
+    pub selector: String,
+    /// kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Bound on each API request.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// How to reach the members: dns (<pod>.<headless svc>, in the cluster) or pod-ip.
+    #[arg(long, default_value = "dns")]
+    pub reach: String,
+}
+
+#[derive(Debug, Args)]
+pub struct PreflightArgs {
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Output format: text or json.
+    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
+    pub output: String,
+}
+
+/// `--idle` for a real sitting: at least the spec's 20 minutes.
+pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_secs(20 * 60) {
+        return Err(format!("{s:?}: a real sitting idles at least 20m (the spec's window); use `rehearse` for short runs"));
+    }
+    Ok(d)
+}
+
+#[derive(Debug, Args)]
+pub struct MeasureArgs {
+    #[command(flatten)]
+    pub kube: KubeArgs,
+    /// Length of the at_rest window; at least 20m.
+    #[arg(long, default_value = "20m", value_parser = parse_measure_idle)]
+    pub idle: Duration,
+    /// Length of the settle window after the cluster is healthy again.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub settle: Duration,
+    /// Member to evict: leader, follower or a pod name.
+    #[arg(long, default_value = "follower")]
+    pub target: String,
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub fast_interval: Duration,
+    /// Bound on each part of a probe.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Give up on a PDB-blocked eviction after this long (retried every 5 s, like kubectl drain).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub evict_timeout: Duration,
+    /// Give up if the healthy list has not come back this long after the eviction.
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub recovery_timeout: Duration,
+    /// Everything but the eviction (the Eviction is sent as a server-side dry run).
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Cluster label recorded in baseline.json and every table.
+    #[arg(long, default_value = "GKE Autopilot, dlock-gke")]
+    pub environment: String,
+    /// Run directory.
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 const REHEARSE_EXAMPLES: &str = "\

@@ -15,9 +15,20 @@ pub trait Disruptor {
     /// Recorded as `disruption.method` in baseline.json.
     fn method(&self) -> &'static str;
 
-    /// Disrupts `member` once. Returns when the disruptor's own part is over (for the
-    /// local process: after the restart), with the instants it knows exactly, as events.
-    fn disrupt(&mut self, member: &MemberName) -> impl Future<Output = Result<Vec<Event>>>;
+    /// Disrupts `member` once. Returns when the disruptor's own part is over (local
+    /// process: after the restart; eviction: once the old pod is gone).
+    fn disrupt(&mut self, member: &MemberName) -> impl Future<Output = Result<DisruptReport>>;
+}
+
+/// What a disruptor knows exactly about its own disruption.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DisruptReport {
+    /// Its instants (signal, exit, restart; eviction attempts, acceptance, pod gone).
+    pub events: Vec<Event>,
+    /// Requests it took (an eviction blocked by the PDB takes several).
+    pub attempts: u32,
+    /// Time from the first attempt to the accepted one.
+    pub blocked_s: f64,
 }
 
 /// SIGTERM (what the kubelet sends an evicted pod), wait for the exit, stay down for
@@ -35,7 +46,7 @@ impl Disruptor for LocalDisruptor<'_> {
         "local-sigterm"
     }
 
-    async fn disrupt(&mut self, member: &MemberName) -> Result<Vec<Event>> {
+    async fn disrupt(&mut self, member: &MemberName) -> Result<DisruptReport> {
         let i = self
             .cluster
             .members()
@@ -55,6 +66,6 @@ impl Disruptor for LocalDisruptor<'_> {
             "restarted",
             format!("after {} down, same data dir", humantime::format_duration(self.down)),
         ));
-        Ok(out)
+        Ok(DisruptReport { events: out, attempts: 1, blocked_s: 0.0 })
     }
 }

@@ -13,7 +13,9 @@ pub mod clock;
 pub mod counts;
 pub mod disrupt;
 pub mod events;
+pub mod k8s;
 pub mod local;
+pub mod measure;
 pub mod member;
 pub mod metrics;
 pub mod probe;
@@ -42,6 +44,12 @@ pub enum Error {
     /// what it measured is written.
     #[error("sitting incomplete: {0}")]
     Incomplete(String),
+    /// The Kubernetes API could not be reached, refused (403), or failed a request.
+    #[error(transparent)]
+    Kube(#[from] k8s::KubeError),
+    /// Preflight found at least one acceptance criterion failing.
+    #[error("preflight failed: {0}")]
+    Preflight(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -60,6 +68,10 @@ pub mod exit {
     pub const LOCAL_CLUSTER: i32 = 4;
     /// A sitting did not complete (interrupted, or the cluster did not recover in time).
     pub const INCOMPLETE: i32 = 5;
+    /// The Kubernetes API could not be used: config, unreachable, forbidden (403), errors.
+    pub const KUBERNETES: i32 = 6;
+    /// Preflight: at least one check failed (nothing was evicted).
+    pub const PREFLIGHT: i32 = 7;
 }
 
 impl Error {
@@ -70,6 +82,8 @@ impl Error {
             Error::Record(_) => exit::OUTPUT,
             Error::Local(_) => exit::LOCAL_CLUSTER,
             Error::Incomplete(_) => exit::INCOMPLETE,
+            Error::Kube(_) => exit::KUBERNETES,
+            Error::Preflight(_) => exit::PREFLIGHT,
         }
     }
 }

@@ -4,7 +4,8 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use clap::Parser;
-use leaderwatch::cli::{Cli, Command, ReportArgs, SampleArgs};
+use leaderwatch::cli::{Cli, Command, KubeArgs, MeasureArgs, PreflightArgs, ReportArgs, SampleArgs};
+use leaderwatch::k8s::{self, KubeOptions};
 use leaderwatch::clock::{Clock, SystemClock};
 use leaderwatch::member::parse_members;
 use leaderwatch::probe::{ProbeConfig, TlsFiles};
@@ -35,6 +36,8 @@ fn main() {
             Command::Sample(a) => run_sample(a).await,
             Command::Rehearse(a) => leaderwatch::rehearse::run(a, shutdown_signal()).await,
             Command::Report(a) => run_report(a),
+            Command::Preflight(a) => run_preflight(a).await,
+            Command::Measure(a) => run_measure(a).await,
         }
     });
     match result {
@@ -63,6 +66,59 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     sample::run(cfg, clock, shutdown_signal()).await.map(|_| ())
+}
+
+fn kube_options(a: &KubeArgs) -> KubeOptions {
+    KubeOptions {
+        kubeconfig: a.kubeconfig.clone(),
+        context: a.context.clone(),
+        namespace: a.namespace.clone(),
+        selector: a.selector.clone(),
+        request_timeout: a.request_timeout,
+    }
+}
+
+async fn run_preflight(a: PreflightArgs) -> Result<(), Error> {
+    let o = kube_options(&a.kube);
+    let reach = a.kube.reach.parse().map_err(Error::Usage)?;
+    let client = k8s::client(&o).await?;
+    let po = k8s::preflight::PreflightOptions { reach, ..Default::default() };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let checks = k8s::preflight::run(&client, &o, &po, clock).await?;
+    if a.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&checks).unwrap_or_default());
+    } else {
+        println!("{}", k8s::preflight::render(&checks));
+    }
+    let failed: Vec<&str> = checks.iter().filter(|c| !c.pass).map(|c| c.name).collect();
+    if failed.is_empty() { Ok(()) } else { Err(Error::Preflight(failed.join(", "))) }
+}
+
+async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
+    let kube = kube_options(&a.kube);
+    let cfg = leaderwatch::measure::MeasureConfig {
+        reach: a.kube.reach.parse().map_err(Error::Usage)?,
+        kube,
+        idle: a.idle,
+        settle: a.settle,
+        interval: a.interval,
+        fast_interval: a.fast_interval,
+        target: a.target.parse().map_err(Error::Usage)?,
+        probe: ProbeConfig { timeout: a.timeout, ..ProbeConfig::default() },
+        out: a.out.clone(),
+        evict_timeout: a.evict_timeout,
+        recovery_timeout: a.recovery_timeout,
+        dry_run: a.dry_run,
+        environment: a.environment,
+    };
+    let client = k8s::client(&cfg.kube).await?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let b = leaderwatch::measure::run(client, cfg, clock, shutdown_signal()).await?;
+    let path = a.out.join(leaderwatch::baseline::BASELINE);
+    println!("{}", leaderwatch::report::render(&[(path, b.clone())], None));
+    // Between markers, so that `kubectl logs` of the sitting Job alone retrieves it.
+    println!("--- baseline.json begin ---\n{}\n--- baseline.json end ---", serde_json::to_string_pretty(&b).unwrap_or_default());
+    Ok(())
 }
 
 fn run_report(a: ReportArgs) -> Result<(), Error> {

@@ -18,7 +18,7 @@ use tokio::time::MissedTickBehavior;
 use crate::baseline::{seconds_between, Baseline, Disruption, Environment, GroundTruth, WindowRecord, BASELINE, SCHEMA_VERSION};
 use crate::clock::Clock;
 use crate::counts::Window;
-use crate::disrupt::Disruptor;
+use crate::disrupt::{DisruptReport, Disruptor};
 use crate::events::{Event, Tracker};
 use crate::member::{Member, MemberName};
 use crate::probe::{Observation, ProbeConfig};
@@ -376,7 +376,7 @@ async fn disrupt_phase<D: Disruptor>(
     win.push(&round); // the boundary round: the state just before the request
     let disrupt = disruptor.disrupt(&target);
     tokio::pin!(disrupt);
-    let mut truth: Option<Vec<Event>> = None;
+    let mut truth: Option<DisruptReport> = None;
     let mut truth_written = false;
     let (mut lost, mut back, mut healthy) = (None, None, None);
     let mut boundary = None;
@@ -412,8 +412,8 @@ async fn disrupt_phase<D: Disruptor>(
             }
         };
         rec.record(&r, "disruption")?;
-        if let (false, Some(evs)) = (truth_written, &truth) {
-            rec.dir.append_events(evs)?;
+        if let (false, Some(t)) = (truth_written, &truth) {
+            rec.dir.append_events(&t.events)?;
             truth_written = true;
         }
         win.push(&r);
@@ -446,13 +446,14 @@ async fn disrupt_phase<D: Disruptor>(
     };
     let truth = truth.unwrap_or_default();
     if !truth_written {
-        rec.dir.append_events(&truth)?;
+        rec.dir.append_events(&truth.events)?;
     }
     let ground_truth = truth
+        .events
         .iter()
         .map(|e| {
             let compared = match e.kind.as_str() {
-                "sigterm_sent" => lost.map(|m| ("member_lost_at", m)),
+                "sigterm_sent" | "eviction_accepted" => lost.map(|m| ("member_lost_at", m)),
                 "restarted" => back.map(|m| ("member_back_at", m)),
                 _ => None,
             };
@@ -475,6 +476,8 @@ async fn disrupt_phase<D: Disruptor>(
         loss_to_healthy_s: lost.zip(healthy).map(|(a, b)| seconds_between(a, b)),
         request_to_healthy_s: healthy.map(|h| seconds_between(requested_at, h)),
         ground_truth,
+        attempts: truth.attempts,
+        blocked_s: truth.blocked_s,
     };
     if outcome == Outcome::TimedOut {
         tracing::warn!("no healthy {n}-member endpoint list within {}", humantime::format_duration(cfg.recovery_timeout));

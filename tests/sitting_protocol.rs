@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use leaderwatch::baseline::{Baseline, Environment};
 use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::disrupt::Disruptor;
+use leaderwatch::disrupt::{DisruptReport, Disruptor};
 use leaderwatch::events::Event;
 use leaderwatch::member::MemberName;
 use leaderwatch::probe::ProbeConfig;
@@ -24,10 +24,11 @@ impl Disruptor for Fake {
     fn method(&self) -> &'static str {
         "fake"
     }
-    async fn disrupt(&mut self, member: &MemberName) -> leaderwatch::Result<Vec<Event>> {
+    async fn disrupt(&mut self, member: &MemberName) -> leaderwatch::Result<DisruptReport> {
         self.asked.lock().expect("lock").push(member.clone());
         tokio::time::sleep(Duration::from_millis(300)).await;
-        Ok(vec![Event::new(SystemClock.now(), "fake", &member.0, "pretended", "")])
+        let events = vec![Event::new(SystemClock.now(), "fake", &member.0, "pretended", "")];
+        Ok(DisruptReport { events, attempts: 1, blocked_s: 0.0 })
     }
 }
 

@@ -97,3 +97,4 @@ pub fn sample_rows_for<'a>(
 ) -> Vec<&'a std::collections::HashMap<String, String>> {
     rows.iter().filter(|r| r["member"] == member).collect()
 }
+pub mod fake_api;

@@ -1,0 +1,77 @@
+//! Members from the pods: `-n/--namespace` and `--selector` find them; their client URL is
+//! the pod's stable DNS name (in the cluster) or its IP, on the port named `etcd-client`.
+
+use std::str::FromStr;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
+use kube::{Api, Client};
+
+use super::{call, KubeError, KubeOptions};
+use crate::member::{Member, MemberName};
+
+/// How to reach a member from where leaderwatch runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// `<pod>.<subdomain>.<ns>.svc.cluster.local` (leaderwatch runs in the cluster).
+    Dns,
+    /// The pod IP (in the cluster without DNS, or a flat network).
+    PodIp,
+}
+
+impl FromStr for Reach {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "dns" => Ok(Reach::Dns),
+            "pod-ip" => Ok(Reach::PodIp),
+            _ => Err(format!("--reach {s:?}: use dns or pod-ip")),
+        }
+    }
+}
+
+const CLIENT_PORT_NAME: &str = "etcd-client";
+
+fn client_port(pod: &Pod) -> i32 {
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .flat_map(|c| c.ports.iter().flatten())
+        .find(|p| p.name.as_deref() == Some(CLIENT_PORT_NAME))
+        .map_or(2379, |p| p.container_port)
+}
+
+/// The member a pod is, reached as `reach` says.
+pub fn member_of(pod: &Pod, reach: Reach) -> Result<Member, String> {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let port = client_port(pod);
+    let host = match reach {
+        Reach::Dns => {
+            let sub = pod.spec.as_ref().and_then(|s| s.subdomain.clone()).ok_or_else(|| format!("pod {name} has no subdomain (headless Service)"))?;
+            format!("{name}.{sub}.{ns}.svc.cluster.local")
+        }
+        Reach::PodIp => pod.status.as_ref().and_then(|s| s.pod_ip.clone()).ok_or_else(|| format!("pod {name} has no IP yet"))?,
+    };
+    Ok(Member { name: MemberName(name), url: format!("http://{host}:{port}") })
+}
+
+/// The member pods, sorted by name.
+pub async fn pods(client: &Client, o: &KubeOptions) -> Result<Vec<Pod>, KubeError> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &o.namespace);
+    let list = call("list pods", o.request_timeout, api.list(&ListParams::default().labels(&o.selector))).await?;
+    let mut pods = list.items;
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Ok(pods)
+}
+
+/// The members, one per pod; fails when no pod matches.
+pub async fn members(client: &Client, o: &KubeOptions, reach: Reach) -> Result<Vec<Member>, KubeError> {
+    let pods = pods(client, o).await?;
+    if pods.is_empty() {
+        return Err(KubeError::Api { what: "list pods".into(), message: format!("no pod matches {} in namespace {}", o.selector, o.namespace) });
+    }
+    pods.iter()
+        .map(|p| member_of(p, reach).map_err(|m| KubeError::Api { what: "discover members".into(), message: m }))
+        .collect()
+}

@@ -1,0 +1,123 @@
+//! The Kubernetes disruptor: one policy/v1 Eviction (honours the PDB, like `kubectl
+//! drain`), posted through `create_subresource` (kube's `EvictParams` would send
+//! `delete_options`, which the API server ignores). A 429 (PDB) is retried every 5 s up
+//! to `--evict-timeout`, each attempt and its cause recorded. Never a second member.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
+use kube::api::PostParams;
+use kube::Api;
+
+use super::{api_error, call, KubeError};
+use crate::clock::Clock;
+use crate::disrupt::{DisruptReport, Disruptor};
+use crate::events::Event;
+use crate::member::MemberName;
+use crate::{Error, Result};
+
+/// `kubectl drain` waits this long between blocked attempts.
+pub const RETRY_EVERY: Duration = Duration::from_secs(5);
+
+pub struct KubeEvictor {
+    pub pods: Api<Pod>,
+    pub namespace: String,
+    /// Bound on each API request.
+    pub request_timeout: Duration,
+    /// Give up on a PDB-blocked eviction after this long.
+    pub evict_timeout: Duration,
+    /// Server-side dry run: everything but the eviction.
+    pub dry_run: bool,
+    pub retry_every: Duration,
+    pub clock: Arc<dyn Clock>,
+    evicted: Option<MemberName>,
+}
+
+impl KubeEvictor {
+    pub fn new(pods: Api<Pod>, namespace: &str, request_timeout: Duration, evict_timeout: Duration, dry_run: bool, clock: Arc<dyn Clock>) -> Self {
+        KubeEvictor { pods, namespace: namespace.to_owned(), request_timeout, evict_timeout, dry_run, retry_every: RETRY_EVERY, clock, evicted: None }
+    }
+
+    fn eviction(&self, pod: &str) -> Eviction {
+        Eviction {
+            metadata: ObjectMeta { name: Some(pod.to_owned()), namespace: Some(self.namespace.clone()), ..ObjectMeta::default() },
+            delete_options: Some(DeleteOptions { dry_run: self.dry_run.then(|| vec!["All".to_owned()]), ..DeleteOptions::default() }),
+        }
+    }
+
+    fn ev(&self, member: &MemberName, kind: &str, detail: impl Into<String>) -> Event {
+        Event::new(self.clock.now(), "kubernetes", &member.0, kind, detail)
+    }
+
+    /// Waits until the evicted pod is gone or replaced (another uid).
+    async fn wait_gone(&self, member: &MemberName, uid: Option<String>) -> std::result::Result<Event, KubeError> {
+        let deadline = Instant::now() + self.evict_timeout;
+        loop {
+            let p = call("get pod", self.request_timeout, self.pods.get_opt(&member.0)).await?;
+            let gone = p.as_ref().is_none_or(|p| p.metadata.uid != uid);
+            if gone {
+                return Ok(self.ev(member, "old_pod_gone", if p.is_some() { "replaced (new uid)" } else { "deleted" }));
+            }
+            if Instant::now() >= deadline {
+                return Err(KubeError::Timeout { what: format!("pod {member} to go after its eviction"), timeout: self.evict_timeout });
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+/// "needs N healthy pods and has M" from a 429's causes, else its message.
+fn blocked_cause(s: &kube::core::Status) -> String {
+    let causes: Vec<String> = s.details.iter().flat_map(|d| &d.causes).map(|c| c.message.clone()).filter(|m| !m.is_empty()).collect();
+    if causes.is_empty() { s.message.clone() } else { causes.join("; ") }
+}
+
+impl Disruptor for KubeEvictor {
+    fn method(&self) -> &'static str {
+        if self.dry_run { "kubernetes-eviction-dry-run" } else { "kubernetes-eviction" }
+    }
+
+    async fn disrupt(&mut self, member: &MemberName) -> Result<DisruptReport> {
+        if let Some(prev) = &self.evicted {
+            return Err(Error::Usage(format!("refusing to evict {member}: {prev} was already evicted in this run")));
+        }
+        let uid = call("get pod", self.request_timeout, self.pods.get(&member.0)).await?.metadata.uid;
+        let body = self.eviction(&member.0);
+        let pp = PostParams { dry_run: self.dry_run, field_manager: None };
+        let first = Instant::now();
+        let mut events = Vec::new();
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let req = self.pods.create_subresource::<_, kube::core::Status>("eviction", &member.0, &pp, &body);
+            match tokio::time::timeout(self.request_timeout, req).await {
+                Ok(Ok(_)) => {
+                    let blocked = first.elapsed();
+                    self.evicted = Some(member.clone());
+                    events.push(self.ev(member, "eviction_accepted", format!("attempt {attempt}{}", if self.dry_run { " (dry run)" } else { "" })));
+                    if !self.dry_run {
+                        events.push(self.wait_gone(member, uid).await?);
+                    }
+                    return Ok(DisruptReport { events, attempts: attempt, blocked_s: if attempt > 1 { blocked.as_secs_f64() } else { 0.0 } });
+                }
+                Ok(Err(kube::Error::Api(s))) if s.code == 429 => {
+                    let cause = blocked_cause(&s);
+                    tracing::warn!(member = %member, attempt, "eviction blocked: {cause}");
+                    events.push(self.ev(member, "eviction_blocked", format!("attempt {attempt}: {cause}")));
+                    if first.elapsed() + self.retry_every > self.evict_timeout {
+                        return Err(Error::Incomplete(format!(
+                            "eviction of {member} still blocked after {attempt} attempts ({}): {cause}",
+                            humantime::format_duration(Duration::from_secs(first.elapsed().as_secs()))
+                        )));
+                    }
+                    tokio::time::sleep(self.retry_every).await;
+                }
+                Ok(Err(e)) => return Err(api_error("create pods/eviction", e).into()),
+                Err(_) => return Err(KubeError::Timeout { what: "create pods/eviction".into(), timeout: self.request_timeout }.into()),
+            }
+        }
+    }
+}

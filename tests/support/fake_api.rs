@@ -1,0 +1,325 @@
+//! A fake Kubernetes API server on 127.0.0.1:0 that speaks the real wire format for what
+//! leaderwatch uses (pods, nodes, PVCs, the PDB, the eviction subresource with PDB
+//! semantics and server-side dry run) and DRIVES A REAL `LocalCluster`: an accepted
+//! eviction marks the pod, SIGTERMs that etcd member, deletes the pod, and after a delay
+//! creates the replacement (Pending, then Running as the member restarts, Ready once its
+//! /health is true). Pod IPs are 127.0.0.1 and the port named etcd-client is the local
+//! member's client port, so `--reach pod-ip` finds the real members.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use leaderwatch::local::LocalCluster;
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+pub const NS: &str = "dlock";
+
+/// Knobs a test turns to make one thing wrong.
+#[derive(Debug, Clone, Default)]
+pub struct Knobs {
+    /// Answer 403 to everything.
+    pub forbidden: bool,
+    /// Reject this many eviction attempts with 429 before PDB semantics apply.
+    pub block_evictions: u32,
+    /// Put every pod on node-0.
+    pub same_node: bool,
+    /// Give every node the same zone.
+    pub same_zone: bool,
+    /// StorageClass of the PVCs (default premium-rwo).
+    pub storage_class: Option<String>,
+    /// Report this many allowed disruptions instead of computing it.
+    pub pdb_allowed: Option<i32>,
+    /// Advertise a dead port for dlock-etcd-2's etcd-client.
+    pub wrong_port: bool,
+}
+
+#[derive(Debug, Clone)]
+struct PodState {
+    uid: String,
+    member: usize,
+    port: u16,
+    phase: &'static str,
+    ready: bool,
+    deleting: bool,
+}
+
+struct Inner {
+    pods: BTreeMap<String, PodState>,
+    rv: u64,
+    uid_seq: u64,
+    knobs: Knobs,
+    /// (pod, dry_run) of every accepted eviction.
+    evictions: Vec<(String, bool)>,
+    reschedule_delay: Duration,
+}
+
+#[derive(Clone)]
+struct Shared {
+    inner: Arc<Mutex<Inner>>,
+    cluster: Arc<Mutex<LocalCluster>>,
+}
+
+pub struct FakeApi {
+    pub url: String,
+    shared: Shared,
+    server: tokio::task::JoinHandle<()>,
+    poller: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeApi {
+    fn drop(&mut self) {
+        self.server.abort();
+        self.poller.abort();
+    }
+}
+
+fn status(code: u16, reason: &str, message: &str, causes: Value) -> Response {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": message, "reason": reason, "code": code, "details": {"causes": causes}});
+    (StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(body)).into_response()
+}
+
+fn pod_json(name: &str, p: &PodState, knobs: &Knobs) -> Value {
+    let node = if knobs.same_node { "node-0".to_owned() } else { format!("node-{}", p.member) };
+    let port = if knobs.wrong_port && name.ends_with("-2") { 1 } else { p.port };
+    let mut meta = json!({"name": name, "namespace": NS, "uid": p.uid,
+        "labels": {"app.kubernetes.io/name": "dlock-etcd", "app.kubernetes.io/instance": "dlock-etcd"}});
+    let mut conditions = vec![json!({"type": "Ready", "status": if p.ready { "True" } else { "False" }})];
+    if p.deleting {
+        meta["deletionTimestamp"] = json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        conditions.push(json!({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}));
+    }
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+        "spec": {"nodeName": node, "subdomain": "dlock-etcd-headless",
+            "containers": [{"name": "etcd", "image": "gcr.io/etcd-development/etcd:v3.6.14",
+                "ports": [{"name": "etcd-client", "containerPort": port}, {"name": "etcd-peer", "containerPort": 2380}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": format!("data-{name}")}}]},
+        "status": {"phase": p.phase, "podIP": "127.0.0.1", "conditions": conditions}})
+}
+
+async fn guard(s: &Shared) -> Option<Response> {
+    s.inner.lock().await.knobs.forbidden.then(|| {
+        status(403, "Forbidden", "pods is forbidden: User \"system:serviceaccount:dlock:nobody\" cannot list resource", json!([]))
+    })
+}
+
+async fn list_pods(State(s): State<Shared>) -> Response {
+    if let Some(r) = guard(&s).await {
+        return r;
+    }
+    let g = s.inner.lock().await;
+    let items: Vec<Value> = g.pods.iter().map(|(n, p)| pod_json(n, p, &g.knobs)).collect();
+    Json(json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": g.rv.to_string()}, "items": items})).into_response()
+}
+
+async fn get_pod(State(s): State<Shared>, Path((_ns, name)): Path<(String, String)>) -> Response {
+    if let Some(r) = guard(&s).await {
+        return r;
+    }
+    let g = s.inner.lock().await;
+    match g.pods.get(&name) {
+        Some(p) => Json(pod_json(&name, p, &g.knobs)).into_response(),
+        None => status(404, "NotFound", &format!("pods \"{name}\" not found"), json!([])),
+    }
+}
+
+async fn get_node(State(s): State<Shared>, Path(name): Path<String>) -> Response {
+    if let Some(r) = guard(&s).await {
+        return r;
+    }
+    let same = s.inner.lock().await.knobs.same_zone;
+    let i = name.trim_start_matches("node-");
+    let zone = if same { "europe-west1-b".to_owned() } else { format!("europe-west1-{}", ["b", "c", "d"][i.parse::<usize>().unwrap_or(0) % 3]) };
+    Json(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}}})).into_response()
+}
+
+async fn get_pvc(State(s): State<Shared>, Path((_ns, name)): Path<(String, String)>) -> Response {
+    if let Some(r) = guard(&s).await {
+        return r;
+    }
+    let class = s.inner.lock().await.knobs.storage_class.clone().unwrap_or_else(|| "premium-rwo".into());
+    Json(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": NS},
+        "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
+        "status": {"phase": "Bound", "capacity": {"storage": "10Gi"}}}))
+    .into_response()
+}
+
+fn allowed(g: &Inner) -> i32 {
+    let healthy = g.pods.values().filter(|p| p.ready && !p.deleting).count() as i32;
+    g.knobs.pdb_allowed.unwrap_or((healthy - 2).max(0))
+}
+
+async fn get_pdb(State(s): State<Shared>, Path((_ns, name)): Path<(String, String)>) -> Response {
+    if let Some(r) = guard(&s).await {
+        return r;
+    }
+    let g = s.inner.lock().await;
+    let healthy = g.pods.values().filter(|p| p.ready && !p.deleting).count();
+    Json(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name, "namespace": NS},
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": "dlock-etcd"}}},
+        "status": {"currentHealthy": healthy, "desiredHealthy": 2, "disruptionsAllowed": allowed(&g), "expectedPods": 3}}))
+    .into_response()
+}
+
+async fn evict(
+    State(s): State<Shared>,
+    Path((_ns, name)): Path<(String, String)>,
+    Query(q): Query<BTreeMap<String, String>>,
+    Json(body): Json<Value>,
+) -> Response {
+    if let Some(r) = guard(&s).await {
+        return r;
+    }
+    if body["kind"] != "Eviction" || body["metadata"]["name"] != name.as_str() {
+        return status(400, "BadRequest", "body is not an Eviction of this pod", json!([]));
+    }
+    let dry = q.get("dryRun").is_some_and(|v| v == "All") || body["deleteOptions"]["dryRun"][0] == "All";
+    let mut g = s.inner.lock().await;
+    if !g.pods.contains_key(&name) {
+        return status(404, "NotFound", &format!("pods \"{name}\" not found"), json!([]));
+    }
+    let healthy = g.pods.values().filter(|p| p.ready && !p.deleting).count();
+    let knob = g.knobs.block_evictions > 0;
+    if knob || allowed(&g) < 1 {
+        g.knobs.block_evictions = g.knobs.block_evictions.saturating_sub(1);
+        // A knob-blocked attempt plays "one member not Ready yet".
+        let has = if knob { 2 } else { healthy };
+        let msg = format!("The disruption budget dlock-etcd-pdb needs 3 healthy pods and has {has} currently");
+        return status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
+            json!([{"reason": "DisruptionBudget", "message": msg}]));
+    }
+    g.evictions.push((name.clone(), dry));
+    if !dry {
+        let delay = g.reschedule_delay;
+        if let Some(p) = g.pods.get_mut(&name) {
+            p.deleting = true;
+        }
+        g.rv += 1;
+        let s2 = s.clone();
+        tokio::spawn(async move { reschedule(s2, name, delay).await });
+    }
+    (StatusCode::CREATED, Json(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))).into_response()
+}
+
+/// What the kubelet and the StatefulSet controller would do after an eviction.
+async fn reschedule(s: Shared, name: String, delay: Duration) {
+    let Some(member) = s.inner.lock().await.pods.get(&name).map(|p| p.member) else { return };
+    {
+        let mut c = s.cluster.lock().await;
+        let _ = c.terminate(member, Duration::from_secs(30)).await; // SIGTERM, like the kubelet
+    }
+    let port = {
+        let mut g = s.inner.lock().await;
+        let old = g.pods.remove(&name);
+        g.rv += 1;
+        old.map(|p| p.port).unwrap_or_default()
+    };
+    tokio::time::sleep(delay).await;
+    {
+        let mut g = s.inner.lock().await;
+        g.uid_seq += 1;
+        let uid = format!("uid-{}", g.uid_seq);
+        g.pods.insert(name.clone(), PodState { uid, member, port, phase: "Pending", ready: false, deleting: false });
+        g.rv += 1;
+    }
+    let _ = s.cluster.lock().await.restart(member);
+    if let Some(p) = s.inner.lock().await.pods.get_mut(&name) {
+        p.phase = "Running";
+    }
+}
+
+/// Readiness as the kubelet's probe would see it: /health true.
+async fn poll_ready(s: Shared) {
+    loop {
+        let members: Vec<(String, usize)> = s.inner.lock().await.pods.iter().map(|(n, p)| (n.clone(), p.member)).collect();
+        for (name, m) in members {
+            let ok = s.cluster.lock().await.healthy(m).await;
+            if let Some(p) = s.inner.lock().await.pods.get_mut(&name) {
+                if p.phase == "Running" && !p.deleting {
+                    p.ready = ok;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
+impl FakeApi {
+    /// Serves the pods `dlock-etcd-0..N` backed by the cluster's members.
+    pub async fn start(cluster: LocalCluster, knobs: Knobs, reschedule_delay: Duration) -> FakeApi {
+        let mut pods = BTreeMap::new();
+        for (i, m) in cluster.members().iter().enumerate() {
+            let port = m.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("member port");
+            pods.insert(format!("dlock-etcd-{i}"), PodState { uid: format!("uid-{i}"), member: i, port, phase: "Running", ready: true, deleting: false });
+        }
+        let n = pods.len() as u64;
+        let shared = Shared {
+            inner: Arc::new(Mutex::new(Inner { pods, rv: 1, uid_seq: n, knobs, evictions: vec![], reschedule_delay })),
+            cluster: Arc::new(Mutex::new(cluster)),
+        };
+        let app = Router::new()
+            .route("/api/v1/namespaces/{ns}/pods", get(list_pods))
+            .route("/api/v1/namespaces/{ns}/pods/{name}", get(get_pod))
+            .route("/api/v1/namespaces/{ns}/pods/{name}/eviction", post(evict))
+            .route("/api/v1/nodes/{name}", get(get_node))
+            .route("/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}", get(get_pvc))
+            .route("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{name}", get(get_pdb))
+            .with_state(shared.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake API server");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        let server = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let poller = tokio::spawn(poll_ready(shared.clone()));
+        FakeApi { url, shared, server, poller }
+    }
+
+    /// Stops serving and hands the local cluster back (for the next case).
+    pub async fn into_cluster(self) -> LocalCluster {
+        self.server.abort();
+        self.poller.abort();
+        let cluster = self.shared.cluster.clone();
+        drop(self);
+        // The aborted tasks drop their clones; wait until ours is the last one.
+        let mut cluster = cluster;
+        for _ in 0..500 {
+            match Arc::try_unwrap(cluster) {
+                Ok(m) => return m.into_inner(),
+                Err(back) => {
+                    cluster = back;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        panic!("the fake API server still holds the cluster after 10 s");
+    }
+
+    pub async fn evictions(&self) -> Vec<(String, bool)> {
+        self.shared.inner.lock().await.evictions.clone()
+    }
+
+    /// A kubeconfig file for the binary, pointing at this server.
+    pub fn kubeconfig(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        let p = dir.join("kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: u\n    namespace: {NS}\ncurrent-context: fake\n",
+            self.url
+        );
+        std::fs::write(&p, text).expect("write kubeconfig");
+        p
+    }
+
+    /// The kube client leaderwatch would build, pointed here.
+    pub fn client(&self) -> kube::Client {
+        let cfg = kube::Config::new(self.url.parse().expect("url"));
+        leaderwatch::k8s::from_config(cfg, Duration::from_secs(5)).expect("client")
+    }
+}
