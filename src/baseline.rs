@@ -64,6 +64,18 @@ pub struct Disruption {
     /// Time the disruption was blocked (first attempt to the accepted one).
     #[serde(default)]
     pub blocked_s: f64,
+    /// The recovery step by step (eviction accepted, DisruptionTarget, deletion, old pod
+    /// gone, replacement scheduled, Running, Ready, member back, healthy list).
+    #[serde(default)]
+    pub waterfall: Vec<Step>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Step {
+    pub step: String,
+    pub at: DateTime<Utc>,
+    pub since_previous_s: f64,
+    pub since_request_s: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

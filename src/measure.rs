@@ -13,6 +13,7 @@ use crate::baseline::{Baseline, Environment};
 use crate::clock::Clock;
 use crate::k8s::discover::{members, Reach};
 use crate::k8s::evict::KubeEvictor;
+use crate::k8s::watch;
 use crate::k8s::preflight::{self, PreflightOptions};
 use crate::k8s::KubeOptions;
 use crate::probe::ProbeConfig;
@@ -49,6 +50,13 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
         return Err(Error::Preflight(format!("{} failed; nothing was evicted", failed.join(", "))));
     }
     let members = members(&client, &cfg.kube, cfg.reach).await?;
+    // Watch the pods and their Events for the whole sitting, into events.csv.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let prefix = common_prefix(&members.iter().map(|m| m.name.0.as_str()).collect::<Vec<_>>());
+    let watchers = [
+        watch::spawn_pod_watcher(client.clone(), &cfg.kube, clock.clone(), tx.clone()),
+        watch::spawn_event_watcher(client.clone(), &cfg.kube, prefix, clock.clone(), tx),
+    ];
     let pods: Api<Pod> = Api::namespaced(client, &cfg.kube.namespace);
     let mut evictor = KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone());
     let sitting = SittingConfig {
@@ -71,5 +79,19 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
             election_ms: Some(1000),
         },
     };
-    sitting::run(sitting, &mut evictor, clock, shutdown).await
+    let result = sitting::run(sitting, &mut evictor, clock, Some(rx), shutdown).await;
+    for w in watchers {
+        w.abort();
+    }
+    result
+}
+
+/// `dlock-etcd-` for `dlock-etcd-0, dlock-etcd-1, dlock-etcd-2`: which Events are about members.
+fn common_prefix(names: &[&str]) -> String {
+    let Some(first) = names.first() else { return String::new() };
+    let mut n = first.len();
+    for other in &names[1..] {
+        n = n.min(first.bytes().zip(other.bytes()).take_while(|(a, b)| a == b).count());
+    }
+    first[..n].to_owned()
 }

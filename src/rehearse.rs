@@ -53,7 +53,7 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
         },
     };
     let mut disruptor = LocalDisruptor { cluster: &mut cluster, down: a.down, grace: GRACE, clock: clock.clone() };
-    let result = sitting::run(cfg, &mut disruptor, clock, shutdown).await;
+    let result = sitting::run(cfg, &mut disruptor, clock, None, shutdown).await;
     drop(cluster); // stop the members before printing
     let mut baseline = result?;
     // Label the figures with where they ran: never to be mistaken for GKE.

@@ -13,9 +13,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::MissedTickBehavior;
 
-use crate::baseline::{seconds_between, Baseline, Disruption, Environment, GroundTruth, WindowRecord, BASELINE, SCHEMA_VERSION};
+use crate::baseline::{seconds_between, Baseline, Disruption, Environment, GroundTruth, Step, WindowRecord, BASELINE, SCHEMA_VERSION};
 use crate::clock::Clock;
 use crate::counts::Window;
 use crate::disrupt::{DisruptReport, Disruptor};
@@ -161,6 +162,8 @@ struct Recorder {
     tracker: Tracker,
     clock: Arc<dyn Clock>,
     versions: Vec<String>,
+    /// Events from watchers running beside the sitting (the Kubernetes side).
+    side: Option<UnboundedReceiver<Event>>,
 }
 
 impl Recorder {
@@ -169,6 +172,21 @@ impl Recorder {
         let round = self.sampler.round(self.clock.now()).await;
         self.record(&round, phase)?;
         Ok(round)
+    }
+
+    /// Records the watchers' events that arrived so far, and returns them.
+    fn drain_side(&mut self) -> Result<Vec<Event>> {
+        let mut got = Vec::new();
+        if let Some(rx) = self.side.as_mut() {
+            while let Ok(e) = rx.try_recv() {
+                got.push(e);
+            }
+        }
+        for e in &got {
+            tracing::info!(source = %e.source, member = %e.member, kind = %e.kind, "{}", e.detail);
+        }
+        self.dir.append_events(&got)?;
+        Ok(got)
     }
 
     fn record(&mut self, round: &Round, phase: &str) -> Result<()> {
@@ -220,13 +238,14 @@ pub async fn run<D: Disruptor>(
     cfg: SittingConfig,
     disruptor: &mut D,
     clock: Arc<dyn Clock>,
+    side: Option<UnboundedReceiver<Event>>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Baseline> {
     cfg.target.check(&cfg.members).map_err(Error::Usage)?;
     let run_id = new_run_id(clock.as_ref());
     let sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?);
     let dir = RunDir::open(&cfg.out, &run_id)?;
-    let mut rec = Recorder { sampler, dir, tracker: Tracker::new(), clock: clock.clone(), versions: Vec::new() };
+    let mut rec = Recorder { sampler, dir, tracker: Tracker::new(), clock: clock.clone(), versions: Vec::new(), side };
     let n = cfg.members.len();
     let mut progress = Progress::new();
     tokio::pin!(shutdown);
@@ -251,6 +270,7 @@ pub async fn run<D: Disruptor>(
             _ = tick.tick() => {}
         }
         let r = rec.round("at_rest", true).await?;
+        rec.drain_side()?;
         rest.push(&r);
         progress.tick(t0.elapsed(), "");
         last = Some(r);
@@ -260,6 +280,8 @@ pub async fn run<D: Disruptor>(
     if !interrupted {
         let (record, outcome) = disrupt_phase(&cfg, disruptor, &mut rec, &mut progress, &mut shutdown, last, rest).await?;
         windows.extend(record.windows);
+        let mut steps = record.steps;
+        let target = record.disruption.target.clone();
         disruption = Some(record.disruption);
         interrupted = outcome == Outcome::Interrupted;
         // settle, from the healthy round
@@ -275,10 +297,15 @@ pub async fn run<D: Disruptor>(
                     _ = tick.tick() => {}
                 }
                 let r = rec.round("settle", true).await?;
+                // Kubernetes may report the target Ready only after etcd is healthy again.
+                steps.extend(rec.drain_side()?.into_iter().filter(|e| e.member == target));
                 settle.push(&r);
                 progress.tick(t1.elapsed(), "");
             }
             windows.push(settle.close());
+        }
+        if let Some(d) = disruption.as_mut() {
+            d.waterfall = waterfall(&steps, d.requested_at, d.member_lost_at, d.member_back_at, d.healthy_at);
         }
     } else {
         windows.push(rest.close());
@@ -332,6 +359,8 @@ struct DisruptRecord {
     disruption: Disruption,
     /// The round in which the healthy list held: the settle window starts there.
     boundary: Option<Round>,
+    /// The disruptor's and the watchers' events about the target so far.
+    steps: Vec<Event>,
 }
 
 async fn disrupt_phase<D: Disruptor>(
@@ -378,6 +407,7 @@ async fn disrupt_phase<D: Disruptor>(
     tokio::pin!(disrupt);
     let mut truth: Option<DisruptReport> = None;
     let mut truth_written = false;
+    let mut side_log: Vec<Event> = Vec::new();
     let (mut lost, mut back, mut healthy) = (None, None, None);
     let mut boundary = None;
     let t0 = Instant::now();
@@ -412,6 +442,7 @@ async fn disrupt_phase<D: Disruptor>(
             }
         };
         rec.record(&r, "disruption")?;
+        side_log.extend(rec.drain_side()?.into_iter().filter(|e| e.member == target.0));
         if let (false, Some(t)) = (truth_written, &truth) {
             rec.dir.append_events(&t.events)?;
             truth_written = true;
@@ -448,6 +479,7 @@ async fn disrupt_phase<D: Disruptor>(
     if !truth_written {
         rec.dir.append_events(&truth.events)?;
     }
+    side_log.extend(rec.drain_side()?.into_iter().filter(|e| e.member == target.0));
     let ground_truth = truth
         .events
         .iter()
@@ -478,9 +510,40 @@ async fn disrupt_phase<D: Disruptor>(
         ground_truth,
         attempts: truth.attempts,
         blocked_s: truth.blocked_s,
+        waterfall: vec![], // completed by `run` once the settle window is over
     };
     if outcome == Outcome::TimedOut {
         tracing::warn!("no healthy {n}-member endpoint list within {}", humantime::format_duration(cfg.recovery_timeout));
     }
-    Ok((DisruptRecord { windows: vec![windows_rest, win.close()], disruption, boundary }, outcome))
+    let steps = [truth.events, side_log].concat();
+    Ok((DisruptRecord { windows: vec![windows_rest, win.close()], disruption, boundary, steps }, outcome))
+}
+
+/// The recovery as a timeline: every instant the disruptor and the watchers know about the
+/// target, plus the measured loss, return and healthy list, in time order, each with the
+/// gap since the previous step. Steps after the healthy list (a pod that Kubernetes calls
+/// Ready later) are kept: they show how the two views of "recovered" differ.
+fn waterfall(
+    events: &[Event],
+    requested_at: DateTime<Utc>,
+    lost: Option<DateTime<Utc>>,
+    back: Option<DateTime<Utc>>,
+    healthy: Option<DateTime<Utc>>,
+) -> Vec<Step> {
+    let mut steps: Vec<(DateTime<Utc>, String)> = vec![(requested_at, "requested".to_owned())];
+    steps.extend(events.iter().map(|e| (e.ts, e.kind.clone())));
+    steps.extend(lost.map(|t| (t, "member_lost (measured)".to_owned())));
+    steps.extend(back.map(|t| (t, "member_back (measured)".to_owned())));
+    steps.extend(healthy.map(|t| (t, "healthy_list (measured)".to_owned())));
+    steps.retain(|(t, _)| *t >= requested_at);
+    steps.sort_by_key(|(t, _)| *t);
+    let mut prev = requested_at;
+    steps
+        .into_iter()
+        .map(|(at, step)| {
+            let s = Step { step, at, since_previous_s: seconds_between(prev, at), since_request_s: seconds_between(requested_at, at) };
+            prev = at;
+            s
+        })
+        .collect()
 }

@@ -73,6 +73,14 @@ async fn measure_follower_target_evicts_once_and_times_the_recovery() {
     let ev = events(out.path());
     assert!(ev.iter().any(|e| e["kind"] == "eviction_accepted" && e["source"] == "kubernetes"));
     assert!(ev.iter().any(|e| e["kind"] == "old_pod_gone"));
+    // The recovery waterfall: every phase of it, in time order.
+    let steps: Vec<&str> = d.waterfall.iter().map(|s| s.step.as_str()).collect();
+    for want in ["requested", "eviction_accepted", "disruption_target", "pod_deleting", "old_pod_gone", "pod_created", "pod_ready", "member_back (measured)", "healthy_list (measured)"] {
+        assert!(steps.contains(&want), "waterfall lacks {want}: {steps:?}");
+    }
+    assert!(d.waterfall.windows(2).all(|w| w[0].at <= w[1].at && w[1].since_previous_s >= 0.0));
+    let pos = |s: &str| steps.iter().position(|x| *x == s).unwrap_or(usize::MAX);
+    assert!(pos("eviction_accepted") < pos("pod_created") && pos("pod_created") < pos("pod_ready"), "{steps:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -203,4 +211,59 @@ async fn preflight_cli_prints_pass_fail_lines_and_measure_refuses_to_evict_on_a_
     let err = measure(&api, out.path(), "follower", false).await.err().expect("preflight must stop measure");
     assert!(matches!(err, leaderwatch::Error::Preflight(_)), "{err}");
     assert!(api.evictions().await.is_empty(), "nothing evicted");
+}
+
+/// Collects watcher events until `until` holds for them or 40 s pass.
+async fn collect_until(rx: &mut tokio::sync::mpsc::UnboundedReceiver<leaderwatch::events::Event>, mut until: impl FnMut(&[leaderwatch::events::Event]) -> bool) -> Vec<leaderwatch::events::Event> {
+    let mut got = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    while !until(&got) {
+        match tokio::time::timeout_at(deadline, rx.recv()).await {
+            Ok(Some(e)) => got.push(e),
+            _ => panic!("watcher events so far: {:#?}", got.iter().map(|e| format!("{} {} {}", e.member, e.kind, e.detail)).collect::<Vec<_>>()),
+        }
+    }
+    got
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_dropped_and_resumed_with_410_gone_loses_and_doubles_nothing() {
+    let _one = one_cluster_at_a_time().await;
+    let api = fake(Knobs { drop_watch_on_evict: true, ..Knobs::default() }).await;
+    let client = api.client();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let task = leaderwatch::k8s::watch::spawn_pod_watcher(client.clone(), &kube_opts(), clock, tx);
+    let initial = collect_until(&mut rx, |g| g.iter().filter(|e| e.kind == "pod_ready").count() == 3).await;
+    assert_eq!(initial.iter().filter(|e| e.kind == "pod_seen").count(), 3);
+    assert!(initial.iter().filter(|e| e.kind == "pod_scheduled").all(|e| e.detail.contains("zone europe-west1-")), "zone from the node");
+
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, NS);
+    let ev = k8s_openapi::api::policy::v1::Eviction {
+        metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { name: Some("dlock-etcd-1".into()), namespace: Some(NS.into()), ..Default::default() },
+        delete_options: None,
+    };
+    let _: kube::core::Status = pods.create_subresource("eviction", "dlock-etcd-1", &kube::api::PostParams::default(), &ev).await.expect("evict");
+
+    // Until the replacement is Ready again.
+    let after = collect_until(&mut rx, |g| {
+        let created = g.iter().position(|e| e.member == "dlock-etcd-1" && e.kind == "pod_created");
+        created.is_some_and(|c| g[c..].iter().any(|e| e.member == "dlock-etcd-1" && e.kind == "pod_ready"))
+    })
+    .await;
+    task.abort();
+    assert!(api.gone_sent().await >= 1, "the resumed watch got 410 Gone and relisted");
+    let count = |kind: &str| after.iter().filter(|e| e.member == "dlock-etcd-1" && e.kind == kind).count();
+    let all = after.iter().map(|e| format!("{} {} {}", e.member, e.kind, e.detail)).collect::<Vec<_>>();
+    // The net changes come back through the relist, exactly once each.
+    for kind in ["pod_deleted", "pod_created", "pod_ready"] {
+        assert_eq!(count(kind), 1, "{kind} exactly once: {all:#?}");
+    }
+    // States that came and went while the watch was down cannot be recovered; if seen, once.
+    for kind in ["pod_deleting", "disruption_target"] {
+        assert!(count(kind) <= 1, "{kind} at most once: {all:#?}");
+    }
+    assert!(after.iter().any(|e| e.kind == "watch_error" && e.detail.contains("too old resource version")), "the 410 is recorded: {all:#?}");
+    let others: Vec<_> = after.iter().filter(|e| e.member != "dlock-etcd-1" && e.kind.starts_with("pod_")).collect();
+    assert!(others.is_empty(), "the relist reported nothing twice for untouched pods: {others:?}");
 }

@@ -58,7 +58,7 @@ async fn sit(f: &Fixture, target: Target) -> (leaderwatch::Result<Baseline>, Vec
     let asked = Arc::new(Mutex::new(Vec::new()));
     let mut fake = Fake { asked: asked.clone() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let r = sitting::run(config(f, target), &mut fake, clock, std::future::pending()).await;
+    let r = sitting::run(config(f, target), &mut fake, clock, None, std::future::pending()).await;
     let asked = asked.lock().expect("lock").clone();
     (r, asked)
 }
@@ -124,7 +124,7 @@ async fn named_target_is_that_member_and_an_unknown_name_is_refused_up_front() {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let mut fake = Fake { asked: asked.clone() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let err = sitting::run(cfg, &mut fake, clock, std::future::pending()).await.err().expect("unknown member must fail");
+    let err = sitting::run(cfg, &mut fake, clock, None, std::future::pending()).await.err().expect("unknown member must fail");
     assert!(matches!(err, leaderwatch::Error::Usage(_)), "{err}");
     let msg = err.to_string();
     assert!(msg.contains("m9") && msg.contains("m0, m1, m2"), "{msg}");

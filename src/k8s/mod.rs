@@ -5,6 +5,7 @@
 pub mod discover;
 pub mod evict;
 pub mod preflight;
+pub mod watch;
 
 use std::future::Future;
 use std::path::PathBuf;

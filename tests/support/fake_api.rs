@@ -39,6 +39,9 @@ pub struct Knobs {
     pub pdb_allowed: Option<i32>,
     /// Advertise a dead port for dlock-etcd-2's etcd-client.
     pub wrong_port: bool,
+    /// On an eviction, end every watch and compact the history, so that resuming from the
+    /// last resourceVersion gets 410 Gone and the client must relist.
+    pub drop_watch_on_evict: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -54,6 +57,14 @@ struct PodState {
 struct Inner {
     pods: BTreeMap<String, PodState>,
     rv: u64,
+    /// Watch history: (resourceVersion, type, object).
+    history: Vec<(u64, &'static str, Value)>,
+    /// Resuming a watch from before this is 410 Gone.
+    compacted: u64,
+    /// Bumped to end every open watch.
+    watch_gen: u64,
+    /// 410 answers given.
+    pub gone_sent: u64,
     uid_seq: u64,
     knobs: Knobs,
     /// (pod, dry_run) of every accepted eviction.
@@ -65,6 +76,21 @@ struct Inner {
 struct Shared {
     inner: Arc<Mutex<Inner>>,
     cluster: Arc<Mutex<LocalCluster>>,
+    changed: Arc<tokio::sync::Notify>,
+}
+
+impl Inner {
+    /// Records a change of pod `name` for watchers (DELETED carries the last state).
+    fn touch(&mut self, name: &str, kind: &'static str, last: Option<Value>) {
+        self.rv += 1;
+        let obj = match self.pods.get(name) {
+            Some(p) => pod_json(name, p, &self.knobs),
+            None => last.unwrap_or(Value::Null),
+        };
+        let mut obj = obj;
+        obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        self.history.push((self.rv, kind, obj));
+    }
 }
 
 pub struct FakeApi {
@@ -111,13 +137,63 @@ async fn guard(s: &Shared) -> Option<Response> {
     })
 }
 
-async fn list_pods(State(s): State<Shared>) -> Response {
+async fn list_pods(State(s): State<Shared>, Query(q): Query<BTreeMap<String, String>>) -> Response {
     if let Some(r) = guard(&s).await {
         return r;
+    }
+    if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+        let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let secs: u64 = q.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(290);
+        return watch_pods(s, from, Duration::from_secs(secs)).await;
     }
     let g = s.inner.lock().await;
     let items: Vec<Value> = g.pods.iter().map(|(n, p)| pod_json(n, p, &g.knobs)).collect();
     Json(json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": g.rv.to_string()}, "items": items})).into_response()
+}
+
+/// A watch: JSON lines of the changes after `from`, BOOKMARKs every second, 410 Gone as
+/// an ERROR event when `from` is older than the compacted history.
+async fn watch_pods(s: Shared, from: u64, timeout: Duration) -> Response {
+    let generation = s.inner.lock().await.watch_gen;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let state = (s, from, false, tokio::time::Instant::now());
+    let stream = futures::stream::unfold(state, move |(s, mut from, done, mut last_bookmark)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            let notified = s.changed.notified();
+            {
+                let mut g = s.inner.lock().await;
+                if g.watch_gen != generation || tokio::time::Instant::now() >= deadline {
+                    return None;
+                }
+                if from < g.compacted {
+                    g.gone_sent += 1;
+                    let line = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": format!("too old resource version: {from} ({})", g.compacted), "reason": "Expired", "code": 410}});
+                    return Some((Ok::<_, std::convert::Infallible>(format!("{line}\n")), (s.clone(), from, true, last_bookmark)));
+                }
+                if let Some((rv, kind, obj)) = g.history.iter().find(|(rv, _, _)| *rv > from).cloned() {
+                    from = rv;
+                    let line = json!({"type": kind, "object": obj});
+                    return Some((Ok(format!("{line}\n")), (s.clone(), from, false, last_bookmark)));
+                }
+                if last_bookmark.elapsed() >= Duration::from_secs(1) {
+                    last_bookmark = tokio::time::Instant::now();
+                    let line = json!({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": g.rv.to_string()}}});
+                    from = from.max(g.rv);
+                    return Some((Ok(format!("{line}\n")), (s.clone(), from, false, last_bookmark)));
+                }
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
+        }
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header("content-type", "application/json")
+        .body(axum::body::Body::from_stream(stream))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 
 async fn get_pod(State(s): State<Shared>, Path((_ns, name)): Path<(String, String)>) -> Response {
@@ -202,7 +278,12 @@ async fn evict(
         if let Some(p) = g.pods.get_mut(&name) {
             p.deleting = true;
         }
-        g.rv += 1;
+        g.touch(&name, "MODIFIED", None);
+        if g.knobs.drop_watch_on_evict {
+            g.watch_gen += 1;
+            g.compacted = g.rv + 1;
+        }
+        s.changed.notify_waiters();
         let s2 = s.clone();
         tokio::spawn(async move { reschedule(s2, name, delay).await });
     }
@@ -218,22 +299,29 @@ async fn reschedule(s: Shared, name: String, delay: Duration) {
     }
     let port = {
         let mut g = s.inner.lock().await;
+        let last = g.pods.get(&name).map(|p| pod_json(&name, p, &g.knobs));
         let old = g.pods.remove(&name);
-        g.rv += 1;
+        g.touch(&name, "DELETED", last);
         old.map(|p| p.port).unwrap_or_default()
     };
+    s.changed.notify_waiters();
     tokio::time::sleep(delay).await;
     {
         let mut g = s.inner.lock().await;
         g.uid_seq += 1;
         let uid = format!("uid-{}", g.uid_seq);
         g.pods.insert(name.clone(), PodState { uid, member, port, phase: "Pending", ready: false, deleting: false });
-        g.rv += 1;
+        g.touch(&name, "ADDED", None);
     }
+    s.changed.notify_waiters();
     let _ = s.cluster.lock().await.restart(member);
-    if let Some(p) = s.inner.lock().await.pods.get_mut(&name) {
+    let mut g = s.inner.lock().await;
+    if let Some(p) = g.pods.get_mut(&name) {
         p.phase = "Running";
+        g.touch(&name, "MODIFIED", None);
     }
+    drop(g);
+    s.changed.notify_waiters();
 }
 
 /// Readiness as the kubelet's probe would see it: /health true.
@@ -242,10 +330,18 @@ async fn poll_ready(s: Shared) {
         let members: Vec<(String, usize)> = s.inner.lock().await.pods.iter().map(|(n, p)| (n.clone(), p.member)).collect();
         for (name, m) in members {
             let ok = s.cluster.lock().await.healthy(m).await;
-            if let Some(p) = s.inner.lock().await.pods.get_mut(&name) {
-                if p.phase == "Running" && !p.deleting {
+            let mut g = s.inner.lock().await;
+            let changed = match g.pods.get_mut(&name) {
+                Some(p) if p.phase == "Running" && !p.deleting && p.ready != ok => {
                     p.ready = ok;
+                    true
                 }
+                _ => false,
+            };
+            if changed {
+                g.touch(&name, "MODIFIED", None);
+                drop(g);
+                s.changed.notify_waiters();
             }
         }
         tokio::time::sleep(Duration::from_millis(150)).await;
@@ -262,8 +358,20 @@ impl FakeApi {
         }
         let n = pods.len() as u64;
         let shared = Shared {
-            inner: Arc::new(Mutex::new(Inner { pods, rv: 1, uid_seq: n, knobs, evictions: vec![], reschedule_delay })),
+            inner: Arc::new(Mutex::new(Inner {
+                pods,
+                rv: 1,
+                history: vec![],
+                compacted: 0,
+                watch_gen: 0,
+                gone_sent: 0,
+                uid_seq: n,
+                knobs,
+                evictions: vec![],
+                reschedule_delay,
+            })),
             cluster: Arc::new(Mutex::new(cluster)),
+            changed: Arc::new(tokio::sync::Notify::new()),
         };
         let app = Router::new()
             .route("/api/v1/namespaces/{ns}/pods", get(list_pods))
@@ -300,6 +408,11 @@ impl FakeApi {
             }
         }
         panic!("the fake API server still holds the cluster after 10 s");
+    }
+
+    /// How many watches were answered with 410 Gone.
+    pub async fn gone_sent(&self) -> u64 {
+        self.shared.inner.lock().await.gone_sent
     }
 
     pub async fn evictions(&self) -> Vec<(String, bool)> {

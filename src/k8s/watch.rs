@@ -1,0 +1,234 @@
+//! Watching what Kubernetes does to the members: the member pods (created, scheduled with
+//! node and zone, phase, Ready, DisruptionTarget, deletion) and the core/v1 Events about
+//! them, as events.csv rows (`source` = `kubernetes`). The pod side diffs each state
+//! against the last one seen, so a watch that restarts (410 Gone -> relist) neither loses
+//! a change nor reports one twice. Watch errors are logged and recorded, never fatal.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event as K8sEvent, Node, Pod};
+use kube::runtime::{watcher, WatchStreamExt};
+use kube::{Api, Client};
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::task::JoinHandle;
+
+use super::KubeOptions;
+use crate::clock::Clock;
+use crate::events::Event;
+
+const SOURCE: &str = "kubernetes";
+
+/// What leaderwatch reports about a pod; a change of any field is an event.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct PodView {
+    uid: String,
+    node: Option<String>,
+    phase: Option<String>,
+    ready: bool,
+    /// Reason of the DisruptionTarget condition, e.g. EvictionByEvictionAPI.
+    disruption_target: Option<String>,
+    deleting: Option<String>,
+}
+
+fn view(p: &Pod) -> PodView {
+    let conds: Vec<_> = p.status.iter().flat_map(|s| s.conditions.iter().flatten()).collect();
+    PodView {
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
+        phase: p.status.as_ref().and_then(|s| s.phase.clone()),
+        ready: conds.iter().any(|c| c.type_ == "Ready" && c.status == "True"),
+        disruption_target: conds
+            .iter()
+            .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+            .map(|c| c.reason.clone().unwrap_or_default()),
+        deleting: p.metadata.deletion_timestamp.as_ref().map(|t| t.0.to_string()),
+    }
+}
+
+/// Diffs pod states into events. Pure apart from the clock that stamps the events.
+pub struct PodTracker {
+    known: BTreeMap<String, PodView>,
+    /// Pods seen since the last (re)list started.
+    listed: BTreeSet<String>,
+    /// The first list is complete: a pod unknown from now on was created, not just seen.
+    listed_once: bool,
+    clock: Arc<dyn Clock>,
+}
+
+impl PodTracker {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        PodTracker { known: BTreeMap::new(), listed: BTreeSet::new(), listed_once: false, clock }
+    }
+
+    fn ev(&self, pod: &str, kind: &str, detail: String) -> Event {
+        Event::new(self.clock.now(), SOURCE, pod, kind, detail)
+    }
+
+    /// Events for a pod as it is now (added, modified, or seen in a relist).
+    pub fn apply(&mut self, p: &Pod) -> Vec<Event> {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        self.listed.insert(name.clone());
+        let new = view(p);
+        let old = self.known.get(&name).cloned();
+        let mut out = Vec::new();
+        let old = match old {
+            Some(o) if o.uid == new.uid => o,
+            Some(o) => {
+                // A relist can show the replacement without the old pod's deletion.
+                out.push(self.ev(&name, "pod_deleted", format!("uid {}", o.uid)));
+                out.push(self.ev(&name, "pod_created", format!("uid {}", new.uid)));
+                PodView { uid: new.uid.clone(), ..PodView::default() }
+            }
+            None => {
+                let kind = if self.listed_once { "pod_created" } else { "pod_seen" };
+                out.push(self.ev(&name, kind, format!("uid {}", new.uid)));
+                PodView { uid: new.uid.clone(), ..PodView::default() }
+            }
+        };
+        if new.node != old.node {
+            if let Some(n) = &new.node {
+                out.push(self.ev(&name, "pod_scheduled", format!("node {n}")));
+            }
+        }
+        if new.phase != old.phase {
+            out.push(self.ev(&name, "pod_phase", new.phase.clone().unwrap_or_default()));
+        }
+        if new.ready != old.ready {
+            out.push(self.ev(&name, if new.ready { "pod_ready" } else { "pod_not_ready" }, String::new()));
+        }
+        if new.disruption_target.is_some() && old.disruption_target.is_none() {
+            out.push(self.ev(&name, "disruption_target", new.disruption_target.clone().unwrap_or_default()));
+        }
+        if new.deleting.is_some() && old.deleting.is_none() {
+            out.push(self.ev(&name, "pod_deleting", format!("deletionTimestamp {}", new.deleting.clone().unwrap_or_default())));
+        }
+        self.known.insert(name, new);
+        out
+    }
+
+    pub fn delete(&mut self, p: &Pod) -> Vec<Event> {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        match self.known.remove(&name) {
+            Some(v) => vec![self.ev(&name, "pod_deleted", format!("uid {}", v.uid))],
+            None => vec![],
+        }
+    }
+
+    /// A (re)list starts.
+    pub fn relist_started(&mut self) {
+        self.listed.clear();
+    }
+
+    /// The relist is complete: pods not in it were deleted while the watch was down.
+    pub fn relist_done(&mut self) -> Vec<Event> {
+        self.listed_once = true;
+        let gone: Vec<String> = self.known.keys().filter(|k| !self.listed.contains(*k)).cloned().collect();
+        gone.into_iter()
+            .flat_map(|n| {
+                let uid = self.known.remove(&n).map(|v| v.uid).unwrap_or_default();
+                vec![self.ev(&n, "pod_deleted", format!("uid {uid} (seen on relist)"))]
+            })
+            .collect()
+    }
+
+    pub fn handle(&mut self, e: watcher::Event<Pod>) -> Vec<Event> {
+        match e {
+            watcher::Event::Apply(p) | watcher::Event::InitApply(p) => self.apply(&p),
+            watcher::Event::Delete(p) => self.delete(&p),
+            watcher::Event::Init => {
+                self.relist_started();
+                vec![]
+            }
+            watcher::Event::InitDone => self.relist_done(),
+        }
+    }
+}
+
+/// Watches the member pods until the returned task is aborted; zones are looked up once
+/// per node.
+pub fn spawn_pod_watcher(client: Client, o: &KubeOptions, clock: Arc<dyn Clock>, tx: UnboundedSender<Event>) -> JoinHandle<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), &o.namespace);
+    let nodes: Api<Node> = Api::all(client);
+    let cfg = watcher::Config::default().labels(&o.selector);
+    let timeout = o.request_timeout;
+    tokio::spawn(async move {
+        let mut tracker = PodTracker::new(clock.clone());
+        let mut zones: BTreeMap<String, String> = BTreeMap::new();
+        let stream = watcher(api, cfg).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(item) = stream.next().await {
+            let events = match item {
+                Ok(e) => tracker.handle(e),
+                Err(e) => {
+                    tracing::warn!("pod watch: {e} (retrying)");
+                    vec![Event::new(clock.now(), SOURCE, "", "watch_error", format!("pods: {e}"))]
+                }
+            };
+            for mut e in events {
+                if e.kind == "pod_scheduled" {
+                    let node = e.detail.trim_start_matches("node ").to_owned();
+                    if !zones.contains_key(&node) {
+                        let zone = super::call("get node", timeout, nodes.get(&node))
+                            .await
+                            .ok()
+                            .and_then(|n| n.metadata.labels.and_then(|l| l.get("topology.kubernetes.io/zone").cloned()))
+                            .unwrap_or_else(|| "unknown".into());
+                        zones.insert(node.clone(), zone);
+                    }
+                    e.detail = format!("node {node}, zone {}", zones.get(&node).map_or("unknown", String::as_str));
+                }
+                if tx.send(e).is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+/// Watches core/v1 Events whose involved object is a member pod (by name prefix of the
+/// selector's pods, given as `pod_prefix`). A relist re-delivers old Events: each
+/// (uid, count) is reported once.
+pub fn spawn_event_watcher(client: Client, o: &KubeOptions, pod_prefix: String, clock: Arc<dyn Clock>, tx: UnboundedSender<Event>) -> JoinHandle<()> {
+    let api: Api<K8sEvent> = Api::namespaced(client, &o.namespace);
+    let cfg = watcher::Config::default().fields("involvedObject.kind=Pod");
+    tokio::spawn(async move {
+        let mut seen: BTreeSet<(String, i32)> = BTreeSet::new();
+        let stream = watcher(api, cfg).default_backoff();
+        futures::pin_mut!(stream);
+        while let Some(item) = stream.next().await {
+            let ev = match item {
+                Ok(watcher::Event::Apply(e) | watcher::Event::InitApply(e)) => e,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::warn!("event watch: {e} (retrying)");
+                    continue;
+                }
+            };
+            let pod = ev.involved_object.name.clone().unwrap_or_default();
+            if !pod.starts_with(&pod_prefix) {
+                continue;
+            }
+            let key = (ev.metadata.uid.clone().unwrap_or_default(), ev.count.unwrap_or(1));
+            if !seen.insert(key) {
+                continue;
+            }
+            let at = ev
+                .last_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .or_else(|| ev.event_time.as_ref().map(|t| t.0.to_string()))
+                .unwrap_or_default();
+            let detail = format!(
+                "{} {}: {} (cluster time {at})",
+                ev.type_.unwrap_or_default(),
+                ev.reason.unwrap_or_default(),
+                ev.message.unwrap_or_default()
+            );
+            if tx.send(Event::new(clock.now(), SOURCE, &pod, "k8s_event", detail)).is_err() {
+                return;
+            }
+        }
+    })
+}
