@@ -72,7 +72,8 @@ pub struct KubeArgs {
     /// Bound on each API request.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub request_timeout: Duration,
-    /// How to reach the members: dns (<pod>.<headless svc>, in the cluster) or pod-ip.
+    /// How to reach the members: dns (<pod>.<headless svc>, in the cluster), pod-ip, or
+    /// port-forward (from a laptop; follows a recreated pod by name).
     #[arg(long, default_value = "dns")]
     pub reach: String,
 }

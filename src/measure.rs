@@ -11,7 +11,7 @@ use kube::{Api, Client};
 
 use crate::baseline::{Baseline, Environment};
 use crate::clock::Clock;
-use crate::k8s::discover::{members, Reach};
+use crate::k8s::discover::{connect, Reach};
 use crate::k8s::evict::KubeEvictor;
 use crate::k8s::watch;
 use crate::k8s::preflight::{self, PreflightOptions};
@@ -49,7 +49,9 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
     if !failed.is_empty() {
         return Err(Error::Preflight(format!("{} failed; nothing was evicted", failed.join(", "))));
     }
-    let members = members(&client, &cfg.kube, cfg.reach).await?;
+    // With --reach port-forward the forwarders live as long as `connected`.
+    let connected = connect(&client, &cfg.kube, cfg.reach).await?;
+    let members = connected.members.clone();
     // Watch the pods and their Events for the whole sitting, into events.csv.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let prefix = common_prefix(&members.iter().map(|m| m.name.0.as_str()).collect::<Vec<_>>());
@@ -83,6 +85,7 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
     for w in watchers {
         w.abort();
     }
+    drop(connected);
     result
 }
 

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
+use super::forward::{forward, Forwarder};
 use super::{call, KubeError, KubeOptions};
 use crate::member::{Member, MemberName};
 
@@ -17,6 +18,8 @@ pub enum Reach {
     Dns,
     /// The pod IP (in the cluster without DNS, or a flat network).
     PodIp,
+    /// Built-in port-forwards to each pod (from a laptop).
+    PortForward,
 }
 
 impl FromStr for Reach {
@@ -25,7 +28,8 @@ impl FromStr for Reach {
         match s {
             "dns" => Ok(Reach::Dns),
             "pod-ip" => Ok(Reach::PodIp),
-            _ => Err(format!("--reach {s:?}: use dns or pod-ip")),
+            "port-forward" => Ok(Reach::PortForward),
+            _ => Err(format!("--reach {s:?}: use dns, pod-ip or port-forward")),
         }
     }
 }
@@ -52,6 +56,7 @@ pub fn member_of(pod: &Pod, reach: Reach) -> Result<Member, String> {
             format!("{name}.{sub}.{ns}.svc.cluster.local")
         }
         Reach::PodIp => pod.status.as_ref().and_then(|s| s.pod_ip.clone()).ok_or_else(|| format!("pod {name} has no IP yet"))?,
+        Reach::PortForward => return Err(format!("pod {name}: port-forward members come from `connect`")),
     };
     Ok(Member { name: MemberName(name), url: format!("http://{host}:{port}") })
 }
@@ -65,13 +70,37 @@ pub async fn pods(client: &Client, o: &KubeOptions) -> Result<Vec<Pod>, KubeErro
     Ok(pods)
 }
 
+/// The members and, with `--reach port-forward`, the forwarders that must stay alive
+/// as long as the members are probed.
+pub struct Connected {
+    pub members: Vec<Member>,
+    pub forwarders: Vec<Forwarder>,
+}
+
 /// The members, one per pod; fails when no pod matches.
-pub async fn members(client: &Client, o: &KubeOptions, reach: Reach) -> Result<Vec<Member>, KubeError> {
+pub async fn connect(client: &Client, o: &KubeOptions, reach: Reach) -> Result<Connected, KubeError> {
     let pods = pods(client, o).await?;
     if pods.is_empty() {
         return Err(KubeError::Api { what: "list pods".into(), message: format!("no pod matches {} in namespace {}", o.selector, o.namespace) });
     }
-    pods.iter()
-        .map(|p| member_of(p, reach).map_err(|m| KubeError::Api { what: "discover members".into(), message: m }))
-        .collect()
+    if reach != Reach::PortForward {
+        let members = pods
+            .iter()
+            .map(|p| member_of(p, reach).map_err(|m| KubeError::Api { what: "discover members".into(), message: m }))
+            .collect::<Result<_, _>>()?;
+        return Ok(Connected { members, forwarders: vec![] });
+    }
+    let api: Api<Pod> = Api::namespaced(client.clone(), &o.namespace);
+    let mut members = Vec::new();
+    let mut forwarders = Vec::new();
+    for p in &pods {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let port = u16::try_from(client_port(p)).unwrap_or(2379);
+        let f = forward(api.clone(), &name, port)
+            .await
+            .map_err(|e| KubeError::Api { what: "port-forward listener".into(), message: e.to_string() })?;
+        members.push(Member { name: MemberName(name), url: format!("http://{}", f.local) });
+        forwarders.push(f);
+    }
+    Ok(Connected { members, forwarders })
 }

@@ -4,6 +4,7 @@
 
 pub mod discover;
 pub mod evict;
+pub mod forward;
 pub mod preflight;
 pub mod watch;
 

@@ -9,7 +9,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::{Api, Client};
 use serde::Serialize;
 
-use super::discover::{member_of, pods, Reach};
+use super::discover::{pods, Reach};
 use super::{call, KubeError, KubeOptions};
 use crate::clock::Clock;
 use crate::probe::ProbeConfig;
@@ -131,10 +131,9 @@ pub async fn run(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock:
     checks.push(Check::new("pvcs", 3, pvc_ok, if pvc_ev.is_empty() { "no PVC mounted by the member pods".into() } else { pvc_ev.join(", ") }));
 
     // 4. three endpoints with exactly one leader (one probe round).
-    let members: Result<Vec<_>, String> = pods.iter().map(|p| member_of(p, po.reach)).collect();
-    let check = match members {
-        Err(e) => Check::new("endpoints", 4, false, e),
-        Ok(members) => match probers(&members, &po.probe, &clock) {
+    let check = match super::discover::connect(client, o, po.reach).await {
+        Err(e) => Check::new("endpoints", 4, false, e.to_string()),
+        Ok(connected) => match probers(&connected.members, &po.probe, &clock) {
             Err(e) => Check::new("endpoints", 4, false, e.to_string()),
             Ok(p) => {
                 let round = Sampler::new(p).round(clock.now()).await;
