@@ -16,7 +16,7 @@ pub const END: &str = "<!-- baseline:end -->";
 
 /// The command that will fill the GKE rows, shown until a Kubernetes baseline exists.
 pub const GKE_COMMAND: &str =
-    "leaderwatch measure -n dlock --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)";
+    "leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)";
 
 /// Reads and checks one baseline.json.
 pub fn load(path: &Path) -> Result<Baseline, Error> {
@@ -147,7 +147,7 @@ pub fn render(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> S
     }
     if !baselines.iter().any(|(_, b)| b.environment.kind == "kubernetes") {
         let gke = "GKE Autopilot, dlock-gke";
-        let todo = format!("not yet measured: run `{GKE_COMMAND}` (lands with the Kubernetes issue)");
+        let todo = format!("not yet measured: run `{GKE_COMMAND}`, then `leaderwatch report ... --update`");
         for m in [
             "leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections",
             "leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections",

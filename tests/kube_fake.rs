@@ -73,6 +73,11 @@ async fn measure_follower_target_evicts_once_and_times_the_recovery() {
     let ev = events(out.path());
     assert!(ev.iter().any(|e| e["kind"] == "eviction_accepted" && e["source"] == "kubernetes"));
     assert!(ev.iter().any(|e| e["kind"] == "old_pod_gone"));
+    // core/v1 Events about the target, once each, with the cluster's own timestamp.
+    let k8s: Vec<_> = ev.iter().filter(|e| e["kind"] == "k8s_event" && e["member"] == d.target).collect();
+    assert_eq!(k8s.iter().filter(|e| e["detail"].contains("Killing")).count(), 1, "{k8s:?}");
+    assert_eq!(k8s.iter().filter(|e| e["detail"].contains("Scheduled")).count(), 1, "{k8s:?}");
+    assert!(k8s.iter().all(|e| e["detail"].contains("cluster time 20")), "{k8s:?}");
     // The recovery waterfall: every phase of it, in time order.
     let steps: Vec<&str> = d.waterfall.iter().map(|s| s.step.as_str()).collect();
     for want in ["requested", "eviction_accepted", "disruption_target", "pod_deleting", "old_pod_gone", "pod_created", "pod_ready", "member_back (measured)", "healthy_list (measured)"] {

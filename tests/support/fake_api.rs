@@ -57,8 +57,10 @@ struct PodState {
 struct Inner {
     pods: BTreeMap<String, PodState>,
     rv: u64,
-    /// Watch history: (resourceVersion, type, object).
-    history: Vec<(u64, &'static str, Value)>,
+    /// Watch history: (resourceVersion, resource, type, object).
+    history: Vec<(u64, &'static str, &'static str, Value)>,
+    /// core/v1 Events about the pods, as the kubelet and scheduler would write them.
+    events: Vec<Value>,
     /// Resuming a watch from before this is 410 Gone.
     compacted: u64,
     /// Bumped to end every open watch.
@@ -91,7 +93,20 @@ impl Inner {
         };
         let mut obj = obj;
         obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
-        self.history.push((self.rv, kind, obj));
+        self.history.push((self.rv, "pods", kind, obj));
+    }
+
+    /// Records a core/v1 Event about pod `name`.
+    fn k8s_event(&mut self, name: &str, reason: &str, message: &str) {
+        self.rv += 1;
+        let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let ev = json!({"apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": format!("{name}.{}", self.rv), "namespace": NS, "uid": format!("ev-{}", self.rv), "resourceVersion": self.rv.to_string()},
+            "involvedObject": {"kind": "Pod", "name": name, "namespace": NS},
+            "reason": reason, "message": message, "type": "Normal", "count": 1, "lastTimestamp": now,
+            "source": {"component": "kubelet"}});
+        self.events.push(ev.clone());
+        self.history.push((self.rv, "events", "ADDED", ev));
     }
 }
 
@@ -156,6 +171,23 @@ async fn list_pods(State(s): State<Shared>, Query(q): Query<BTreeMap<String, Str
 /// A watch: JSON lines of the changes after `from`, BOOKMARKs every second, 410 Gone as
 /// an ERROR event when `from` is older than the compacted history.
 async fn watch_pods(s: Shared, from: u64, timeout: Duration) -> Response {
+    watch(s, "pods", from, timeout).await
+}
+
+async fn list_events(State(s): State<Shared>, Query(q): Query<BTreeMap<String, String>>) -> Response {
+    if let Some(r) = guard(&s).await {
+        return r;
+    }
+    if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+        let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let secs: u64 = q.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(290);
+        return watch(s, "events", from, Duration::from_secs(secs)).await;
+    }
+    let g = s.inner.lock().await;
+    Json(json!({"apiVersion": "v1", "kind": "EventList", "metadata": {"resourceVersion": g.rv.to_string()}, "items": g.events})).into_response()
+}
+
+async fn watch(s: Shared, resource: &'static str, from: u64, timeout: Duration) -> Response {
     let generation = s.inner.lock().await.watch_gen;
     let deadline = tokio::time::Instant::now() + timeout;
     let state = (s, from, false, tokio::time::Instant::now());
@@ -176,14 +208,16 @@ async fn watch_pods(s: Shared, from: u64, timeout: Duration) -> Response {
                         "message": format!("too old resource version: {from} ({})", g.compacted), "reason": "Expired", "code": 410}});
                     return Some((Ok::<_, std::convert::Infallible>(format!("{line}\n")), (s.clone(), from, true, last_bookmark)));
                 }
-                if let Some((rv, kind, obj)) = g.history.iter().find(|(rv, _, _)| *rv > from).cloned() {
+                let next = g.history.iter().find(|(rv, res, _, _)| *rv > from && *res == resource).cloned();
+                if let Some((rv, _, kind, obj)) = next {
                     from = rv;
                     let line = json!({"type": kind, "object": obj});
                     return Some((Ok(format!("{line}\n")), (s.clone(), from, false, last_bookmark)));
                 }
                 if last_bookmark.elapsed() >= Duration::from_secs(1) {
                     last_bookmark = tokio::time::Instant::now();
-                    let line = json!({"type": "BOOKMARK", "object": {"kind": "Pod", "apiVersion": "v1", "metadata": {"resourceVersion": g.rv.to_string()}}});
+                    let kind = if resource == "pods" { "Pod" } else { "Event" };
+                    let line = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": g.rv.to_string()}}});
                     from = from.max(g.rv);
                     return Some((Ok(format!("{line}\n")), (s.clone(), from, false, last_bookmark)));
                 }
@@ -348,6 +382,7 @@ async fn evict(
             p.deleting = true;
         }
         g.touch(&name, "MODIFIED", None);
+        g.k8s_event(&name, "Killing", "Stopping container etcd");
         if g.knobs.drop_watch_on_evict {
             g.watch_gen += 1;
             g.compacted = g.rv + 1;
@@ -381,6 +416,7 @@ async fn reschedule(s: Shared, name: String, delay: Duration) {
         let uid = format!("uid-{}", g.uid_seq);
         g.pods.insert(name.clone(), PodState { uid, member, port, phase: "Pending", ready: false, deleting: false });
         g.touch(&name, "ADDED", None);
+        g.k8s_event(&name, "Scheduled", &format!("Successfully assigned dlock/{name} to node-{member}"));
     }
     s.changed.notify_waiters();
     let _ = s.cluster.lock().await.restart(member);
@@ -431,6 +467,7 @@ impl FakeApi {
                 pods,
                 rv: 1,
                 history: vec![],
+                events: vec![],
                 compacted: 0,
                 watch_gen: 0,
                 gone_sent: 0,
@@ -445,6 +482,7 @@ impl FakeApi {
         };
         let app = Router::new()
             .route("/api/v1/namespaces/{ns}/pods", get(list_pods))
+            .route("/api/v1/namespaces/{ns}/events", get(list_events))
             .route("/api/v1/namespaces/{ns}/pods/{name}", get(get_pod))
             .route("/api/v1/namespaces/{ns}/pods/{name}/eviction", post(evict))
             .route("/api/v1/namespaces/{ns}/pods/{name}/portforward", get(portforward))
