@@ -112,7 +112,7 @@ async fn pdb_blocks_the_first_attempts_then_allows_and_the_blocked_time_is_recor
     assert!(d.blocked_s >= 9.0, "two 5 s waits: {}", d.blocked_s);
     let blocked: Vec<_> = events(out.path()).into_iter().filter(|e| e["kind"] == "eviction_blocked").collect();
     assert_eq!(blocked.len(), 2);
-    assert!(blocked.iter().all(|e| e["detail"].contains("needs 3 healthy pods and has 2")), "{blocked:?}");
+    assert!(blocked.iter().all(|e| e["detail"].contains("needs 2 healthy pods and has 2")), "{blocked:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -294,4 +294,34 @@ async fn measure_through_the_built_in_port_forward_follows_the_recreated_pod() {
     for r in rows.iter().rev().take(3) {
         assert!(r["error"].is_empty() && !r["raft_term"].is_empty(), "{r:?}");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_while_a_member_is_not_ready_is_refused_with_the_pdb_cause() {
+    use leaderwatch::disrupt::Disruptor;
+    let _one = one_cluster_at_a_time().await;
+    let api = fake(Knobs::default()).await;
+    api.freeze(2).await;
+    // Wait until the fake's kubelet has seen dlock-etcd-2 go unready.
+    let client = api.client();
+    let pdbs: kube::Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = kube::Api::namespaced(client.clone(), NS);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let p = pdbs.get("dlock-etcd-pdb").await.expect("pdb");
+        if p.status.is_some_and(|s| s.disruptions_allowed == 0) {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "the frozen member never went unready");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, NS);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let mut evictor = leaderwatch::k8s::evict::KubeEvictor::new(pods, NS, Duration::from_secs(5), Duration::from_secs(1), false, clock);
+    evictor.retry_every = Duration::from_millis(300);
+    let err = evictor.disrupt(&leaderwatch::member::MemberName("dlock-etcd-1".into())).await.err().expect("blocked");
+    let msg = err.to_string();
+    assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{msg}");
+    assert!(msg.contains("needs 2 healthy pods and has 2 currently") && msg.contains("attempts"), "{msg}");
+    assert!(api.evictions().await.is_empty());
+    api.thaw(2).await;
 }

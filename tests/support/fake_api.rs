@@ -369,9 +369,10 @@ async fn evict(
     let knob = g.knobs.block_evictions > 0;
     if knob || allowed(&g) < 1 {
         g.knobs.block_evictions = g.knobs.block_evictions.saturating_sub(1);
-        // A knob-blocked attempt plays "one member not Ready yet".
+        // The API server's wording (desiredHealthy, currentHealthy); a knob-blocked attempt
+        // plays "one member not Ready yet".
         let has = if knob { 2 } else { healthy };
-        let msg = format!("The disruption budget dlock-etcd-pdb needs 3 healthy pods and has {has} currently");
+        let msg = format!("The disruption budget dlock-etcd-pdb needs 2 healthy pods and has {has} currently");
         return status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
             json!([{"reason": "DisruptionBudget", "message": msg}]));
     }
@@ -517,6 +518,15 @@ impl FakeApi {
             }
         }
         panic!("the fake API server still holds the cluster after 10 s");
+    }
+
+    /// SIGSTOPs the member behind pod `i` (its /health stops answering: not Ready).
+    pub async fn freeze(&self, i: usize) {
+        self.shared.cluster.lock().await.freeze(i).expect("freeze");
+    }
+
+    pub async fn thaw(&self, i: usize) {
+        self.shared.cluster.lock().await.thaw(i).expect("thaw");
     }
 
     /// How many port-forward streams were opened.
