@@ -109,13 +109,8 @@ pub struct MeasureArgs {
     /// Member to evict: leader, follower or a pod name.
     #[arg(long, default_value = "follower")]
     pub target: String,
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub interval: Duration,
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
-    pub fast_interval: Duration,
-    /// Bound on each part of a probe.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub timeout: Duration,
+    #[command(flatten)]
+    pub cadence: CadenceArgs,
     /// Give up on a PDB-blocked eviction after this long (retried every 5 s, like kubectl drain).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub evict_timeout: Duration,
@@ -149,6 +144,20 @@ Examples:
   leaderwatch report data/rehearsal-leader/baseline.json
   leaderwatch report data/rehearsal-*/baseline.json --update deploy/k8s/etcd/README.md";
 
+/// Sampling cadence and probe bound, shared by `rehearse` and `measure`.
+#[derive(Debug, Args)]
+pub struct CadenceArgs {
+    /// Sampling interval at rest and while settling.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Sampling interval from the disruption until the cluster is healthy.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub fast_interval: Duration,
+    /// Bound on each part of a probe.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub timeout: Duration,
+}
+
 #[derive(Debug, Args)]
 pub struct RehearseArgs {
     /// Members of the local cluster.
@@ -167,15 +176,8 @@ pub struct RehearseArgs {
     /// How long the disrupted member stays down before its restart (the reschedule).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub down: Duration,
-    /// Sampling interval at rest and while settling.
-    #[arg(long, default_value = "1s", value_parser = parse_duration)]
-    pub interval: Duration,
-    /// Sampling interval from the disruption until the cluster is healthy.
-    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
-    pub fast_interval: Duration,
-    /// Bound on each part of a probe.
-    #[arg(long, default_value = "2s", value_parser = parse_duration)]
-    pub timeout: Duration,
+    #[command(flatten)]
+    pub cadence: CadenceArgs,
     /// Give up if the healthy list has not come back this long after the disruption.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub recovery_timeout: Duration,

@@ -20,7 +20,7 @@ const GRACE: Duration = Duration::from_secs(30);
 
 pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
     let target: Target = a.target.parse().map_err(Error::Usage)?;
-    if a.fast_interval > a.interval {
+    if a.cadence.fast_interval > a.cadence.interval {
         return Err(Error::Usage("--fast-interval must not be longer than --interval".to_owned()));
     }
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -36,10 +36,10 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
         members: members.clone(),
         idle: a.idle,
         settle: a.settle,
-        interval: a.interval,
-        fast_interval: a.fast_interval,
+        interval: a.cadence.interval,
+        fast_interval: a.cadence.fast_interval,
         target,
-        probe: ProbeConfig { timeout: a.timeout, ..ProbeConfig::default() },
+        probe: ProbeConfig { timeout: a.cadence.timeout, ..ProbeConfig::default() },
         out: out.clone(),
         recovery_timeout: a.recovery_timeout,
         environment: Environment {

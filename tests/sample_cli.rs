@@ -22,6 +22,17 @@ fn endpoint_args(f: &support::Fixture) -> Vec<String> {
     f.cluster.members().iter().flat_map(|m| ["--endpoint".to_owned(), format!("{}={}", m.name, m.url)]).collect()
 }
 
+/// `leaderwatch sample --interval 200ms --out <fixture out> <endpoints> <extra>`.
+fn spawn_sample(f: &support::Fixture, extra: &[&str]) -> Child {
+    leaderwatch()
+        .args(["sample", "--interval", "200ms", "--out"])
+        .arg(f.out.path())
+        .args(endpoint_args(f))
+        .args(extra)
+        .spawn()
+        .expect("spawn leaderwatch sample")
+}
+
 /// Waits for the child, killing it (and failing) after `limit`.
 fn wait_within(mut child: Child, limit: Duration) -> Output {
     let deadline = Instant::now() + limit;
@@ -42,12 +53,7 @@ fn summary(dir: &Path) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sample_writes_the_three_files() {
     let f = cluster().await;
-    let child = leaderwatch()
-        .args(["sample", "--interval", "200ms", "--duration", "3s", "--out"])
-        .arg(f.out.path())
-        .args(endpoint_args(&f))
-        .spawn()
-        .expect("spawn");
+    let child = spawn_sample(&f, &["--duration", "3s"]);
     let out = wait_within(child, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
 
@@ -68,12 +74,7 @@ async fn sample_writes_the_three_files() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_the_run_and_writes_the_summary_within_5s() {
     let f = cluster().await;
-    let child = leaderwatch()
-        .args(["sample", "--interval", "200ms", "--out"])
-        .arg(f.out.path())
-        .args(endpoint_args(&f))
-        .spawn()
-        .expect("spawn");
+    let child = spawn_sample(&f, &[]);
     sleep(2_000).await;
     kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM).expect("SIGTERM");
     let out = wait_within(child, Duration::from_secs(5));
@@ -84,12 +85,7 @@ async fn sigterm_ends_the_run_and_writes_the_summary_within_5s() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reopening_after_a_crash_repairs_the_torn_line_and_appends_a_new_run() {
     let f = cluster().await;
-    let child = leaderwatch()
-        .args(["sample", "--interval", "200ms", "--out"])
-        .arg(f.out.path())
-        .args(endpoint_args(&f))
-        .spawn()
-        .expect("spawn");
+    let child = spawn_sample(&f, &[]);
     sleep(1_500).await;
     kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL).expect("SIGKILL");
     let _ = wait_within(child, Duration::from_secs(5));
@@ -100,12 +96,7 @@ async fn reopening_after_a_crash_repairs_the_torn_line_and_appends_a_new_run() {
     text.extend_from_slice(b"2026-11-29T19:00:00.123Z,torn-run,7,sample,m0,http://127.0.0.1:1,tr");
     std::fs::write(&p, &text).expect("write torn line");
 
-    let child = leaderwatch()
-        .args(["sample", "--interval", "200ms", "--duration", "2s", "--out"])
-        .arg(f.out.path())
-        .args(endpoint_args(&f))
-        .spawn()
-        .expect("spawn");
+    let child = spawn_sample(&f, &["--duration", "2s"]);
     let out = wait_within(child, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
 
@@ -128,7 +119,9 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("o");
     let out = out.to_str().expect("utf8");
-    let cases: [(&[&str], i32, &str); 5] = [
+    let cases: [(&[&str], i32, &str); 7] = [
+        (&["measure", "--idle", "5m", "--out", out], 2, "at least 20m"),
+        (&["rehearse", "--target", "m9", "--idle", "1s", "--etcd-bin", "/nonexistent/etcd", "--out", out], 4, "/nonexistent/etcd"),
         (&["sample", "--endpoint", "m0", "--out", out], 2, "NAME=URL"),
         (&["sample", "--endpoint", "m0=ftp://x:1", "--out", out], 2, "http:// or https://"),
         (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--interval", "soon", "--out", out], 2, "not a duration"),
