@@ -276,7 +276,8 @@ async fn watch_dropped_and_resumed_with_410_gone_loses_and_doubles_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn measure_through_the_built_in_port_forward_follows_the_recreated_pod() {
     let _one = one_cluster_at_a_time().await;
-    let api = fake(Knobs::default()).await;
+    // Laptop mode: the user's own credentials, not the in-cluster Role.
+    let api = fake(Knobs { no_rbac: true, ..Knobs::default() }).await;
     let out = tempfile::tempdir().expect("tempdir");
     let mut cfg = config(out.path(), "follower", false);
     cfg.reach = Reach::PortForward;
@@ -324,4 +325,27 @@ async fn eviction_while_a_member_is_not_ready_is_refused_with_the_pdb_cause() {
     assert!(msg.contains("needs 2 healthy pods and has 2 currently") && msg.contains("attempts"), "{msg}");
     assert!(api.evictions().await.is_empty());
     api.thaw(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_role_is_exactly_what_measure_uses() {
+    let _one = one_cluster_at_a_time().await;
+    let api = fake(Knobs::default()).await; // RBAC from deploy/k8s/leaderwatch/rbac.yaml enforced
+    let out = tempfile::tempdir().expect("tempdir");
+    measure(&api, out.path(), "follower", false).await.unwrap_or_else(|e| panic!("measure under the Role: {e}"));
+    let granted = support::fake_api::leaderwatch_rules();
+    let used = api.used().await;
+    let unused: Vec<_> = granted.difference(&used).collect();
+    assert!(unused.is_empty(), "the Role grants what no code path used: {unused:?}");
+    assert_eq!(used, granted);
+
+    drop(api);
+
+    // The rules are enforced: without `create pods/eviction` the sitting stops with a 403.
+    let revoke = ("".to_owned(), "pods/eviction".to_owned(), "create".to_owned());
+    let api = fake(Knobs { revoke: Some(revoke), ..Knobs::default() }).await;
+    let out = tempfile::tempdir().expect("tempdir");
+    let err = measure(&api, out.path(), "follower", false).await.err().expect("refused");
+    assert!(matches!(err, leaderwatch::Error::Kube(leaderwatch::k8s::KubeError::Forbidden { .. })), "{err}");
+    assert!(api.evictions().await.is_empty());
 }

@@ -7,7 +7,7 @@
 //! member's client port, so `--reach pod-ip` finds the real members.
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,6 +42,38 @@ pub struct Knobs {
     /// On an eviction, end every watch and compact the history, so that resuming from the
     /// last resourceVersion gets 410 Gone and the client must relist.
     pub drop_watch_on_evict: bool,
+    /// Serve everything, as for a cluster admin (laptop mode); by default only what the
+    /// Role and ClusterRole in deploy/k8s/leaderwatch/rbac.yaml allow (else 403).
+    pub no_rbac: bool,
+    /// Take this (group, resource, verb) out of the Role, to prove it is enforced.
+    pub revoke: Option<Rule>,
+}
+
+/// (apiGroup, resource[/subresource], verb)
+pub type Rule = (String, String, String);
+
+/// The rules of every Role and ClusterRole in deploy/k8s/leaderwatch/rbac.yaml.
+pub fn leaderwatch_rules() -> BTreeSet<Rule> {
+    use serde::Deserialize;
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/k8s/leaderwatch/rbac.yaml");
+    let text = std::fs::read_to_string(path).expect("rbac.yaml");
+    let mut out = BTreeSet::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let v = Value::deserialize(doc).expect("yaml document");
+        if !matches!(v["kind"].as_str(), Some("Role" | "ClusterRole")) {
+            continue;
+        }
+        for r in v["rules"].as_array().into_iter().flatten() {
+            for g in r["apiGroups"].as_array().into_iter().flatten() {
+                for res in r["resources"].as_array().into_iter().flatten() {
+                    for verb in r["verbs"].as_array().into_iter().flatten() {
+                        out.insert((g.as_str().unwrap_or("").into(), res.as_str().unwrap_or("").into(), verb.as_str().unwrap_or("").into()));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 #[derive(Debug, Clone)]
@@ -69,6 +101,9 @@ struct Inner {
     pub gone_sent: u64,
     /// Port-forward streams opened.
     forwards: u64,
+    /// What the RBAC rules allow (None: everything), and what was used.
+    rules: Option<BTreeSet<Rule>>,
+    used: BTreeSet<Rule>,
     uid_seq: u64,
     knobs: Knobs,
     /// (pod, dry_run) of every accepted eviction.
@@ -148,17 +183,35 @@ fn pod_json(name: &str, p: &PodState, knobs: &Knobs) -> Value {
         "status": {"phase": p.phase, "podIP": "127.0.0.1", "conditions": conditions}})
 }
 
-async fn guard(s: &Shared) -> Option<Response> {
-    s.inner.lock().await.knobs.forbidden.then(|| {
-        status(403, "Forbidden", "pods is forbidden: User \"system:serviceaccount:dlock:nobody\" cannot list resource", json!([]))
-    })
+/// 403 unless the request is allowed: the `forbidden` knob, then the RBAC rules.
+async fn authz(s: &Shared, group: &str, resource: &str, verb: &str) -> Option<Response> {
+    let mut g = s.inner.lock().await;
+    let user = "system:serviceaccount:dlock:leaderwatch";
+    let deny = |what: &str| {
+        Some(status(403, "Forbidden", &format!("{what} is forbidden: User \"{user}\" cannot {verb} resource \"{what}\" in API group \"{group}\""), json!([])))
+    };
+    if g.knobs.forbidden {
+        return deny(resource);
+    }
+    let rule = (group.to_owned(), resource.to_owned(), verb.to_owned());
+    if let Some(rules) = &g.rules {
+        if !rules.contains(&rule) {
+            return deny(resource);
+        }
+    }
+    g.used.insert(rule);
+    None
+}
+
+fn is_watch(q: &BTreeMap<String, String>) -> bool {
+    q.get("watch").is_some_and(|w| w == "true" || w == "1")
 }
 
 async fn list_pods(State(s): State<Shared>, Query(q): Query<BTreeMap<String, String>>) -> Response {
-    if let Some(r) = guard(&s).await {
+    if let Some(r) = authz(&s, "", "pods", if is_watch(&q) { "watch" } else { "list" }).await {
         return r;
     }
-    if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+    if is_watch(&q) {
         let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
         let secs: u64 = q.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(290);
         return watch_pods(s, from, Duration::from_secs(secs)).await;
@@ -175,10 +228,10 @@ async fn watch_pods(s: Shared, from: u64, timeout: Duration) -> Response {
 }
 
 async fn list_events(State(s): State<Shared>, Query(q): Query<BTreeMap<String, String>>) -> Response {
-    if let Some(r) = guard(&s).await {
+    if let Some(r) = authz(&s, "", "events", if is_watch(&q) { "watch" } else { "list" }).await {
         return r;
     }
-    if q.get("watch").is_some_and(|w| w == "true" || w == "1") {
+    if is_watch(&q) {
         let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
         let secs: u64 = q.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(290);
         return watch(s, "events", from, Duration::from_secs(secs)).await;
@@ -233,7 +286,7 @@ async fn watch(s: Shared, resource: &'static str, from: u64, timeout: Duration) 
 }
 
 async fn get_pod(State(s): State<Shared>, Path((_ns, name)): Path<(String, String)>) -> Response {
-    if let Some(r) = guard(&s).await {
+    if let Some(r) = authz(&s, "", "pods", "get").await {
         return r;
     }
     let g = s.inner.lock().await;
@@ -256,7 +309,7 @@ async fn portforward(
     use axum::extract::ws::Message;
     use futures::{SinkExt, StreamExt};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    if let Some(r) = guard(&s).await {
+    if let Some(r) = authz(&s, "", "pods/portforward", "create").await {
         return r;
     }
     let requested: u16 = q.get("ports").and_then(|p| p.parse().ok()).unwrap_or(0);
@@ -311,7 +364,7 @@ async fn portforward(
 }
 
 async fn get_node(State(s): State<Shared>, Path(name): Path<String>) -> Response {
-    if let Some(r) = guard(&s).await {
+    if let Some(r) = authz(&s, "", "nodes", "get").await {
         return r;
     }
     let same = s.inner.lock().await.knobs.same_zone;
@@ -321,7 +374,7 @@ async fn get_node(State(s): State<Shared>, Path(name): Path<String>) -> Response
 }
 
 async fn get_pvc(State(s): State<Shared>, Path((_ns, name)): Path<(String, String)>) -> Response {
-    if let Some(r) = guard(&s).await {
+    if let Some(r) = authz(&s, "", "persistentvolumeclaims", "get").await {
         return r;
     }
     let class = s.inner.lock().await.knobs.storage_class.clone().unwrap_or_else(|| "premium-rwo".into());
@@ -337,7 +390,7 @@ fn allowed(g: &Inner) -> i32 {
 }
 
 async fn get_pdb(State(s): State<Shared>, Path((_ns, name)): Path<(String, String)>) -> Response {
-    if let Some(r) = guard(&s).await {
+    if let Some(r) = authz(&s, "policy", "poddisruptionbudgets", "get").await {
         return r;
     }
     let g = s.inner.lock().await;
@@ -354,7 +407,7 @@ async fn evict(
     Query(q): Query<BTreeMap<String, String>>,
     Json(body): Json<Value>,
 ) -> Response {
-    if let Some(r) = guard(&s).await {
+    if let Some(r) = authz(&s, "", "pods/eviction", "create").await {
         return r;
     }
     if body["kind"] != "Eviction" || body["metadata"]["name"] != name.as_str() {
@@ -463,6 +516,10 @@ impl FakeApi {
             pods.insert(format!("dlock-etcd-{i}"), PodState { uid: format!("uid-{i}"), member: i, port, phase: "Running", ready: true, deleting: false });
         }
         let n = pods.len() as u64;
+        let mut rules = (!knobs.no_rbac).then(leaderwatch_rules);
+        if let (Some(r), Some(revoke)) = (rules.as_mut(), &knobs.revoke) {
+            r.remove(revoke);
+        }
         let shared = Shared {
             inner: Arc::new(Mutex::new(Inner {
                 pods,
@@ -473,6 +530,8 @@ impl FakeApi {
                 watch_gen: 0,
                 gone_sent: 0,
                 forwards: 0,
+                rules,
+                used: BTreeSet::new(),
                 uid_seq: n,
                 knobs,
                 evictions: vec![],
@@ -527,6 +586,11 @@ impl FakeApi {
 
     pub async fn thaw(&self, i: usize) {
         self.shared.cluster.lock().await.thaw(i).expect("thaw");
+    }
+
+    /// The (group, resource, verb) the RBAC check let through so far.
+    pub async fn used(&self) -> BTreeSet<Rule> {
+        self.shared.inner.lock().await.used.clone()
     }
 
     /// How many port-forward streams were opened.
