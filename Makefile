@@ -78,7 +78,7 @@ test-manifests: deps-py
 	else echo "ok: no standard-rwo under deploy/k8s/etcd"; fi
 
 test-shell: deps-apt
-	shellcheck deploy/k8s/apply.sh tests/stubs/kubectl .ci/run
+	shellcheck deploy/k8s/apply.sh deploy/k8s/leaderwatch/baseline-from-log.sh tests/stubs/kubectl .ci/run
 
 # A full sitting on a local 3-member etcd (60 s at rest, SIGTERM + restart of the leader,
 # 30 s settle) into data/rehearsal-<UTC time>/, then the baseline table. Pass options

@@ -111,6 +111,17 @@ pub struct Baseline {
     pub environment: Environment,
 }
 
+/// Lines around baseline.json in a run's log, so that `kubectl logs` alone retrieves it
+/// (deploy/k8s/leaderwatch/baseline-from-log.sh).
+pub const LOG_BEGIN: &str = "--- baseline.json begin ---";
+pub const LOG_END: &str = "--- baseline.json end ---";
+
+/// baseline.json between [`LOG_BEGIN`] and [`LOG_END`], newline-terminated.
+pub fn log_block(b: &Baseline) -> String {
+    let json = serde_json::to_string_pretty(b).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    format!("{LOG_BEGIN}\n{json}\n{LOG_END}\n")
+}
+
 pub fn seconds_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
     (b - a).num_milliseconds() as f64 / 1000.0
 }

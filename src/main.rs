@@ -115,9 +115,7 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let b = leaderwatch::measure::run(client, cfg, clock, shutdown_signal()).await?;
     let path = a.out.join(leaderwatch::baseline::BASELINE);
-    println!("{}", leaderwatch::report::render(&[(path, b.clone())], None));
-    // Between markers, so that `kubectl logs` of the sitting Job alone retrieves it.
-    println!("--- baseline.json begin ---\n{}\n--- baseline.json end ---", serde_json::to_string_pretty(&b).unwrap_or_default());
+    leaderwatch::report::print_result(&path, &b);
     Ok(())
 }
 

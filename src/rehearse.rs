@@ -64,7 +64,7 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
     );
     let path = out.join(BASELINE);
     crate::record::write_json_atomic(&path, &baseline)?;
-    println!("{}", report::render(&[(path.clone(), baseline)], None));
+    report::print_result(&path, &baseline);
     eprintln!("rehearsal written to {}", out.display());
     Ok(())
 }

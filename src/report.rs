@@ -159,6 +159,15 @@ pub fn render(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> S
     out.join("\n")
 }
 
+/// What `rehearse` and `measure` print at the end: the table, then baseline.json between
+/// the log markers, in one write so that no log line from elsewhere lands inside it.
+pub fn print_result(path: &Path, b: &Baseline) {
+    use std::io::Write;
+    let text = format!("{}\n{}", render(&[(path.to_path_buf(), b.clone())], None), crate::baseline::log_block(b));
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
 /// Replaces what is between the markers in `readme` with `table`. Idempotent.
 pub fn splice(readme: &str, table: &str) -> Result<String, String> {
     let b = readme.find(BEGIN).ok_or_else(|| format!("no {BEGIN} marker"))?;

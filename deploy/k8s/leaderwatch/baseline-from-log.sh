@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Prints the baseline.json that `leaderwatch measure` wrote to its log, between the lines
+# "--- baseline.json begin ---" and "--- baseline.json end ---": `kubectl logs` alone
+# retrieves the result of an in-cluster sitting.
+#   deploy/k8s/leaderwatch/baseline-from-log.sh [JOB] > baseline.json
+# Environment: KUBECTL (default kubectl), NAMESPACE (default dlock).
+set -euo pipefail
+
+job=${1:-leaderwatch-measure}
+KUBECTL=${KUBECTL:-kubectl}
+NAMESPACE=${NAMESPACE:-dlock}
+
+log=$("$KUBECTL" -n "$NAMESPACE" logs "job/$job") || {
+  echo "baseline-from-log.sh: cannot read the log of job/$job in $NAMESPACE" >&2
+  exit 1
+}
+block=$(sed -n '/^--- baseline.json begin ---$/,/^--- baseline.json end ---$/p' <<<"$log" | sed '1d;$d')
+if [ -z "$block" ]; then
+  echo "baseline-from-log.sh: no baseline.json in the log of job/$job (still running, or it failed: see kubectl -n $NAMESPACE logs job/$job)" >&2
+  exit 1
+fi
+printf '%s\n' "$block"

@@ -1,0 +1,163 @@
+//! deploy/k8s/leaderwatch: typed checks of the Job and the Deployment (security context,
+//! labels the etcd selectors can never match, arguments this binary accepts), and the
+//! log-marker retrieval of baseline.json.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use clap::Parser;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use serde::Deserialize;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The documents of `rel` of kind `kind`.
+fn docs<T: serde::de::DeserializeOwned>(rel: &str, kind: &str) -> Vec<T> {
+    let text = std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde_yaml_ng::Value::deserialize(d).expect("yaml"))
+        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some(kind))
+        .map(|v| serde_yaml_ng::from_value(v).expect(kind))
+        .collect()
+}
+
+fn job() -> Job {
+    docs::<Job>("deploy/k8s/leaderwatch/job-measure.yaml", "Job").remove(0)
+}
+fn deployment() -> Deployment {
+    docs::<Deployment>("deploy/k8s/leaderwatch/deployment-sample.yaml", "Deployment").remove(0)
+}
+fn templates() -> Vec<(&'static str, PodTemplateSpec)> {
+    vec![
+        ("job", job().spec.expect("job spec").template),
+        ("deployment", deployment().spec.expect("deployment spec").template),
+    ]
+}
+fn spec(t: &PodTemplateSpec) -> PodSpec {
+    t.spec.clone().expect("pod spec")
+}
+
+#[test]
+fn pods_run_non_root_read_only_without_capabilities() {
+    for (what, t) in templates() {
+        let s = spec(&t);
+        let psc = s.security_context.clone().expect("pod securityContext");
+        assert_eq!(psc.run_as_non_root, Some(true), "{what}");
+        assert!(psc.run_as_user.is_some_and(|u| u != 0), "{what}");
+        assert_eq!(psc.seccomp_profile.map(|p| p.type_).as_deref(), Some("RuntimeDefault"), "{what}");
+        for c in &s.containers {
+            let sc = c.security_context.clone().expect("container securityContext");
+            assert_eq!(sc.read_only_root_filesystem, Some(true), "{what}");
+            assert_eq!(sc.allow_privilege_escalation, Some(false), "{what}");
+            assert_eq!(sc.capabilities.and_then(|c| c.drop), Some(vec!["ALL".to_owned()]), "{what}");
+            let req = c.resources.clone().and_then(|r| r.requests).expect("requests");
+            assert!(req.contains_key("cpu") && req.contains_key("memory"), "{what}: requests sized");
+        }
+        let ann = t.metadata.clone().and_then(|m| m.annotations).unwrap_or_default();
+        assert_eq!(ann.get("cluster-autoscaler.kubernetes.io/safe-to-evict").map(String::as_str), Some("false"), "{what}");
+    }
+}
+
+fn selects(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    sel.match_labels.clone().unwrap_or_default().iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+#[test]
+fn no_etcd_selector_or_the_pdb_can_ever_match_leaderwatch_pods() {
+    let sts: StatefulSet = docs("deploy/k8s/etcd/statefulset.yaml", "StatefulSet").remove(0);
+    let pdb: PodDisruptionBudget = docs("deploy/k8s/etcd/pdb.yaml", "PodDisruptionBudget").remove(0);
+    let sts_spec = sts.spec.expect("sts spec");
+    let pod = sts_spec.template.spec.clone().expect("etcd pod spec");
+    let mut selectors = vec![sts_spec.selector.clone(), pdb.spec.and_then(|s| s.selector).expect("pdb selector")];
+    selectors.extend(pod.topology_spread_constraints.into_iter().flatten().filter_map(|c| c.label_selector));
+    selectors.extend(
+        pod.affinity.and_then(|a| a.pod_anti_affinity).and_then(|a| a.required_during_scheduling_ignored_during_execution).into_iter().flatten().filter_map(|t| t.label_selector),
+    );
+    for (what, t) in templates() {
+        let labels = t.metadata.and_then(|m| m.labels).expect("labels");
+        assert_eq!(labels.get("app.kubernetes.io/name").map(String::as_str), Some("leaderwatch"));
+        for sel in &selectors {
+            assert!(!selects(sel, &labels), "{what} pods would be selected by {sel:?}");
+        }
+    }
+}
+
+#[test]
+fn the_job_never_retries_and_runs_as_leaderwatch() {
+    let j = job().spec.expect("job spec");
+    assert_eq!(j.backoff_limit, Some(0), "a retry would evict a second member");
+    let s = spec(&j.template);
+    assert_eq!(s.service_account_name.as_deref(), Some("leaderwatch"));
+    assert_eq!(s.restart_policy.as_deref(), Some("Never"));
+    let d = spec(&deployment().spec.expect("deployment spec").template);
+    assert_eq!(d.automount_service_account_token, Some(false), "sample needs no API token");
+}
+
+/// The manifests' arguments parse with this binary's CLI (with $(POD_NAME) expanded).
+#[test]
+fn manifest_arguments_are_accepted_by_this_version() {
+    for (what, t) in templates() {
+        let c = spec(&t).containers.remove(0);
+        let args: Vec<String> = std::iter::once("leaderwatch".to_owned())
+            .chain(c.args.expect("args").into_iter().map(|a| a.replace("$(POD_NAME)", "leaderwatch-measure-abcde")))
+            .collect();
+        if let Err(e) = leaderwatch::cli::Cli::try_parse_from(&args) {
+            panic!("{what}: {args:?} rejected: {e}");
+        }
+        assert!(c.image.is_some_and(|i| i.ends_with(&format!(":{}", env!("CARGO_PKG_VERSION")))), "{what}: image tag is this version");
+    }
+}
+
+#[test]
+fn kubectl_logs_alone_retrieves_a_valid_baseline_json() {
+    // A real run's log (stdout and stderr, as `kubectl logs` shows them): a short rehearsal
+    // prints the same end block as measure.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run");
+    let o = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
+        .args(["rehearse", "--idle", "2s", "--settle", "1s", "--down", "1s", "--target", "follower", "--out"])
+        .arg(&out)
+        .env("LEADERWATCH_LOG", "info")
+        .output()
+        .expect("rehearse");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let log = dir.path().join("pod.log");
+    std::fs::write(&log, [o.stderr.as_slice(), o.stdout.as_slice()].concat()).expect("write log");
+
+    let stubs = root().join("tests/stubs");
+    let path = format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default());
+    let r = Command::new("bash")
+        .arg(root().join("deploy/k8s/leaderwatch/baseline-from-log.sh"))
+        .env("PATH", path)
+        .env("KUBECTL_STUB_LOG", dir.path().join("calls"))
+        .env("KUBECTL_STUB_LOGS", &log)
+        .output()
+        .expect("retrieval script");
+    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
+    let got = dir.path().join("baseline.json");
+    std::fs::write(&got, &r.stdout).expect("write");
+    let b = leaderwatch::report::load(&got).unwrap_or_else(|e| panic!("not a valid baseline.json: {e}"));
+    let on_disk = leaderwatch::report::load(&out.join("baseline.json")).expect("run's baseline.json");
+    assert_eq!(b, on_disk, "the log carries exactly the baseline.json of the run");
+    let calls = std::fs::read_to_string(dir.path().join("calls")).expect("calls");
+    assert_eq!(calls.trim(), "-n dlock logs job/leaderwatch-measure");
+
+    // A log without the block: one clear line, exit 1.
+    std::fs::write(&log, "still sampling...\n").expect("write");
+    let r = Command::new("bash")
+        .arg(root().join("deploy/k8s/leaderwatch/baseline-from-log.sh"))
+        .env("PATH", format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default()))
+        .env("KUBECTL_STUB_LOG", dir.path().join("calls"))
+        .env("KUBECTL_STUB_LOGS", &log)
+        .output()
+        .expect("retrieval script");
+    assert_eq!(r.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&r.stderr).contains("no baseline.json in the log"));
+}
