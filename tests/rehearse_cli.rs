@@ -143,3 +143,53 @@ fn etcd_readme_table_is_rendered_from_the_committed_baselines() {
     let want = leaderwatch::report::splice(&readme, &table).expect("markers");
     assert!(want == readme, "deploy/k8s/etcd/README.md differs from `leaderwatch report data/*/baseline.json --update` (run it)");
 }
+
+fn committed(kind: &str) -> std::path::PathBuf {
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    std::fs::read_dir(&data)
+        .expect("data/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("rehearsal-{kind}-"))))
+        .map(|p| p.join("baseline.json"))
+        .unwrap_or_else(|| panic!("a committed {kind} rehearsal"))
+}
+
+#[test]
+fn compare_puts_every_figure_side_by_side_with_the_difference() {
+    let (a, b) = (committed("leader"), committed("follower"));
+    let o = leaderwatch().arg("compare").arg(&a).arg(&b).args(["-o", "json"]).output().expect("compare");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let diffs: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let find = |w: &str, f: &str| {
+        diffs.as_array().and_then(|d| d.iter().find(|x| x["window"] == w && x["figure"] == f)).cloned().unwrap_or_else(|| panic!("{w}/{f}"))
+    };
+    // Leader rehearsal: one election in the disruption window; follower: none.
+    let e = find("disruption", "elections");
+    assert_eq!((e["a"].as_f64(), e["b"].as_f64(), e["diff"].as_f64()), (Some(1.0), Some(0.0), Some(-1.0)));
+    let r = find("disruption", "raw_sum_end");
+    assert_eq!((r["a"].as_f64(), r["b"].as_f64()), (Some(5.0), Some(3.0)));
+    assert!(find("recovery", "loss_to_healthy_s")["diff"].is_number());
+
+    let o = leaderwatch().arg("compare").arg(&a).arg(&b).output().expect("compare");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("| disruption | elections | 1 | 0 | -1 |"), "{text}");
+}
+
+#[test]
+fn report_csv_is_one_row_per_measurement_with_its_window() {
+    let (a, b) = (committed("leader"), committed("follower"));
+    let o = leaderwatch().arg("report").arg(&a).arg(&b).args(["--format", "csv"]).output().expect("report");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut r = csv::Reader::from_reader(o.stdout.as_slice());
+    let headers: Vec<String> = r.headers().expect("header").iter().map(str::to_owned).collect();
+    for h in ["measurement", "raw_sum_start", "raw_sum_end", "reset_aware_increase", "elections", "value_s", "window_start", "window_end", "window_s", "environment", "source"] {
+        assert!(headers.iter().any(|x| x == h), "column {h}");
+    }
+    let rows: Vec<csv::StringRecord> = r.records().map(|x| x.expect("row")).collect();
+    assert_eq!(rows.len(), 8, "3 windows + the recovery time, per baseline");
+    let col = |name: &str| headers.iter().position(|h| h == name).expect("col");
+    let dis = rows.iter().find(|x| x[col("measurement")].contains("disruption") && x[col("elections")] == *"1").expect("leader disruption row");
+    assert_eq!(&dis[col("raw_sum_end")], "5.0");
+    assert!(rows.iter().all(|x| x[col("environment")].starts_with("local loopback")), "labelled where they ran");
+    assert!(rows.iter().all(|x| chrono::DateTime::parse_from_rfc3339(&x[col("window_start")]).is_ok()));
+}

@@ -1,0 +1,27 @@
+"""make test: executes notebooks/baseline.ipynb headless (nbclient) on every committed run
+under data/, fails on any cell error or a missing figure, and checks that the committed
+notebook carries no outputs."""
+import os, pathlib, sys, tempfile
+import nbformat
+from nbclient import NotebookClient
+
+root = pathlib.Path(__file__).resolve().parent.parent
+path = root / "notebooks" / "baseline.ipynb"
+nb_text = nbformat.read(str(path), as_version=4)
+for cell in nb_text.cells:
+    if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count")):
+        sys.exit(f"{path}: committed with outputs; strip them (regenerate with notebooks/make_notebook.py)")
+
+runs = sorted(p.parent for p in (root / "data").glob("*/baseline.json"))
+if not runs:
+    sys.exit("no committed run under data/ to execute the notebook on")
+for run in runs:
+    with tempfile.TemporaryDirectory() as figs:
+        os.environ["RUN_DIR"], os.environ["FIG_DIR"] = str(run), figs
+        nb = nbformat.read(str(path), as_version=4)
+        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(root / "notebooks")}}).execute()
+        made = sorted(p.name for p in pathlib.Path(figs).glob("fig-*.png"))
+        want = ["fig-counters.png", "fig-swimlanes.png", "fig-waterfall.png"]
+        if made != want:
+            sys.exit(f"{run.name}: figures {made}, expected {want}")
+        print(f"ok: notebook on {run.relative_to(root)} -> {', '.join(made)}")
