@@ -47,8 +47,11 @@ fn main() {
     }
 }
 
+/// One line on stderr, whatever the error's own formatting, then the documented exit code.
 fn fail(e: &Error) -> ! {
-    eprintln!("leaderwatch: {e}");
+    let msg = e.to_string();
+    let one: Vec<&str> = msg.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    eprintln!("leaderwatch: {}", one.join(" "));
     std::process::exit(e.exit_code())
 }
 

@@ -40,15 +40,20 @@ pub enum KubeError {
 
 /// Builds the client: kubeconfig (`--kubeconfig`, `--context`) or in-cluster, with kube's
 /// default retry OFF (it would retry a PDB-blocked eviction's 429 for up to 1000 s, hidden).
+/// The first line of a config error: the YAML parser's caret diagram is noise in one line.
+fn first_line(e: impl std::fmt::Display) -> String {
+    e.to_string().lines().next().unwrap_or_default().trim().to_owned()
+}
+
 pub async fn client(o: &KubeOptions) -> Result<Client, KubeError> {
     let opts = KubeConfigOptions { context: o.context.clone(), ..KubeConfigOptions::default() };
     let cfg = match &o.kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| KubeError::Config(format!("{}: {e}", path.display())))?;
-            Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| KubeError::Config(format!("{}: {e}", path.display())))?
+            let kc = Kubeconfig::read_from(path).map_err(|e| KubeError::Config(format!("{}: {}", path.display(), first_line(e))))?;
+            Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| KubeError::Config(format!("{}: {}", path.display(), first_line(e))))?
         }
-        None if o.context.is_some() => Config::from_kubeconfig(&opts).await.map_err(|e| KubeError::Config(e.to_string()))?,
-        None => Config::infer().await.map_err(|e| KubeError::Config(e.to_string()))?,
+        None if o.context.is_some() => Config::from_kubeconfig(&opts).await.map_err(|e| KubeError::Config(first_line(e)))?,
+        None => Config::infer().await.map_err(|e| KubeError::Config(first_line(e)))?,
     };
     from_config(cfg, o.request_timeout)
 }

@@ -98,3 +98,4 @@ pub fn sample_rows_for<'a>(
     rows.iter().filter(|r| r["member"] == member).collect()
 }
 pub mod fake_api;
+pub mod fake_member;
