@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Side by side for DURATION seconds (default 300): `leaderwatch sample` and Prometheus
+# (Debian's package) scraping the same 3 local etcd members every second. Prints CPU
+# seconds and peak RSS of each (GNU time) and the ratios. Run by `make bench`.
+set -euo pipefail
+
+DURATION=${DURATION:-300}
+ETCD=${ETCD_BIN:-.tools/bin/etcd}
+LW=${LW:-target/release/leaderwatch}
+PROM=${PROM:-/usr/bin/prometheus}
+for b in "$ETCD" "$LW" "$PROM" /usr/bin/time; do
+  [ -x "$b" ] || { echo "bench: $b missing (make deps / make build / apt-get install prometheus time)" >&2; exit 2; }
+done
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# Free loopback ports for 3 clients and 3 peers.
+mapfile -t ports < <(python3 - <<'PY'
+import socket
+ss = [socket.socket() for _ in range(7)]
+for s in ss: s.bind(("127.0.0.1", 0))
+for s in ss: print(s.getsockname()[1])
+PY
+)
+cluster=""
+for i in 0 1 2; do cluster+="m$i=http://127.0.0.1:${ports[$((3 + i))]},"; done
+cluster=${cluster%,}
+for i in 0 1 2; do
+  c=${ports[$i]}; p=${ports[$((3 + i))]}
+  "$ETCD" --name "m$i" --data-dir "$work/m$i" --listen-client-urls "http://127.0.0.1:$c" \
+    --advertise-client-urls "http://127.0.0.1:$c" --listen-peer-urls "http://127.0.0.1:$p" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$p" --initial-cluster "$cluster" \
+    --initial-cluster-state new --initial-cluster-token bench >"$work/m$i.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 1 100); do
+  ok=0
+  for i in 0 1 2; do curl -sf "http://127.0.0.1:${ports[$i]}/health" >/dev/null && ok=$((ok + 1)); done
+  [ "$ok" -eq 3 ] && break
+  sleep 0.2
+done
+
+cat >"$work/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: etcd
+    static_configs:
+      - targets: ["127.0.0.1:${ports[0]}", "127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"]
+YML
+
+echo "bench: ${DURATION}s side by side, 3 members of $("$ETCD" --version | head -n1), 1 s interval"
+/usr/bin/time -v -o "$work/lw.time" "$LW" sample --interval 1s --duration "${DURATION}s" --out "$work/lw" \
+  --endpoint "m0=http://127.0.0.1:${ports[0]}" --endpoint "m1=http://127.0.0.1:${ports[1]}" \
+  --endpoint "m2=http://127.0.0.1:${ports[2]}" 2>"$work/lw.log" &
+lw=$!
+/usr/bin/time -v -o "$work/prom.time" timeout -s TERM "$DURATION" "$PROM" --config.file="$work/prometheus.yml" \
+  --storage.tsdb.path="$work/tsdb" --web.listen-address="127.0.0.1:${ports[6]}" >"$work/prom.log" 2>&1 &
+prom=$!
+wait "$lw" || { echo "bench: leaderwatch failed:" >&2; tail -5 "$work/lw.log" >&2; exit 1; }
+wait "$prom" || true
+
+metric() { # file, field -> value
+  awk -F': ' -v k="$2" '$1 ~ k {print $2}' "$1" | head -n1
+}
+calc() { awk "BEGIN { printf \"%.2f\", $1 }"; }
+cpu() { calc "$(metric "$1" 'User time') + $(metric "$1" 'System time')"; }
+rss() { calc "$(metric "$1" 'Maximum resident set size') / 1024"; }
+lc=$(cpu "$work/lw.time"); pc=$(cpu "$work/prom.time")
+lr=$(rss "$work/lw.time"); pr=$(rss "$work/prom.time")
+rounds=$(($(wc -l <"$work/lw/samples.csv") / 3))
+echo
+echo "| process | CPU s over ${DURATION} s | peak RSS MiB |"
+echo "|---|---|---|"
+echo "| leaderwatch sample ($rounds rounds) | $lc | $lr |"
+echo "| prometheus $("$PROM" --version 2>&1 | head -n1 | awk '{print $3}') | $pc | $pr |"
+echo "| ratio leaderwatch / prometheus | $(calc "$lc / $pc") | $(calc "$lr / $pr") |"

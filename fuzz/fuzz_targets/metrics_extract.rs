@@ -1,0 +1,22 @@
+//! Fuzzes `metrics::extract`, the one function that reads a member's /metrics page: any
+//! bytes must give a value or an error, never a panic, a hang or a non-finite number.
+#![no_main]
+
+// The module itself, not the whole crate: the fuzz build stays small.
+#[path = "../../src/metrics.rs"]
+#[allow(dead_code)]
+mod metrics;
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let text = String::from_utf8_lossy(data);
+    if let Ok(m) = metrics::extract(&text) {
+        for v in [m.leader_changes_seen_total, m.process_start_time, m.heartbeat_send_failures_total, m.slow_apply_total, m.wal_fsync_sum, m.wal_fsync_count]
+            .into_iter()
+            .flatten()
+        {
+            assert!(v.is_finite(), "non-finite value {v} extracted");
+        }
+    }
+});
