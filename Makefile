@@ -18,13 +18,14 @@ CARGO       ?= cargo
 export ETCD_BIN ?= $(TOOLS)/bin/etcd
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help deps deps-apt deps-py build test test-rust test-manifests test-shell test-notebook figures bench rehearse clean-tools
+.PHONY: help deps deps-apt deps-py build test test-rust test-manifests test-shell test-notebook figures bench fuzz rehearse clean-tools
 
 help:
 	@echo "make rehearse   install what is missing, build, run leaderwatch rehearse on a local 3-member etcd"
 	@echo "make test       install what is missing and run the whole suite"
 	@echo "make deps       only install what is missing (protoc, shellcheck, .tools/ venv with etcd 3.5.1)"
-	@echo "make bench      cargo bench: /metrics extraction and one round against a local cluster"
+	@echo "make bench      benchmarks: core (3/5/7 members), 100k-round soak, Prometheus side by side"
+	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
 
 deps: deps-apt deps-py
 
@@ -64,8 +65,21 @@ test-rust: deps
 	$(CARGO) test --locked --lib --bins --tests
 	$(CARGO) test --locked --benches --no-run
 
-bench: deps
+# Benchmarks (not tests): the core, a 100k-round soak, and Prometheus side by side
+# (Debian's prometheus package, installed here when missing; about 15 minutes in all).
+bench: deps build
 	$(CARGO) bench --locked --bench core
+	$(CARGO) bench --locked --bench soak
+	@command -v prometheus >/dev/null || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq prometheus; }
+	@# The benchmark runs its own Prometheus on a free port; a daemon on :9090 is left alone.
+	bench/prometheus-vs-leaderwatch.sh
+
+# Fuzzes /metrics extraction (cargo-fuzz; stable rustc with RUSTC_BOOTSTRAP for -Z flags).
+FUZZ_SECONDS ?= 300
+fuzz: deps
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	mkdir -p fuzz/corpus/metrics_extract && cp tests/fixtures/metrics-etcd-*.txt fuzz/corpus/metrics_extract/
+	cd fuzz && RUSTC_BOOTSTRAP=1 $(CARGO) fuzz run metrics_extract -- -max_total_time=$(FUZZ_SECONDS) -max_len=262144
 
 test-manifests: deps-py
 	kubernetes-validate --strict -k $(K8S_VERSION) $$(find deploy/k8s -name '*.yaml' | sort)

@@ -1,8 +1,8 @@
 //! `cargo bench --bench core`: what the measuring core costs, in a release build.
 //! 1. `/metrics` extraction on a real etcd 3.5.1 page: full prometheus-parse vs the
 //!    filtered path leaderwatch uses.
-//! 2. One 3-member round (metrics + health + Status RPC per member) against a real local
-//!    cluster: CPU of this process per round, and wall latency.
+//! 2. One round (metrics + health + Status RPC per member, and without metrics) against
+//!    real local clusters of 3, 5 and 7 members: CPU of this process per round, latency.
 //! CPU is getrusage(RUSAGE_SELF) user+sys, so it includes tokio and TLS-free HTTP/gRPC.
 
 use std::sync::Arc;
@@ -44,32 +44,36 @@ fn main() {
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
-        let cluster = LocalCluster::start(LocalOptions::default()).await.expect("local etcd cluster (run `make deps`)");
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        for (label, with_metrics) in [("full round (metrics+health+status)", true), ("fast round (health+status)", false)] {
-            let cfg = ProbeConfig { with_metrics, ..ProbeConfig::default() };
-            let mut sampler = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"));
-            for _ in 0..20 {
-                sampler.round(clock.now()).await; // warm up connections
+        for members in [3usize, 5, 7] {
+            let cluster = LocalCluster::start(LocalOptions { members, ..LocalOptions::default() })
+                .await
+                .expect("local etcd cluster (run `make deps`)");
+            let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+            for (label, with_metrics) in [("full round (metrics+health+status)", true), ("fast round (health+status)", false)] {
+                let cfg = ProbeConfig { with_metrics, ..ProbeConfig::default() };
+                let mut sampler = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"));
+                for _ in 0..20 {
+                    sampler.round(clock.now()).await; // warm up connections
+                }
+                let n = 300u32;
+                let mut lat = Vec::with_capacity(n as usize);
+                let c0 = cpu();
+                for _ in 0..n {
+                    let t = Instant::now();
+                    let r = sampler.round(clock.now()).await;
+                    lat.push(t.elapsed());
+                    assert!(r.observations.iter().all(|o| o.reachable()), "a member did not answer");
+                }
+                let c = (cpu() - c0) / n;
+                lat.sort();
+                let q = |p: f64| lat[((lat.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e3;
+                println!(
+                    "{members}-member {label:<36} {:>8.3} ms CPU/round  latency p50 {:.2} ms p99 {:.2} ms (n={n})",
+                    c.as_secs_f64() * 1e3,
+                    q(0.5),
+                    q(0.99)
+                );
             }
-            let n = 300u32;
-            let mut lat = Vec::with_capacity(n as usize);
-            let c0 = cpu();
-            for _ in 0..n {
-                let t = Instant::now();
-                let r = sampler.round(clock.now()).await;
-                lat.push(t.elapsed());
-                assert!(r.observations.iter().all(|o| o.reachable()), "a member did not answer");
-            }
-            let c = (cpu() - c0) / n;
-            lat.sort();
-            let q = |p: f64| lat[((lat.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e3;
-            println!(
-                "3-member {label:<36} {:>8.3} ms CPU/round  latency p50 {:.2} ms p99 {:.2} ms (n={n})",
-                c.as_secs_f64() * 1e3,
-                q(0.5),
-                q(0.99)
-            );
         }
     });
 }
