@@ -112,7 +112,9 @@ pub fn healthy_list(round: &Round, members: usize, caught_up: Option<&MemberName
         }
     }
     let statuses: Vec<_> = round.observations.iter().filter_map(|o| o.status.ok().map(|s| (o, s))).collect();
-    let leader_id = statuses[0].1.leader_id;
+    let Some(leader_id) = statuses.first().map(|(_, s)| s.leader_id) else {
+        return Err("no member to check".to_owned());
+    };
     if leader_id == 0 || statuses.iter().any(|(_, s)| s.leader_id != leader_id) {
         return Err("members disagree on the leader".to_owned());
     }
