@@ -89,7 +89,7 @@ pub struct GroundTruth {
     pub measured_minus_truth_s: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
     /// `local` or `kubernetes`.
     pub kind: String,

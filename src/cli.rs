@@ -93,7 +93,7 @@ pub struct PreflightArgs {
 /// `--idle` for a real sitting: at least the spec's 20 minutes.
 pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
-    if d < Duration::from_secs(20 * 60) {
+    if d < crate::measure::MIN_IDLE {
         return Err(format!("{s:?}: a real sitting idles at least 20m (the spec's window); use `rehearse` for short runs"));
     }
     Ok(d)

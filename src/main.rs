@@ -9,7 +9,9 @@ use leaderwatch::k8s::{self, KubeOptions};
 use leaderwatch::clock::{Clock, SystemClock};
 use leaderwatch::member::parse_members;
 use leaderwatch::probe::{ProbeConfig, TlsFiles};
+use leaderwatch::baseline::Environment;
 use leaderwatch::sample::{self, SampleConfig};
+use leaderwatch::sitting::SittingConfig;
 use leaderwatch::{exit, Error};
 
 fn main() {
@@ -103,17 +105,20 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     let cfg = leaderwatch::measure::MeasureConfig {
         reach: a.kube.reach.parse().map_err(Error::Usage)?,
         kube,
-        idle: a.idle,
-        settle: a.settle,
-        interval: a.cadence.interval,
-        fast_interval: a.cadence.fast_interval,
-        target: a.target.parse().map_err(Error::Usage)?,
-        probe: ProbeConfig { timeout: a.cadence.timeout, ..ProbeConfig::default() },
-        out: a.out.clone(),
+        sitting: SittingConfig {
+            members: vec![], // discovered from the pods
+            idle: a.idle,
+            settle: a.settle,
+            interval: a.cadence.interval,
+            fast_interval: a.cadence.fast_interval,
+            target: a.target.parse().map_err(Error::Usage)?,
+            probe: ProbeConfig { timeout: a.cadence.timeout, ..ProbeConfig::default() },
+            out: a.out.clone(),
+            recovery_timeout: a.recovery_timeout,
+            environment: Environment { description: a.environment, ..Environment::default() },
+        },
         evict_timeout: a.evict_timeout,
-        recovery_timeout: a.recovery_timeout,
         dry_run: a.dry_run,
-        environment: a.environment,
     };
     let client = k8s::client(&cfg.kube).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

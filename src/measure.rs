@@ -2,7 +2,6 @@
 //! eviction unless every check passes; then the protocol with a Kubernetes eviction.
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use crate::k8s::watch;
 use crate::k8s::preflight::{self, PreflightOptions};
 use crate::k8s::KubeOptions;
 use crate::probe::ProbeConfig;
-use crate::sitting::{self, SittingConfig, Target};
+use crate::sitting::{self, SittingConfig};
 use crate::{Error, Result};
 
 /// The spec's observation window: a real sitting is never shorter.
@@ -27,22 +26,15 @@ pub const MIN_IDLE: Duration = Duration::from_secs(20 * 60);
 pub struct MeasureConfig {
     pub kube: KubeOptions,
     pub reach: Reach,
-    pub idle: Duration,
-    pub settle: Duration,
-    pub interval: Duration,
-    pub fast_interval: Duration,
-    pub target: Target,
-    pub probe: ProbeConfig,
-    pub out: PathBuf,
+    /// The protocol. `members` are discovered from the pods and replace whatever is given;
+    /// `environment.description` is the cluster label, e.g. "GKE Autopilot, dlock-gke".
+    pub sitting: SittingConfig,
     pub evict_timeout: Duration,
-    pub recovery_timeout: Duration,
     pub dry_run: bool,
-    /// Cluster label for the tables, e.g. "GKE Autopilot, dlock-gke".
-    pub environment: String,
 }
 
 pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shutdown: impl Future<Output = ()>) -> Result<Baseline> {
-    let po = PreflightOptions { reach: cfg.reach, probe: ProbeConfig { with_metrics: false, ..cfg.probe.clone() }, ..PreflightOptions::default() };
+    let po = PreflightOptions { reach: cfg.reach, probe: ProbeConfig { with_metrics: false, ..cfg.sitting.probe.clone() }, ..PreflightOptions::default() };
     let checks = preflight::run(&client, &cfg.kube, &po, clock.clone()).await?;
     eprintln!("{}", preflight::render(&checks));
     let failed: Vec<&str> = checks.iter().filter(|c| !c.pass).map(|c| c.name).collect();
@@ -61,25 +53,19 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
     ];
     let pods: Api<Pod> = Api::namespaced(client, &cfg.kube.namespace);
     let mut evictor = KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone());
+    let label = cfg.sitting.environment.description.clone();
     let sitting = SittingConfig {
         members: members.clone(),
-        idle: cfg.idle,
-        settle: cfg.settle,
-        interval: cfg.interval,
-        fast_interval: cfg.fast_interval,
-        target: cfg.target,
-        probe: cfg.probe,
-        out: cfg.out,
-        recovery_timeout: cfg.recovery_timeout,
         environment: Environment {
             kind: "kubernetes".into(),
-            description: format!("{}, {} members{}", cfg.environment, members.len(), if cfg.dry_run { ", DRY RUN (nothing evicted)" } else { "" }),
+            description: format!("{label}, {} members{}", members.len(), if cfg.dry_run { ", DRY RUN (nothing evicted)" } else { "" }),
             members: vec![],
             etcd_versions: vec![],
             // The StatefulSet states etcd's defaults explicitly.
             heartbeat_ms: Some(100),
             election_ms: Some(1000),
         },
+        ..cfg.sitting
     };
     let result = sitting::run(sitting, &mut evictor, clock, Some(rx), shutdown).await;
     for w in watchers {

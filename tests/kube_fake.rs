@@ -7,7 +7,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leaderwatch::baseline::Environment;
 use leaderwatch::clock::{Clock, SystemClock};
+use leaderwatch::sitting::SittingConfig;
 use leaderwatch::k8s::discover::Reach;
 use leaderwatch::k8s::preflight::{self, PreflightOptions};
 use leaderwatch::k8s::KubeOptions;
@@ -36,17 +38,20 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
     MeasureConfig {
         kube: kube_opts(),
         reach: Reach::PodIp,
-        idle: Duration::from_secs(3),
-        settle: Duration::from_secs(2),
-        interval: Duration::from_millis(500),
-        fast_interval: Duration::from_millis(100),
-        target: target.parse().expect("target"),
-        probe: ProbeConfig { timeout: Duration::from_secs(1), ..ProbeConfig::default() },
-        out: out.to_owned(),
+        sitting: SittingConfig {
+            members: vec![],
+            idle: Duration::from_secs(3),
+            settle: Duration::from_secs(2),
+            interval: Duration::from_millis(500),
+            fast_interval: Duration::from_millis(100),
+            target: target.parse().expect("target"),
+            probe: ProbeConfig { timeout: Duration::from_secs(1), ..ProbeConfig::default() },
+            out: out.to_owned(),
+            recovery_timeout: Duration::from_secs(60),
+            environment: Environment { description: "fake API server + local etcd".into(), ..Environment::default() },
+        },
         evict_timeout: Duration::from_secs(60),
-        recovery_timeout: Duration::from_secs(60),
         dry_run,
-        environment: "fake API server + local etcd".into(),
     }
 }
 
