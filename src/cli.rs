@@ -79,6 +79,16 @@ pub struct KubeArgs {
     /// port-forward (from a laptop; follows a recreated pod by name).
     #[arg(long, default_value = "dns")]
     pub reach: String,
+    /// Same as `--reach port-forward`: built-in port-forwards, for running from a laptop.
+    #[arg(long, conflicts_with = "reach")]
+    pub port_forward: bool,
+}
+
+impl KubeArgs {
+    /// `--port-forward`, else `--reach`.
+    pub fn reach(&self) -> Result<crate::k8s::discover::Reach, String> {
+        if self.port_forward { Ok(crate::k8s::discover::Reach::PortForward) } else { self.reach.parse() }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -269,4 +279,26 @@ pub struct SampleArgs {
     /// Client key (PEM); needs --cert.
     #[arg(long)]
     pub key: Option<PathBuf>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::k8s::discover::Reach;
+
+    fn kube(args: &[&str]) -> Result<KubeArgs, clap::Error> {
+        let mut all = vec!["leaderwatch", "preflight"];
+        all.extend_from_slice(args);
+        Cli::try_parse_from(all).map(|c| match c.command {
+            Command::Preflight(p) => p.kube,
+            _ => unreachable!("parsed as preflight"),
+        })
+    }
+
+    #[test]
+    fn port_forward_flag_is_reach_port_forward_and_excludes_reach() {
+        assert_eq!(kube(&["--port-forward"]).map(|k| k.reach()).ok(), Some(Ok(Reach::PortForward)));
+        assert_eq!(kube(&[]).map(|k| k.reach()).ok(), Some(Ok(Reach::Dns)));
+        assert!(kube(&["--port-forward", "--reach", "dns"]).is_err());
+    }
 }

@@ -86,7 +86,7 @@ fn kube_options(a: &KubeArgs) -> KubeOptions {
 
 async fn run_preflight(a: PreflightArgs) -> Result<(), Error> {
     let o = kube_options(&a.kube);
-    let reach = a.kube.reach.parse().map_err(Error::Usage)?;
+    let reach = a.kube.reach().map_err(Error::Usage)?;
     let client = k8s::client(&o).await?;
     let po = k8s::preflight::PreflightOptions { reach, ..Default::default() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
@@ -103,7 +103,7 @@ async fn run_preflight(a: PreflightArgs) -> Result<(), Error> {
 async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     let kube = kube_options(&a.kube);
     let cfg = leaderwatch::measure::MeasureConfig {
-        reach: a.kube.reach.parse().map_err(Error::Usage)?,
+        reach: a.kube.reach().map_err(Error::Usage)?,
         kube,
         sitting: SittingConfig {
             members: vec![], // discovered from the pods
