@@ -13,7 +13,7 @@ use leaderwatch::local::{LocalCluster, LocalOptions};
 use leaderwatch::metrics::{extract, parse_full_page};
 use leaderwatch::probe::ProbeConfig;
 use leaderwatch::round::Sampler;
-use leaderwatch::sample::probers;
+use leaderwatch::round::probers;
 use nix::sys::resource::{getrusage, UsageWho};
 
 fn cpu() -> Duration {
@@ -51,16 +51,16 @@ fn main() {
             let clock: Arc<dyn Clock> = Arc::new(SystemClock);
             for (label, with_metrics) in [("full round (metrics+health+status)", true), ("fast round (health+status)", false)] {
                 let cfg = ProbeConfig { with_metrics, ..ProbeConfig::default() };
-                let mut sampler = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"));
+                let mut sampler = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
                 for _ in 0..20 {
-                    sampler.round(clock.now()).await; // warm up connections
+                    sampler.round().await; // warm up connections
                 }
                 let n = 300u32;
                 let mut lat = Vec::with_capacity(n as usize);
                 let c0 = cpu();
                 for _ in 0..n {
                     let t = Instant::now();
-                    let r = sampler.round(clock.now()).await;
+                    let r = sampler.round().await;
                     lat.push(t.elapsed());
                     assert!(r.observations.iter().all(|o| o.reachable()), "a member did not answer");
                 }

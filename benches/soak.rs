@@ -12,7 +12,7 @@ use leaderwatch::events::Tracker;
 use leaderwatch::local::{LocalCluster, LocalOptions};
 use leaderwatch::probe::ProbeConfig;
 use leaderwatch::round::Sampler;
-use leaderwatch::sample::probers;
+use leaderwatch::round::probers;
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -29,19 +29,19 @@ fn main() {
         let cluster = LocalCluster::start(LocalOptions::default()).await.expect("local etcd cluster (run `make deps`)");
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let cfg = ProbeConfig { with_metrics: full, ..ProbeConfig::default() };
-        let mut sampler = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"));
+        let mut sampler = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
         // The same per-round work as `sample`, minus the CSV writes: counting and events.
         let mut window = Window::new();
         let mut tracker = Tracker::new();
         for _ in 0..1_000 {
-            let r = sampler.round(clock.now()).await;
+            let r = sampler.round().await;
             window.push(&r.view());
         }
         let start = rss_kib();
         let t0 = Instant::now();
         println!("soak: {rounds} rounds ({}), RSS after warm-up {start} KiB", if full { "metrics+health+status" } else { "health+status" });
         for i in 1..=rounds {
-            let r = sampler.round(clock.now()).await;
+            let r = sampler.round().await;
             for o in &r.observations {
                 tracker.observe(o);
             }

@@ -1,13 +1,15 @@
-//! `baseline.json` (schema_version 1): the observation windows of one sitting, the
-//! disruption's instants, and where it ran. Documented in data/README.md.
+//! `baseline.json` (schema_version 2): the observation windows of one sitting, the
+//! disruption's instants, and where it ran. Documented in data/README.md. Version 1
+//! files still load: every field added in 2 has a default.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::clock::Stamp;
 use crate::counts::{Counts, LeaderTransition};
 use crate::summary::LeaderChanges;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 pub const BASELINE: &str = "baseline.json";
 
 /// One observation window and its counts.
@@ -15,23 +17,31 @@ pub const BASELINE: &str = "baseline.json";
 pub struct WindowRecord {
     /// `at_rest`, `disruption` or `settle`.
     pub name: String,
+    /// Time of the boundary round the window starts from (the previous window's last).
     pub start: DateTime<Utc>,
+    /// Time of its last round.
     pub end: DateTime<Utc>,
+    /// From the monotonic clock, not `end - start`: a wall-clock step changes nothing.
     pub duration_s: f64,
+    /// Rounds the window owns (its `phase` in samples.csv); the boundary round is not one.
     pub rounds: u64,
+    /// It ran as long as planned (`false`: cut short by a signal, a failure or a timeout).
+    #[serde(default = "yes")]
+    pub full_length: bool,
     pub leader_changes: LeaderChanges,
     pub elections: Option<u64>,
     pub leader_transitions: Vec<LeaderTransition>,
 }
 
 impl WindowRecord {
-    pub fn new(name: &str, start: DateTime<Utc>, end: DateTime<Utc>, rounds: u64, c: &Counts) -> Self {
+    pub fn new(name: &str, start: Stamp, end: Stamp, rounds: u64, c: &Counts, full_length: bool) -> Self {
         WindowRecord {
             name: name.to_owned(),
-            start,
-            end,
-            duration_s: (end - start).num_milliseconds() as f64 / 1000.0,
+            start: start.utc,
+            end: end.utc,
+            duration_s: start.secs_to(&end),
             rounds,
+            full_length,
             leader_changes: LeaderChanges::from_counts(c),
             elections: c.elections,
             leader_transitions: c.leader_transitions.clone(),
@@ -44,13 +54,17 @@ impl WindowRecord {
 pub struct Disruption {
     pub target: String,
     pub target_was_leader: bool,
-    /// `local-sigterm` (rehearse) or `kubernetes-eviction` (measure).
+    /// `local-sigterm`, `local-sigkill`, `local-sigstop` (rehearse) or
+    /// `kubernetes-eviction` (measure).
     pub method: String,
     pub requested_at: DateTime<Utc>,
     /// First round in which the target no longer answered healthy.
     pub member_lost_at: Option<DateTime<Utc>>,
     /// First round after that in which it answered healthy again.
     pub member_back_at: Option<DateTime<Utc>>,
+    /// First round after the request whose agreed leader has a higher term than before it.
+    #[serde(default)]
+    pub leader_elected_at: Option<DateTime<Utc>>,
     /// First round in which the healthy 3-member endpoint list held again.
     pub healthy_at: Option<DateTime<Utc>>,
     pub loss_to_healthy_s: Option<f64>,
@@ -83,6 +97,9 @@ pub struct GroundTruth {
     /// e.g. `sigterm_sent`, `exited`, `restarted`.
     pub kind: String,
     pub at: DateTime<Utc>,
+    /// Monotonic seconds from the request (schema 2; absent in version 1 files).
+    #[serde(default)]
+    pub since_request_s: Option<f64>,
     /// The measured instant compared with it (`member_lost_at` for the signal,
     /// `member_back_at` for the restart), and the difference in seconds.
     pub compared_with: Option<String>,
@@ -93,12 +110,17 @@ pub struct GroundTruth {
 pub struct Environment {
     /// `local` or `kubernetes`.
     pub kind: String,
-    /// Human label for tables, e.g. "local loopback, etcd 3.5.1, 3 members".
+    /// Human label for tables, e.g. "local loopback, etcd 3.5.1, 3 members"; the sitting
+    /// replaces `{etcd}` in it with the etcd versions it saw.
     pub description: String,
     pub members: Vec<String>,
     pub etcd_versions: Vec<String>,
     pub heartbeat_ms: Option<u64>,
     pub election_ms: Option<u64>,
+    /// Where the two came from: `rehearse flags`, the StatefulSet's etcd container, or
+    /// `etcd default` (nothing set them).
+    #[serde(default)]
+    pub timing_source: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -106,6 +128,12 @@ pub struct Baseline {
     pub schema_version: u32,
     pub tool_version: String,
     pub run_id: String,
+    /// `complete`, or `incomplete` with [`Baseline::incomplete_reason`]; version 1 files
+    /// were only written complete.
+    #[serde(default = "complete")]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete_reason: Option<String>,
     pub windows: Vec<WindowRecord>,
     pub disruption: Option<Disruption>,
     pub environment: Environment,
@@ -122,6 +150,19 @@ pub fn log_block(b: &Baseline) -> String {
     format!("{LOG_BEGIN}\n{json}\n{LOG_END}\n")
 }
 
-pub fn seconds_between(a: DateTime<Utc>, b: DateTime<Utc>) -> f64 {
-    (b - a).num_milliseconds() as f64 / 1000.0
+fn yes() -> bool {
+    true
+}
+
+fn complete() -> String {
+    COMPLETE.to_owned()
+}
+
+pub const COMPLETE: &str = "complete";
+pub const INCOMPLETE: &str = "incomplete";
+
+impl Baseline {
+    pub fn is_complete(&self) -> bool {
+        self.status == COMPLETE
+    }
 }

@@ -145,12 +145,15 @@ const REHEARSE_EXAMPLES: &str = "\
 Examples:
   leaderwatch rehearse                       # 3 members, 60 s idle, leader target, 30 s settle
   leaderwatch rehearse --target follower --idle 5m --settle 1m --out data/rehearsal-follower
+  leaderwatch rehearse --method sigkill      # a crash of the leader: a timeout election
+  leaderwatch rehearse --method sigstop --down 3s   # the leader frozen for 3 s
   ETCD_BIN=/usr/bin/etcd leaderwatch rehearse --members 5
 
 The etcd binary comes from --etcd-bin, ETCD_BIN, .tools/bin/etcd (make deps), or PATH.
 Writes samples.csv, events.csv and baseline.json to --out (default data/rehearsal-<UTC time>).
 Exit codes: 0 complete, 2 bad input, 3 output not writable, 4 no etcd / cluster did not start,
-5 interrupted or no recovery in time (what was measured is still written).";
+5 incomplete: interrupted, the disruption failed (e.g. a restart that cannot start), or no
+recovery in time; baseline.json is still written, with \"status\": \"incomplete\".";
 
 const REPORT_EXAMPLES: &str = "\
 Examples:
@@ -187,7 +190,12 @@ pub struct RehearseArgs {
     /// status at the moment of disruption.
     #[arg(long, default_value = "leader")]
     pub target: String,
-    /// How long the disrupted member stays down before its restart (the reschedule).
+    /// How to fail the member: sigterm (what an eviction sends; etcd hands leadership over
+    /// first), sigkill (a crash), or sigstop (a freeze for --down, then SIGCONT).
+    #[arg(long, default_value = "sigterm", value_parser = ["sigterm", "sigkill", "sigstop"])]
+    pub method: String,
+    /// How long the disrupted member stays down (sigterm, sigkill: until its restart, the
+    /// reschedule) or frozen (sigstop: until SIGCONT).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub down: Duration,
     #[command(flatten)]

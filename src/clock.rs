@@ -1,9 +1,37 @@
-//! The one way leaderwatch reads the time, so that tests can drive it.
+//! The one way leaderwatch reads the time, so that tests can drive it. A [`Stamp`] pairs
+//! the wall clock (for display and for joining with Kubernetes events) with the monotonic
+//! clock (for every duration), so that a step of the wall clock changes no duration.
 
 use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+/// One instant, read from both clocks at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    pub utc: DateTime<Utc>,
+    /// tokio's monotonic clock (paused time in tests moves it too).
+    pub mono: Instant,
+}
+
+impl Stamp {
+    /// Seconds from `self` to `later`, monotonic; negative if `later` is earlier.
+    pub fn secs_to(&self, later: &Stamp) -> f64 {
+        mono_secs(self.mono, later.mono)
+    }
+}
+
+/// `b - a` in seconds, signed, from the monotonic clock.
+pub fn mono_secs(a: Instant, b: Instant) -> f64 {
+    if b >= a { (b - a).as_secs_f64() } else { -(a - b).as_secs_f64() }
+}
 
 pub trait Clock: Send + Sync {
     fn now(&self) -> DateTime<Utc>;
+
+    /// Both clocks at once; tests override [`Clock::now`] to step the wall clock.
+    fn stamp(&self) -> Stamp {
+        Stamp { utc: self.now(), mono: Instant::now() }
+    }
 }
 
 /// The system's UTC clock.

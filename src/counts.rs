@@ -1,5 +1,5 @@
 //! Pure counting over a window of rounds: no I/O, no clock. Three counts, because the
-//! summed counter counts *observations*, not elections (see DOMAIN.md):
+//! summed counter counts *observations*, not elections (docs/counting.md):
 //!
 //! - **raw sum**: Σ over members of `etcd_server_leader_changes_seen_total`, at the start
 //!   (each member's first value in the window) and at the end (each member's last value);
@@ -181,6 +181,30 @@ impl Window {
         self.rounds
     }
 
+    /// The next window, starting from where this one ends: each member's last value is
+    /// its start, the highest term is the term baseline, the last leader is known. So
+    /// adjacent windows add up to the whole run, even for a member that was not observed
+    /// in the boundary round.
+    pub fn continue_from(&self) -> Window {
+        let members = self
+            .members
+            .iter()
+            .filter(|(_, st)| st.last_counter.is_some())
+            .map(|(n, st)| {
+                let count = MemberCount { start: st.last_counter, end: st.last_counter, increase: 0.0, resets: 0 };
+                (n.clone(), MemberState { count, last_counter: st.last_counter, last_start_time: st.last_start_time })
+            })
+            .collect();
+        Window {
+            members,
+            first_term: self.max_term,
+            max_term: self.max_term,
+            last_leader: self.last_leader,
+            transitions: Vec::new(),
+            rounds: 0,
+        }
+    }
+
     /// How many leader transitions so far (a mark for [`Window::transitions_since`]).
     pub fn counts_transitions(&self) -> usize {
         self.transitions.len()
@@ -238,7 +262,7 @@ mod tests {
         Point { counter: Some(counter), start_time: Some(start), raft_term: Some(term), leader_id: Some(leader) }
     }
 
-    /// Regression: the loopback measurement in DOMAIN.md. Leader SIGKILLed, survivors
+    /// Regression: a loopback measurement (docs/counting.md). Leader SIGKILLed, survivors
     /// 1 -> 2, term 2 -> 3, the killed member restarted at 1: raw sum 3 -> 5, ONE election.
     #[test]
     fn one_election_moves_the_raw_sum_by_two() {

@@ -1,9 +1,15 @@
-//! "Disrupt one member": the small trait behind every sitting, with the local-process
-//! implementation (`rehearse`); the Kubernetes eviction lives in the kube module.
+//! "Disrupt one member": the small trait behind every sitting. A disruptor runs as its own
+//! task and reports what it does over a channel as it happens, so that nothing it did is
+//! lost when it fails or the sitting is interrupted. The local-process implementation
+//! (`rehearse`, three methods) is here; the Kubernetes eviction is in `k8s::evict`.
 
 use std::future::Future;
+use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::Mutex;
 
 use crate::clock::Clock;
 use crate::events::Event;
@@ -11,61 +17,130 @@ use crate::local::LocalCluster;
 use crate::member::MemberName;
 use crate::Result;
 
-pub trait Disruptor {
+pub trait Disruptor: Send + 'static {
     /// Recorded as `disruption.method` in baseline.json.
-    fn method(&self) -> &'static str;
+    fn method(&self) -> String;
 
-    /// Disrupts `member` once. Returns when the disruptor's own part is over (local
-    /// process: after the restart; eviction: once the old pod is gone).
-    fn disrupt(&mut self, member: &MemberName) -> impl Future<Output = Result<DisruptReport>>;
+    /// Disrupts `member` once, reporting each step through `report`. Returns when the
+    /// disruptor's own part is over (local: restarted or thawed; eviction: the old pod is
+    /// gone). Taking `self` makes a second disruption in one run impossible.
+    fn disrupt(self, member: MemberName, report: Reporter) -> impl Future<Output = Result<()>> + Send + 'static;
 }
 
-/// What a disruptor knows exactly about its own disruption.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct DisruptReport {
-    /// Its instants (signal, exit, restart; eviction attempts, acceptance, pod gone).
-    pub events: Vec<Event>,
-    /// Requests it took (an eviction blocked by the PDB takes several).
-    pub attempts: u32,
-    /// Time from the first attempt to the accepted one.
-    pub blocked_s: f64,
+/// One report from a running disruptor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Report {
+    /// A step, with its instant (signal, exit, restart; eviction blocked, accepted, pod gone).
+    Event(Event),
+    /// Requests taken so far (a PDB-blocked eviction takes several) and the time from the
+    /// first to the latest.
+    Attempts { attempts: u32, blocked_s: f64 },
 }
 
-/// SIGTERM (what the kubelet sends an evicted pod), wait for the exit, stay down for
-/// `down` (standing in for the reschedule), restart on the same data dir.
-pub struct LocalDisruptor<'a> {
-    pub cluster: &'a mut LocalCluster,
-    pub down: Duration,
-    /// terminationGracePeriodSeconds: SIGKILL after this.
-    pub grace: Duration,
-    pub clock: Arc<dyn Clock>,
+/// Where a disruptor reports, stamped with both clocks.
+#[derive(Clone)]
+pub struct Reporter {
+    tx: UnboundedSender<Report>,
+    clock: Arc<dyn Clock>,
+    source: &'static str,
 }
 
-impl Disruptor for LocalDisruptor<'_> {
-    fn method(&self) -> &'static str {
-        "local-sigterm"
+impl Reporter {
+    pub fn new(tx: UnboundedSender<Report>, clock: Arc<dyn Clock>, source: &'static str) -> Self {
+        Reporter { tx, clock, source }
     }
 
-    async fn disrupt(&mut self, member: &MemberName) -> Result<DisruptReport> {
-        let i = self
-            .cluster
-            .members()
-            .iter()
-            .position(|m| &m.name == member)
-            .ok_or_else(|| crate::Error::Usage(format!("no local member named {member}")))?;
-        let name = &member.0;
-        let mut out = vec![Event::new(self.clock.now(), "local", name, "sigterm_sent", "SIGTERM, as the kubelet on eviction")];
-        self.cluster.terminate(i, self.grace).await?;
-        out.push(Event::new(self.clock.now(), "local", name, "exited", ""));
+    pub fn event(&self, member: &MemberName, kind: &str, detail: impl Into<String>) {
+        // The sitting may be gone (interrupted): nothing is left to tell.
+        let _ = self.tx.send(Report::Event(Event::stamped(self.clock.stamp(), self.source, &member.0, kind, detail)));
+    }
+
+    pub fn attempts(&self, attempts: u32, blocked_s: f64) {
+        let _ = self.tx.send(Report::Attempts { attempts, blocked_s });
+    }
+}
+
+/// How `rehearse` fails a member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// What the kubelet sends an evicted pod: etcd transfers leadership first. Restart
+    /// after the down time.
+    Sigterm,
+    /// A crash: no transfer, so a leader target forces a timeout election. Restart after
+    /// the down time.
+    Sigkill,
+    /// A freeze for the down time, then SIGCONT: the member comes back without a restart.
+    Sigstop,
+}
+
+impl FromStr for Method {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "sigterm" => Ok(Method::Sigterm),
+            "sigkill" => Ok(Method::Sigkill),
+            "sigstop" => Ok(Method::Sigstop),
+            other => Err(format!("--method {other:?}: expected sigterm, sigkill or sigstop")),
+        }
+    }
+}
+
+impl Method {
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Sigterm => "sigterm",
+            Method::Sigkill => "sigkill",
+            Method::Sigstop => "sigstop",
+        }
+    }
+}
+
+/// Fails one member of a [`LocalCluster`] with `method`, and brings it back after `down`
+/// (standing in for the reschedule).
+pub struct LocalDisruptor {
+    pub cluster: Arc<Mutex<LocalCluster>>,
+    pub method: Method,
+    pub down: Duration,
+    /// terminationGracePeriodSeconds: SIGKILL after this when SIGTERM is not enough.
+    pub grace: Duration,
+}
+
+impl Disruptor for LocalDisruptor {
+    fn method(&self) -> String {
+        format!("local-{}", self.method.name())
+    }
+
+    async fn disrupt(self, member: MemberName, report: Reporter) -> Result<()> {
+        let i = {
+            let c = self.cluster.lock().await;
+            c.members().iter().position(|m| m.name == member)
+        }
+        .ok_or_else(|| crate::Error::Usage(format!("no local member named {member}")))?;
+        let down = humantime::format_duration(self.down);
+        match self.method {
+            Method::Sigterm => {
+                report.event(&member, "sigterm_sent", "SIGTERM, as the kubelet on eviction");
+                self.cluster.lock().await.terminate(i, self.grace).await?;
+                report.event(&member, "exited", "");
+            }
+            Method::Sigkill => {
+                report.event(&member, "sigkill_sent", "SIGKILL, a crash");
+                self.cluster.lock().await.kill(i).await?;
+                report.event(&member, "exited", "");
+            }
+            Method::Sigstop => {
+                report.event(&member, "sigstop_sent", format!("SIGSTOP, frozen for {down}"));
+                self.cluster.lock().await.freeze(i)?;
+            }
+        }
         tokio::time::sleep(self.down).await;
-        self.cluster.restart(i)?;
-        out.push(Event::new(
-            self.clock.now(),
-            "local",
-            name,
-            "restarted",
-            format!("after {} down, same data dir", humantime::format_duration(self.down)),
-        ));
-        Ok(DisruptReport { events: out, attempts: 1, blocked_s: 0.0 })
+        if self.method == Method::Sigstop {
+            self.cluster.lock().await.thaw(i)?;
+            report.event(&member, "continued", format!("SIGCONT after {down} frozen"));
+        } else {
+            self.cluster.lock().await.restart(i)?;
+            report.event(&member, "restarted", format!("after {down} down, same data dir"));
+        }
+        Ok(())
     }
 }

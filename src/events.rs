@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use crate::clock::Stamp;
 use crate::counts::{reset_between, Reset};
 use crate::member::MemberName;
 use crate::probe::Observation;
@@ -21,11 +22,19 @@ pub struct Event {
     pub member: String,
     pub kind: String,
     pub detail: String,
+    /// The monotonic instant, when leaderwatch itself saw or did it (not for events that
+    /// come from the API server, which only have the server's wall time).
+    pub at: Option<tokio::time::Instant>,
 }
 
 impl Event {
     pub fn new(ts: DateTime<Utc>, source: &str, member: &str, kind: &str, detail: impl Into<String>) -> Self {
-        Event { ts, source: source.to_owned(), member: member.to_owned(), kind: kind.to_owned(), detail: detail.into() }
+        Event { ts, source: source.to_owned(), member: member.to_owned(), kind: kind.to_owned(), detail: detail.into(), at: None }
+    }
+
+    /// An event at a [`Stamp`]: both clocks.
+    pub fn stamped(at: Stamp, source: &str, member: &str, kind: &str, detail: impl Into<String>) -> Self {
+        Event { at: Some(at.mono), ..Event::new(at.utc, source, member, kind, detail) }
     }
 }
 
@@ -53,7 +62,7 @@ impl Tracker {
     /// what is abnormal (unreachable, unhealthy), so a run starts quietly.
     pub fn observe(&mut self, o: &Observation) -> Vec<Event> {
         let mut out = Vec::new();
-        let ev = |kind: &str, detail: String| Event::new(o.ts, "leaderwatch", &o.member.0, kind, detail);
+        let ev = |kind: &str, detail: String| Event::stamped(Stamp { utc: o.ts, mono: o.at }, "leaderwatch", &o.member.0, kind, detail);
         let last = self.last.entry(o.member.clone()).or_default();
 
         let reachable = o.reachable();

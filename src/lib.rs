@@ -2,9 +2,10 @@
 //!
 //! The data path, one module per step:
 //! [`probe`] (one member) -> [`round`] (all members) -> [`counts`] (pure math) ->
-//! [`sitting`] (windows around one [`disrupt`]ion) -> [`record`] (CSV, JSON) -> [`report`].
-//! [`sample`] and [`sitting`] drive it; [`local`] starts a real etcd cluster for
-//! `rehearse` and the tests.
+//! [`windows`] (tiling the run) -> [`recorder`] / [`record`] (CSV, JSON) -> [`report`].
+//! [`recovery`] judges the recovery after one [`disrupt`]ion (pure). [`sample`] and
+//! [`sitting`] are the two loops that move data between them; [`local`] starts a real
+//! etcd cluster for `rehearse` and the tests.
 //! This file owns the crate-wide [`Error`] and its mapping to process exit codes.
 
 pub mod baseline;
@@ -21,12 +22,15 @@ pub mod metrics;
 pub mod probe;
 pub mod progress;
 pub mod record;
+pub mod recorder;
+pub mod recovery;
 pub mod rehearse;
 pub mod report;
 pub mod round;
 pub mod sample;
 pub mod sitting;
 pub mod summary;
+pub mod windows;
 
 /// Everything that can end a leaderwatch command.
 #[derive(Debug, thiserror::Error)]

@@ -95,10 +95,18 @@ impl LocalMember {
     }
 }
 
+/// etcd's own defaults, which the local members are given explicitly.
+pub const DEFAULT_HEARTBEAT_MS: u64 = 100;
+pub const DEFAULT_ELECTION_MS: u64 = 1000;
+
 /// Options for [`LocalCluster::start`].
 #[derive(Debug, Clone)]
 pub struct LocalOptions {
     pub members: usize,
+    /// Passed to every member as --heartbeat-interval and --election-timeout, so that the
+    /// baseline can say where its timing came from.
+    pub heartbeat_ms: u64,
+    pub election_ms: u64,
     pub etcd_bin: Option<PathBuf>,
     /// Time allowed for all members to report healthy.
     pub startup_timeout: Duration,
@@ -109,7 +117,14 @@ pub struct LocalOptions {
 
 impl Default for LocalOptions {
     fn default() -> Self {
-        LocalOptions { members: 3, etcd_bin: None, startup_timeout: Duration::from_secs(30), tls: None }
+        LocalOptions {
+            members: 3,
+            etcd_bin: None,
+            startup_timeout: Duration::from_secs(30),
+            tls: None,
+            heartbeat_ms: DEFAULT_HEARTBEAT_MS,
+            election_ms: DEFAULT_ELECTION_MS,
+        }
     }
 }
 
@@ -117,6 +132,8 @@ impl Default for LocalOptions {
 pub struct LocalCluster {
     bin: PathBuf,
     token: String,
+    /// --heartbeat-interval and --election-timeout of every member, in ms.
+    timing: (u64, u64),
     tls: Option<TlsFiles>,
     members: Vec<LocalMember>,
     http: reqwest::Client,
@@ -144,7 +161,7 @@ impl LocalCluster {
         let bin = find_etcd(opts.etcd_bin.as_deref())?;
         let mut last = None;
         for _attempt in 0..3 {
-            let mut c = Self::spawn_all(&bin, opts.members, opts.tls.clone())?;
+            let mut c = Self::spawn_all(&bin, opts.members, opts.tls.clone(), (opts.heartbeat_ms, opts.election_ms))?;
             match c.wait_healthy(opts.startup_timeout).await {
                 Ok(()) => return Ok(c),
                 Err(e) => {
@@ -163,7 +180,7 @@ impl LocalCluster {
         Err(last.unwrap_or(LocalError::NoEtcd))
     }
 
-    fn spawn_all(bin: &Path, n: usize, tls: Option<TlsFiles>) -> Result<Self> {
+    fn spawn_all(bin: &Path, n: usize, tls: Option<TlsFiles>, timing: (u64, u64)) -> Result<Self> {
         let dir = tempfile::Builder::new().prefix("leaderwatch-etcd-").tempdir().map_err(io("create a temp dir"))?;
         let ports = free_ports(2 * n)?;
         let members = (0..n)
@@ -182,7 +199,7 @@ impl LocalCluster {
         // The cluster's own health checks use the same client set-up as the prober.
         let probe = ProbeConfig { timeout: Duration::from_millis(800), tls: tls.clone().unwrap_or_default(), with_metrics: true };
         let http = http_client(&probe).map_err(|e| io("HTTP client for the local cluster")(std::io::Error::other(e)))?;
-        let mut c = LocalCluster { bin: bin.to_owned(), token, tls, members, http, dir };
+        let mut c = LocalCluster { bin: bin.to_owned(), token, timing, tls, members, http, dir };
         for i in 0..n {
             c.spawn(i)?;
         }
@@ -219,6 +236,8 @@ impl LocalCluster {
                 format!("--initial-cluster={initial}"),
                 "--initial-cluster-state=new".to_owned(),
                 format!("--initial-cluster-token={}", self.token),
+                format!("--heartbeat-interval={}", self.timing.0),
+                format!("--election-timeout={}", self.timing.1),
                 "--logger=zap".to_owned(),
             ])
             .args(&tls_args)
@@ -247,6 +266,11 @@ impl LocalCluster {
 
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
+    }
+
+    /// (--heartbeat-interval, --election-timeout) of every member, in ms.
+    pub fn timing(&self) -> (u64, u64) {
+        self.timing
     }
 
     /// Where the members' data dirs and logs are.

@@ -122,10 +122,19 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     };
     let client = k8s::client(&cfg.kube).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let b = leaderwatch::measure::run(client, cfg, clock, shutdown_signal()).await?;
     let path = a.out.join(leaderwatch::baseline::BASELINE);
-    leaderwatch::report::print_result(&path, &b);
-    Ok(())
+    let since = std::time::SystemTime::now();
+    match leaderwatch::measure::run(client, cfg, clock, shutdown_signal()).await {
+        Ok(b) => {
+            leaderwatch::report::print_result(&path, &b);
+            Ok(())
+        }
+        Err(e) => {
+            // An incomplete sitting still wrote what it measured: the Job's log gets it too.
+            leaderwatch::report::print_written_since(&path, since);
+            Err(e)
+        }
+    }
 }
 
 fn run_report(a: ReportArgs) -> Result<(), Error> {

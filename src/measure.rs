@@ -52,7 +52,7 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
         watch::spawn_event_watcher(client.clone(), &cfg.kube, prefix, clock.clone(), tx),
     ];
     let pods: Api<Pod> = Api::namespaced(client, &cfg.kube.namespace);
-    let mut evictor = KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone());
+    let evictor = KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone());
     let label = cfg.sitting.environment.description.clone();
     let sitting = SittingConfig {
         members: members.clone(),
@@ -61,13 +61,13 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
             description: format!("{label}, {} members{}", members.len(), if cfg.dry_run { ", DRY RUN (nothing evicted)" } else { "" }),
             members: vec![],
             etcd_versions: vec![],
-            // The StatefulSet states etcd's defaults explicitly.
             heartbeat_ms: Some(100),
             election_ms: Some(1000),
+            timing_source: "etcd default".to_owned(),
         },
         ..cfg.sitting
     };
-    let result = sitting::run(sitting, &mut evictor, clock, Some(rx), shutdown).await;
+    let result = sitting::run(sitting, evictor, clock, Some(rx), shutdown).await;
     for w in watchers {
         w.abort();
     }

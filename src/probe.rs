@@ -74,20 +74,48 @@ impl Default for ProbeConfig {
 
 /// One part's outcome and how long it took.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Part<T> {
-    pub value: Result<T, String>,
-    pub ms: f64,
+pub enum Part<T> {
+    /// The part answered.
+    Ok { value: T, ms: f64 },
+    /// The part failed; `error` is one line.
+    Failed { error: String, ms: f64 },
+    /// The part was not asked this time (`/metrics` during fast sampling).
+    Skipped,
 }
 
 impl<T> Part<T> {
     pub fn ok(&self) -> Option<&T> {
-        self.value.as_ref().ok()
+        match self {
+            Part::Ok { value, .. } => Some(value),
+            _ => None,
+        }
     }
-    fn skipped() -> Self {
-        Part { value: Err("skipped".to_owned()), ms: 0.0 }
+
+    /// The error of a failed part; `None` when it answered or was skipped.
+    pub fn err(&self) -> Option<&str> {
+        match self {
+            Part::Failed { error, .. } => Some(error),
+            _ => None,
+        }
     }
-    fn is_skipped(&self) -> bool {
-        matches!(&self.value, Err(e) if e == "skipped")
+
+    /// Milliseconds the part took; 0 when skipped.
+    pub fn ms(&self) -> f64 {
+        match self {
+            Part::Ok { ms, .. } | Part::Failed { ms, .. } => *ms,
+            Part::Skipped => 0.0,
+        }
+    }
+
+    pub fn is_skipped(&self) -> bool {
+        matches!(self, Part::Skipped)
+    }
+
+    pub fn from_result(r: Result<T, String>, ms: f64) -> Self {
+        match r {
+            Ok(value) => Part::Ok { value, ms },
+            Err(error) => Part::Failed { error, ms },
+        }
     }
 }
 
@@ -118,8 +146,10 @@ pub struct Status {
 pub struct Observation {
     pub member: MemberName,
     pub endpoint: String,
-    /// When the probe started.
+    /// When the probe started (wall clock, for display).
     pub ts: DateTime<Utc>,
+    /// When the probe started (monotonic, for ages and durations).
+    pub at: tokio::time::Instant,
     pub metrics: Part<MemberMetrics>,
     pub health: Part<Health>,
     pub status: Part<Status>,
@@ -133,13 +163,13 @@ impl Observation {
 
     /// Wall time of the probe: the parts run concurrently, so the slowest one.
     pub fn probe_ms(&self) -> f64 {
-        self.metrics.ms.max(self.health.ms).max(self.status.ms)
+        self.metrics.ms().max(self.health.ms()).max(self.status.ms())
     }
 
     /// The failed parts, `part: error; ...`, empty when all succeeded.
     pub fn error_summary(&self) -> String {
         let mut out = String::new();
-        let mut add = |name: &str, e: Option<&String>| {
+        let mut add = |name: &str, e: Option<&str>| {
             if let Some(e) = e {
                 if !out.is_empty() {
                     out.push_str("; ");
@@ -147,19 +177,21 @@ impl Observation {
                 let _ = write!(out, "{name}: {e}");
             }
         };
-        add("metrics", self.metrics.value.as_ref().err().filter(|_| !self.metrics.is_skipped()));
-        add("health", self.health.value.as_ref().err());
-        add("status", self.status.value.as_ref().err());
+        add("metrics", self.metrics.err());
+        add("health", self.health.err());
+        add("status", self.status.err());
         out
     }
 }
 
 /// Probes one member. Owns that member's etcd client: a multi-endpoint client would
-/// balance across members and hide who answered.
+/// balance across members and hide who answered. Shared (`&self`) so that each member's
+/// probe can run as its own task.
 pub struct Prober {
     member: Member,
     http: reqwest::Client,
-    etcd: Option<Client>,
+    /// Connected on first use and kept: tonic reconnects by itself after a restart.
+    etcd: std::sync::Mutex<Option<Client>>,
     etcd_options: ConnectOptions,
     cfg: ProbeConfig,
     clock: Arc<dyn Clock>,
@@ -255,25 +287,25 @@ fn ms_since(t: Instant) -> f64 {
 impl Prober {
     pub fn new(member: Member, http: reqwest::Client, cfg: ProbeConfig, clock: Arc<dyn Clock>) -> Result<Self, String> {
         let etcd_options = etcd_options(&cfg, &member)?;
-        Ok(Prober { member, http, etcd: None, etcd_options, cfg, clock })
+        Ok(Prober { member, http, etcd: std::sync::Mutex::new(None), etcd_options, cfg, clock })
     }
 
     pub fn member(&self) -> &Member {
         &self.member
     }
 
-    pub fn set_with_metrics(&mut self, on: bool) {
-        self.cfg.with_metrics = on;
+    /// Whether probes read `/metrics` unless told otherwise ([`ProbeConfig::with_metrics`]).
+    pub fn default_with_metrics(&self) -> bool {
+        self.cfg.with_metrics
     }
 
     /// Probes the member once; all three parts run concurrently.
-    pub async fn probe(&mut self) -> Observation {
-        let ts = self.clock.now();
-        let with_metrics = self.cfg.with_metrics;
+    pub async fn probe(&self, with_metrics: bool) -> Observation {
+        let stamp = self.clock.stamp();
         let client = self.etcd_client().await;
         let (metrics, health, status) = tokio::join!(
             async {
-                if with_metrics { self.metrics().await } else { Part::skipped() }
+                if with_metrics { self.metrics().await } else { Part::Skipped }
             },
             self.health(),
             Self::status(client, self.cfg.timeout),
@@ -281,7 +313,8 @@ impl Prober {
         Observation {
             member: self.member.name.clone(),
             endpoint: self.member.url.clone(),
-            ts,
+            ts: stamp.utc,
+            at: stamp.mono,
             metrics,
             health,
             status,
@@ -290,14 +323,16 @@ impl Prober {
 
     /// The member's client, connected on first use and kept: tonic reconnects by itself
     /// after the member restarts.
-    async fn etcd_client(&mut self) -> Result<Client, String> {
-        if let Some(c) = &self.etcd {
-            return Ok(c.clone());
+    async fn etcd_client(&self) -> Result<Client, String> {
+        if let Some(c) = self.etcd.lock().ok().and_then(|g| g.clone()) {
+            return Ok(c);
         }
         let connect = Client::connect([self.member.url.as_str()], Some(self.etcd_options.clone()));
         match tokio::time::timeout(self.cfg.timeout, connect).await {
             Ok(Ok(c)) => {
-                self.etcd = Some(c.clone());
+                if let Ok(mut g) = self.etcd.lock() {
+                    *g = Some(c.clone());
+                }
                 Ok(c)
             }
             Ok(Err(e)) => Err(format!("connect: {}", error_chain(&e))),
@@ -366,7 +401,7 @@ async fn timed<T>(timeout: Duration, part: impl std::future::Future<Output = Res
         Ok(v) => v,
         Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
     };
-    Part { value, ms: ms_since(t) }
+    Part::from_result(value, ms_since(t))
 }
 
 fn etcd_error(e: &etcd_client::Error, timeout: Duration) -> String {

@@ -12,12 +12,12 @@ use serde::Serialize;
 
 use crate::events::Event;
 use crate::probe::Observation;
-use crate::round::Round;
+use crate::round::{Round, Silent};
 
 pub const SAMPLES: &str = "samples.csv";
 pub const EVENTS: &str = "events.csv";
 
-pub const SAMPLES_HEADER: [&str; 29] = [
+pub const SAMPLES_HEADER: [&str; 30] = [
     "ts",
     "run_id",
     "round",
@@ -47,6 +47,7 @@ pub const SAMPLES_HEADER: [&str; 29] = [
     "status_ms",
     "probe_ms",
     "error",
+    "age_ms",
 ];
 
 pub const EVENTS_HEADER: [&str; 6] = ["ts", "run_id", "source", "member", "kind", "detail"];
@@ -102,6 +103,7 @@ struct SampleRow<'a> {
     status_ms: String,
     probe_ms: String,
     error: String,
+    age_ms: String,
 }
 
 /// Fields never contain line breaks, so that every record is exactly one line and the
@@ -114,14 +116,14 @@ fn ms(v: f64) -> String {
     format!("{v:.1}")
 }
 
-fn sample_row<'a>(o: &'a Observation, round: u64, run_id: &'a str, phase: &'a str) -> SampleRow<'a> {
+fn sample_row<'a>(o: &'a Observation, round: &Round, run_id: &'a str, phase: &'a str) -> SampleRow<'a> {
     let m = o.metrics.ok();
     let h = o.health.ok();
     let s = o.status.ok();
     SampleRow {
         ts: ts(o.ts),
         run_id,
-        round,
+        round: round.index,
         phase,
         member: &o.member.0,
         endpoint: &o.endpoint,
@@ -143,11 +145,49 @@ fn sample_row<'a>(o: &'a Observation, round: u64, run_id: &'a str, phase: &'a st
         slow_apply_total: m.and_then(|m| m.slow_apply_total),
         wal_fsync_sum_s: m.and_then(|m| m.wal_fsync_sum),
         wal_fsync_count: m.and_then(|m| m.wal_fsync_count),
-        metrics_ms: ms(o.metrics.ms),
-        health_ms: ms(o.health.ms),
-        status_ms: ms(o.status.ms),
+        metrics_ms: ms(o.metrics.ms()),
+        health_ms: ms(o.health.ms()),
+        status_ms: ms(o.status.ms()),
         probe_ms: ms(o.probe_ms()),
         error: one_line(&o.error_summary()),
+        age_ms: ms(round.age_s(o) * 1000.0),
+    }
+}
+
+/// The row of a member whose probe was still in flight when the round closed.
+fn silent_row<'a>(s: &'a Silent, round: &Round, run_id: &'a str, phase: &'a str) -> SampleRow<'a> {
+    let age_ms = s.in_flight.as_secs_f64() * 1000.0;
+    SampleRow {
+        ts: ts(round.started.utc),
+        run_id,
+        round: round.index,
+        phase,
+        member: &s.member.0,
+        endpoint: &s.endpoint,
+        reachable: false,
+        health: None,
+        health_reason: String::new(),
+        leader_changes_seen_total: None,
+        has_leader: None,
+        is_leader: None,
+        process_start_time: None,
+        member_id: None,
+        leader_id: None,
+        raft_term: None,
+        raft_index: None,
+        raft_applied_index: None,
+        db_size_bytes: None,
+        etcd_version: String::new(),
+        heartbeat_send_failures_total: None,
+        slow_apply_total: None,
+        wal_fsync_sum_s: None,
+        wal_fsync_count: None,
+        metrics_ms: String::new(),
+        health_ms: String::new(),
+        status_ms: String::new(),
+        probe_ms: String::new(),
+        error: format!("silent: no answer within the round (probe in flight for {age_ms:.0} ms)"),
+        age_ms: ms(age_ms),
     }
 }
 
@@ -235,14 +275,17 @@ impl RunDir {
         &self.run_id
     }
 
-    /// Appends one row per member of `round` and flushes it to the OS.
+    /// Appends one row per member of `round` (answers, then silent members) and flushes
+    /// them to the OS.
     pub fn append_round(&mut self, round: &Round, phase: &str) -> Result<(), RecordError> {
+        let path = &self.samples.path;
         for o in &round.observations {
-            let row = sample_row(o, round.index, &self.run_id, phase);
-            self.samples
-                .w
-                .serialize(row)
-                .map_err(|source| RecordError::Csv { path: self.samples.path.clone(), source })?;
+            let row = sample_row(o, round, &self.run_id, phase);
+            self.samples.w.serialize(row).map_err(|source| RecordError::Csv { path: path.clone(), source })?;
+        }
+        for s in &round.silent {
+            let row = silent_row(s, round, &self.run_id, phase);
+            self.samples.w.serialize(row).map_err(|source| RecordError::Csv { path: path.clone(), source })?;
         }
         self.samples.flush()
     }

@@ -1,15 +1,18 @@
 //! `leaderwatch rehearse`: the sitting against a local etcd cluster it starts itself,
-//! with the local-process disruptor; prints the baseline table at the end.
+//! with the local-process disruptor (sigterm, sigkill or sigstop); prints the baseline
+//! table at the end.
 
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Mutex;
+
 use crate::baseline::{Environment, BASELINE};
 use crate::cli::RehearseArgs;
 use crate::clock::{Clock, SystemClock};
-use crate::disrupt::LocalDisruptor;
+use crate::disrupt::{LocalDisruptor, Method};
 use crate::local::{LocalCluster, LocalOptions};
 use crate::probe::ProbeConfig;
 use crate::sitting::{self, SittingConfig, Target};
@@ -20,18 +23,23 @@ const GRACE: Duration = Duration::from_secs(30);
 
 pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
     let target: Target = a.target.parse().map_err(Error::Usage)?;
+    let method: Method = a.method.parse().map_err(Error::Usage)?;
     if a.cadence.fast_interval > a.cadence.interval {
         return Err(Error::Usage("--fast-interval must not be longer than --interval".to_owned()));
     }
+    // A name is checked against m0..m{n-1} before anything starts.
+    let names: Vec<crate::member::Member> =
+        (0..a.members).map(|i| crate::member::Member { name: crate::member::MemberName(format!("m{i}")), url: String::new() }).collect();
+    target.check(&names).map_err(Error::Usage)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let out = a
         .out
         .unwrap_or_else(|| PathBuf::from(format!("data/rehearsal-{}", clock.now().format("%Y%m%dT%H%M%SZ"))));
     let opts = LocalOptions { members: a.members as usize, etcd_bin: a.etcd_bin, ..LocalOptions::default() };
     tracing::info!(members = opts.members, "starting a local etcd cluster");
-    let mut cluster = LocalCluster::start(opts).await?;
+    let cluster = LocalCluster::start(opts).await?;
     let members = cluster.members();
-    target.check(&members).map_err(Error::Usage)?;
+    let (heartbeat, election) = cluster.timing();
     let cfg = SittingConfig {
         members: members.clone(),
         idle: a.idle,
@@ -44,27 +52,28 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
         recovery_timeout: a.recovery_timeout,
         environment: Environment {
             kind: "local".to_owned(),
-            description: String::new(),
+            // Labelled before the sitting, so an incomplete baseline says where it ran too.
+            description: format!("local loopback, etcd {{etcd}}, {} members", members.len()),
             members: vec![],
             etcd_versions: vec![],
-            // The local members run with etcd's defaults.
-            heartbeat_ms: Some(100),
-            election_ms: Some(1000),
+            heartbeat_ms: Some(heartbeat),
+            election_ms: Some(election),
+            timing_source: "rehearse flags (--heartbeat-interval, --election-timeout)".to_owned(),
         },
     };
-    let mut disruptor = LocalDisruptor { cluster: &mut cluster, down: a.down, grace: GRACE, clock: clock.clone() };
-    let result = sitting::run(cfg, &mut disruptor, clock, None, shutdown).await;
-    drop(cluster); // stop the members before printing
-    let mut baseline = result?;
-    // Label the figures with where they ran: never to be mistaken for GKE.
-    baseline.environment.description = format!(
-        "local loopback, etcd {}, {} members",
-        baseline.environment.etcd_versions.join("/"),
-        baseline.environment.members.len()
-    );
+    let cluster = Arc::new(Mutex::new(cluster));
+    let disruptor = LocalDisruptor { cluster: cluster.clone(), method, down: a.down, grace: GRACE };
+    let since = std::time::SystemTime::now();
+    let result = sitting::run(cfg, disruptor, clock, None, shutdown).await;
+    drop(cluster); // the last handle: stops the members before printing
     let path = out.join(BASELINE);
-    crate::record::write_json_atomic(&path, &baseline)?;
-    report::print_result(&path, &baseline);
+    match result {
+        Ok(baseline) => report::print_result(&path, &baseline),
+        Err(e) => {
+            report::print_written_since(&path, since);
+            return Err(e);
+        }
+    }
     eprintln!("rehearsal written to {}", out.display());
     Ok(())
 }

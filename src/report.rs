@@ -1,6 +1,6 @@
 //! baseline.json files -> the observation-window table, and the README update between
-//! `<!-- baseline:begin -->` and `<!-- baseline:end -->`. Every count is shown as the three
-//! figures DOMAIN.md asks for, never as a bare "leader changes". Rendering is a pure
+//! `<!-- baseline:begin -->` and `<!-- baseline:end -->`. Every count is shown as its three
+//! figures (docs/counting.md), never as a bare "leader changes". Rendering is a pure
 //! function of the baselines, so `report --update` run twice changes nothing.
 
 use std::path::{Component, Path, PathBuf};
@@ -23,7 +23,7 @@ pub fn load(path: &Path) -> Result<Baseline, Error> {
     let text = std::fs::read(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
     let b: Baseline =
         serde_json::from_slice(&text).map_err(|e| Error::Usage(format!("{}: not a leaderwatch baseline.json: {e}", path.display())))?;
-    if b.schema_version != crate::baseline::SCHEMA_VERSION {
+    if !(1..=crate::baseline::SCHEMA_VERSION).contains(&b.schema_version) {
         return Err(Error::Usage(format!("{}: schema_version {} is not supported", path.display(), b.schema_version)));
     }
     Ok(b)
@@ -49,8 +49,8 @@ pub fn counts_cell(w: &WindowRecord) -> String {
     )
 }
 
-fn when(start: DateTime<Utc>, end: DateTime<Utc>) -> String {
-    let secs = (end - start).num_milliseconds() as f64 / 1000.0;
+/// `start – end (secs)`; `secs` is the monotonic duration the run measured.
+fn when(start: DateTime<Utc>, end: DateTime<Utc>, secs: f64) -> String {
     let end_fmt = if start.date_naive() == end.date_naive() { "%H:%M:%SZ" } else { "%Y-%m-%d %H:%M:%SZ" };
     format!("{} – {} ({secs:.1} s)", start.format("%Y-%m-%d %H:%M:%SZ"), end.format(end_fmt))
 }
@@ -83,6 +83,19 @@ fn relative(to: &Path, from: &Path) -> PathBuf {
 }
 
 fn window_label(w: &WindowRecord, b: &Baseline) -> String {
+    let mut label = window_name(w, b);
+    if !w.full_length {
+        label.push_str(" (cut short");
+        if let Some(r) = &b.incomplete_reason {
+            label.push_str(": ");
+            label.push_str(r);
+        }
+        label.push(')');
+    }
+    label
+}
+
+fn window_name(w: &WindowRecord, b: &Baseline) -> String {
     let d = b.disruption.as_ref();
     match w.name.as_str() {
         "at_rest" => format!("leader changes at rest ({:.0} s idle)", w.duration_s),
@@ -106,7 +119,7 @@ fn rows(b: &Baseline, link: &str) -> Vec<String> {
     let mut out: Vec<String> = b
         .windows
         .iter()
-        .map(|w| format!("| {} | {} | {} | {env} | {link} |", window_label(w, b), counts_cell(w), when(w.start, w.end)))
+        .map(|w| format!("| {} | {} | {} | {env} | {link} |", window_label(w, b), counts_cell(w), when(w.start, w.end, w.duration_s)))
         .collect();
     if let Some(d) = &b.disruption {
         let n = b.environment.members.len();
@@ -117,18 +130,28 @@ fn rows(b: &Baseline, link: &str) -> Vec<String> {
         };
         // A local rehearsal keeps the member down on purpose (standing in for the
         // reschedule): say how much of the figure that is.
-        let at = |k: &str| d.ground_truth.iter().find(|g| g.kind == k).map(|g| g.at);
-        if let (Some(exit), Some(restart)) = (at("exited"), at("restarted")) {
-            value.push_str(&format!("; of which the member was kept down {:.2} s (exit → restart)", crate::baseline::seconds_between(exit, restart)));
+        if let Some(down) = kept_down_s(d) {
+            value.push_str(&format!("; of which the member was kept down {down:.2} s (exit → restart)"));
         }
         let window = match (d.member_lost_at, d.healthy_at) {
-            (Some(a), Some(h)) => when(a, h),
-            (_, Some(h)) => when(d.requested_at, h),
+            (Some(a), Some(h)) => when(a, h, d.loss_to_healthy_s.unwrap_or_default()),
+            (_, Some(h)) => when(d.requested_at, h, d.request_to_healthy_s.unwrap_or_default()),
             _ => format!("from {}", d.requested_at.format("%Y-%m-%d %H:%M:%SZ")),
         };
         out.push(format!("| time from member loss to a healthy {n}-member endpoint list | {value} | {window} | {env} | {link} |"));
     }
     out
+}
+
+/// How long a local rehearsal kept the member down on purpose (exit, or freeze, to restart
+/// or thaw), from the disruptor's own instants: monotonic where recorded (schema 2).
+fn kept_down_s(d: &crate::baseline::Disruption) -> Option<f64> {
+    let find = |kinds: &[&str]| d.ground_truth.iter().find(|g| kinds.contains(&g.kind.as_str()));
+    let (a, b) = (find(&["exited", "stopped"])?, find(&["restarted", "continued"])?);
+    match (a.since_request_s, b.since_request_s) {
+        (Some(x), Some(y)) => Some(y - x),
+        _ => Some((b.at - a.at).num_milliseconds() as f64 / 1000.0),
+    }
 }
 
 /// The whole table. `readme_dir` (where the table will live) makes the source links
@@ -166,6 +189,15 @@ pub fn print_result(path: &Path, b: &Baseline) {
     let text = format!("{}\n{}", render(&[(path.to_path_buf(), b.clone())], None), crate::baseline::log_block(b));
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+/// After a sitting that ended with an error: prints the baseline.json it wrote (written
+/// at or after `since`, so never an older run's), so that the log holds it too.
+pub fn print_written_since(path: &Path, since: std::time::SystemTime) {
+    let fresh = std::fs::metadata(path).and_then(|m| m.modified()).is_ok_and(|t| t >= since);
+    if let (true, Ok(b)) = (fresh, load(path)) {
+        print_result(path, &b);
+    }
 }
 
 /// Replaces what is between the markers in `readme` with `table`. Idempotent.
@@ -261,7 +293,7 @@ pub fn measurements(path: &Path, b: &Baseline) -> Vec<Measurement> {
             value_s: d.loss_to_healthy_s,
             window_start: ts(start),
             window_end: ts(end),
-            window_s: crate::baseline::seconds_between(start, end),
+            window_s: d.loss_to_healthy_s.or(d.request_to_healthy_s).unwrap_or_default(),
             environment: b.environment.description.clone(),
             source: path.display().to_string(),
         });

@@ -1,29 +1,66 @@
-//! All members probed at once -> one [`Round`]. A round costs about the slowest member,
-//! not the sum: a frozen member costs one timeout, never a hang.
+//! All members at once -> one [`Round`]. Each member's probe runs as its own task, so a
+//! member that does not answer (frozen, black-holed, a hung port-forward) holds back only
+//! itself: a round waits at most its cadence, records that member as [`Silent`], and its
+//! answer (or its timeout) lands in a later round with its age.
 
-use chrono::{DateTime, Utc};
+use std::sync::Arc;
+use std::time::Duration;
+
 use futures::future::join_all;
+use tokio::task::JoinHandle;
 
+use crate::clock::{mono_secs, Clock, Stamp};
 use crate::counts::{Point, RoundView};
-use crate::probe::{Observation, Prober};
+use crate::member::{Member, MemberName};
+use crate::probe::{http_client, Observation, ProbeConfig, Prober};
+use crate::{Error, Result};
 
-/// One probe of every member, started together.
+/// A member whose probe was still in flight when the round closed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Silent {
+    pub member: MemberName,
+    pub endpoint: String,
+    /// When its probe started.
+    pub since: Stamp,
+    /// How long its probe had been in flight when the round stopped waiting.
+    pub in_flight: Duration,
+}
+
+/// One look at every member. `observations` are the answers that arrived during this round
+/// (fresh, or a probe started in an earlier round); `silent` the members still in flight.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Round {
     /// 0-based, per run.
     pub index: u64,
-    pub started: DateTime<Utc>,
+    pub started: Stamp,
     pub observations: Vec<Observation>,
+    pub silent: Vec<Silent>,
 }
 
 impl Round {
-    /// What counting needs from this round.
+    /// What counting needs from this round (silent members are simply not observed).
     pub fn view(&self) -> RoundView {
         RoundView {
             round: self.index,
-            ts: self.started,
+            ts: self.started.utc,
             points: self.observations.iter().map(|o| (o.member.clone(), point(o))).collect(),
         }
+    }
+
+    /// This member's answer in this round, if any.
+    pub fn observation(&self, name: &MemberName) -> Option<&Observation> {
+        self.observations.iter().find(|o| &o.member == name)
+    }
+
+    /// Seconds between the start of `o`'s probe and the start of this round (0 for a
+    /// probe this round started).
+    pub fn age_s(&self, o: &Observation) -> f64 {
+        mono_secs(o.at, self.started.mono).max(0.0)
+    }
+
+    /// Every member answered and every answer read `/metrics`.
+    pub fn has_all_metrics(&self, members: usize) -> bool {
+        self.silent.is_empty() && self.observations.len() == members && self.observations.iter().all(|o| !o.metrics.is_skipped())
     }
 }
 
@@ -39,31 +76,124 @@ pub fn point(o: &Observation) -> Point {
     }
 }
 
-/// The probers of every member, and the round counter.
+/// Builds one prober per member (bad TLS files are reported here, before any round).
+pub fn probers(members: &[Member], cfg: &ProbeConfig, clock: &Arc<dyn Clock>) -> Result<Vec<Prober>> {
+    let http = http_client(cfg).map_err(Error::Usage)?;
+    members
+        .iter()
+        .map(|m| Prober::new(m.clone(), http.clone(), cfg.clone(), clock.clone()).map_err(Error::Usage))
+        .collect()
+}
+
+/// One member's prober and its probe in flight, if any.
+struct Slot {
+    prober: Arc<Prober>,
+    inflight: Option<(JoinHandle<Observation>, Stamp)>,
+}
+
+/// The probers of every member, their probes in flight, and the round counter.
 pub struct Sampler {
-    probers: Vec<Prober>,
+    slots: Vec<Slot>,
     next: u64,
+    with_metrics: bool,
+    clock: Arc<dyn Clock>,
 }
 
 impl Sampler {
-    pub fn new(probers: Vec<Prober>) -> Self {
-        Sampler { probers, next: 0 }
+    pub fn new(probers: Vec<Prober>, clock: Arc<dyn Clock>) -> Self {
+        let with_metrics = probers.first().is_none_or(|p| p.default_with_metrics());
+        let slots = probers.into_iter().map(|p| Slot { prober: Arc::new(p), inflight: None }).collect();
+        Sampler { slots, next: 0, with_metrics, clock }
     }
 
-    /// `/metrics` on or off for the following rounds (off during fast sampling: the
-    /// counter is cumulative and the full page is the expensive part for etcd).
+    pub fn members(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// `/metrics` on or off for the probes started from now on (off during fast sampling:
+    /// the counter is cumulative and the full page is the expensive part for etcd).
     pub fn set_with_metrics(&mut self, on: bool) {
-        for p in &mut self.probers {
-            p.set_with_metrics(on);
-        }
+        self.with_metrics = on;
     }
 
-    /// Probes every member concurrently.
-    pub async fn round(&mut self, started: DateTime<Utc>) -> Round {
-        let observations = join_all(self.probers.iter_mut().map(|p| p.probe())).await;
+    /// A round that waits for every member (each probe is bounded by its own timeout).
+    pub async fn round(&mut self) -> Round {
+        self.round_within(None).await
+    }
+
+    /// Starts a probe of every member that has none in flight, then waits until all
+    /// answered or `wait` has passed. Members still in flight are [`Silent`] in this round;
+    /// their probes go on and are collected by a later round. Cancel-safe: dropping the
+    /// future leaves the probes in flight for the next round.
+    pub async fn round_within(&mut self, wait: Option<Duration>) -> Round {
+        let started = self.clock.stamp();
+        for slot in &mut self.slots {
+            if slot.inflight.is_none() {
+                let p = slot.prober.clone();
+                let with_metrics = self.with_metrics;
+                let stamp = self.clock.stamp();
+                slot.inflight = Some((tokio::spawn(async move { p.probe(with_metrics).await }), stamp));
+            }
+        }
+        let done = join_all(self.slots.iter_mut().map(|slot| async move {
+            let (handle, _) = slot.inflight.as_mut()?;
+            let got = match wait {
+                Some(w) => tokio::time::timeout_at(started.mono + w, handle).await.ok()?,
+                None => handle.await,
+            };
+            slot.inflight = None;
+            Some(got)
+        }))
+        .await;
+        let mut observations = Vec::new();
+        let mut silent = Vec::new();
+        for (slot, got) in self.slots.iter().zip(done) {
+            match got {
+                Some(Ok(o)) => observations.push(o),
+                // The probe task panicked or was cancelled: record it as a failed probe.
+                Some(Err(e)) => observations.push(lost_probe(&slot.prober, &e.to_string(), &started)),
+                None => {
+                    let since = slot.inflight.as_ref().map_or(started, |(_, s)| *s);
+                    silent.push(Silent {
+                        member: slot.prober.member().name.clone(),
+                        endpoint: slot.prober.member().url.clone(),
+                        since,
+                        in_flight: since.mono.elapsed(),
+                    });
+                }
+            }
+        }
         let index = self.next;
         self.next += 1;
-        Round { index, started, observations }
+        Round { index, started, observations, silent }
     }
 
+    /// Stops every probe in flight (at the end of a run).
+    pub fn abort(&mut self) {
+        for slot in &mut self.slots {
+            if let Some((h, _)) = slot.inflight.take() {
+                h.abort();
+            }
+        }
+    }
+}
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}
+
+fn lost_probe(p: &Prober, why: &str, at: &Stamp) -> Observation {
+    use crate::probe::Part;
+    let error = format!("probe task failed: {why}");
+    Observation {
+        member: p.member().name.clone(),
+        endpoint: p.member().url.clone(),
+        ts: at.utc,
+        at: at.mono,
+        metrics: Part::Failed { error: error.clone(), ms: 0.0 },
+        health: Part::Failed { error: error.clone(), ms: 0.0 },
+        status: Part::Failed { error, ms: 0.0 },
+    }
 }

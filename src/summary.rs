@@ -16,7 +16,7 @@ pub struct MemberRef {
     pub endpoint: String,
 }
 
-/// The three leader-change counts of DOMAIN.md, side by side.
+/// The three leader-change counts (docs/counting.md), side by side.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LeaderChanges {
     pub raw_sum_start: Option<f64>,

@@ -11,7 +11,7 @@ use leaderwatch::clock::{Clock, SystemClock};
 use leaderwatch::member::parse_members;
 use leaderwatch::probe::ProbeConfig;
 use leaderwatch::round::Sampler;
-use leaderwatch::sample::probers;
+use leaderwatch::round::probers;
 use support::fake_member::{start, Misbehaviour};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -30,9 +30,9 @@ async fn misbehaving_members_are_recorded_with_one_clear_error_per_part() {
         let members = parse_members(&[format!("bad={url}")]).expect("member");
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         let cfg = ProbeConfig { timeout, ..ProbeConfig::default() };
-        let mut s = Sampler::new(probers(&members, &cfg, &clock).expect("probers"));
+        let mut s = Sampler::new(probers(&members, &cfg, &clock).expect("probers"), clock.clone());
         for _ in 0..2 {
-            let r = s.round(clock.now()).await;
+            let r = s.round().await;
             let o = &r.observations[0];
             let err = o.error_summary();
             assert!(err.contains(&format!("metrics: {metrics_err}")) || err.contains(metrics_err), "{m:?}: {err}");

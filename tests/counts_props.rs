@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use leaderwatch::counts::{count, round_leader, Point, RoundView};
+use leaderwatch::counts::{count, round_leader, Point, RoundView, Window};
 use leaderwatch::member::MemberName;
 use proptest::prelude::*;
 
@@ -168,5 +168,33 @@ proptest! {
         seq.dedup();
         prop_assert_eq!(c.leader_transitions.len(), seq.len().saturating_sub(1));
         prop_assert!(c.leader_transitions.len() <= rs.len().saturating_sub(1));
+    }
+
+    /// Windows tile the run: each continues from the previous one's state, so every
+    /// member's increase, the resets, the elections and the transitions add up to the
+    /// whole run's, for members missing from the boundary round too.
+    #[test]
+    fn continued_windows_add_up_to_the_whole_run(rs in rounds(), a in 0usize..25, b in 0usize..25) {
+        let n = rs.len();
+        let (a, b) = if n == 0 { (0, 0) } else { let (x, y) = (a % (n + 1), b % (n + 1)); (x.min(y), x.max(y)) };
+        let whole = count(&rs);
+        let mut w1 = Window::new();
+        rs[..a].iter().for_each(|r| w1.push(r));
+        let mut w2 = w1.continue_from();
+        rs[a..b].iter().for_each(|r| w2.push(r));
+        let mut w3 = w2.continue_from();
+        rs[b..].iter().for_each(|r| w3.push(r));
+        let parts = [w1.counts(), w2.counts(), w3.counts()];
+        prop_assert_eq!(w1.rounds() + w2.rounds() + w3.rounds(), n as u64);
+        for (name, w) in &whole.per_member {
+            let sum: f64 = parts.iter().map(|c| c.per_member.get(name).map_or(0.0, |m| m.increase)).sum();
+            prop_assert!((w.increase - sum).abs() < 1e-9, "member {}: whole {} vs windows {}", name, w.increase, sum);
+            let resets: u32 = parts.iter().map(|c| c.per_member.get(name).map_or(0, |m| m.resets)).sum();
+            prop_assert_eq!(w.resets, resets);
+        }
+        let elections: u64 = parts.iter().filter_map(|c| c.elections).sum();
+        prop_assert_eq!(whole.elections.unwrap_or(0), elections);
+        let transitions: usize = parts.iter().map(|c| c.leader_transitions.len()).sum();
+        prop_assert_eq!(whole.leader_transitions.len(), transitions);
     }
 }

@@ -120,6 +120,31 @@ async fn pdb_blocks_the_first_attempts_then_allows_and_the_blocked_time_is_recor
     assert!(blocked.iter().all(|e| e["detail"].contains("needs 2 healthy pods and has 2")), "{blocked:?}");
 }
 
+/// Regression: a blocked eviction used to end the sitting before baseline.json was written,
+/// losing the at_rest window and every blocked attempt.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn eviction_blocked_past_the_evict_timeout_keeps_the_baseline_and_the_attempts() {
+    let _one = one_cluster_at_a_time().await;
+    let api = fake(Knobs { block_evictions: 1000, ..Knobs::default() }).await;
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut cfg = config(out.path(), "follower", false);
+    cfg.evict_timeout = Duration::from_secs(7);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let err = measure::run(api.client(), cfg, clock, std::future::pending()).await.err().expect("blocked");
+    assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{err}");
+    assert!(api.evictions().await.is_empty(), "nothing evicted");
+    let b = leaderwatch::report::load(&out.path().join("baseline.json")).expect("baseline.json written");
+    assert_eq!(b.status, "incomplete");
+    assert!(b.incomplete_reason.as_deref().unwrap_or_default().contains("still blocked"), "{:?}", b.incomplete_reason);
+    let d = b.disruption.as_ref().expect("disruption");
+    assert_eq!(d.attempts, 2, "attempts kept");
+    assert!(d.blocked_s >= 4.0, "blocked time kept: {}", d.blocked_s);
+    let rest = b.windows.iter().find(|w| w.name == "at_rest").expect("at_rest kept");
+    assert!(rest.full_length && rest.rounds >= 6);
+    let blocked = events(out.path()).into_iter().filter(|e| e["kind"] == "eviction_blocked").count();
+    assert_eq!(blocked, 2, "each blocked attempt in events.csv");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_evicts_nothing() {
     let _one = one_cluster_at_a_time().await;
@@ -322,12 +347,22 @@ async fn eviction_while_a_member_is_not_ready_is_refused_with_the_pdb_cause() {
     }
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, NS);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let mut evictor = leaderwatch::k8s::evict::KubeEvictor::new(pods, NS, Duration::from_secs(5), Duration::from_secs(1), false, clock);
+    let mut evictor = leaderwatch::k8s::evict::KubeEvictor::new(pods, NS, Duration::from_secs(5), Duration::from_secs(1), false, clock.clone());
     evictor.retry_every = Duration::from_millis(300);
-    let err = evictor.disrupt(&leaderwatch::member::MemberName("dlock-etcd-1".into())).await.err().expect("blocked");
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let reporter = leaderwatch::disrupt::Reporter::new(tx, clock, "kubernetes");
+    let err = evictor.disrupt(leaderwatch::member::MemberName("dlock-etcd-1".into()), reporter).await.err().expect("blocked");
     let msg = err.to_string();
     assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{msg}");
     assert!(msg.contains("needs 2 healthy pods and has 2 currently") && msg.contains("attempts"), "{msg}");
+    // Every blocked attempt was reported as it happened, not kept until a success.
+    let mut blocked = 0;
+    while let Ok(r) = rx.try_recv() {
+        if let leaderwatch::disrupt::Report::Event(e) = r {
+            blocked += usize::from(e.kind == "eviction_blocked");
+        }
+    }
+    assert!(blocked >= 2, "each blocked attempt is reported: {blocked}");
     assert!(api.evictions().await.is_empty());
     api.thaw(2).await;
 }
@@ -353,4 +388,8 @@ async fn the_role_is_exactly_what_measure_uses() {
     let err = measure(&api, out.path(), "follower", false).await.err().expect("refused");
     assert!(matches!(err, leaderwatch::Error::Kube(leaderwatch::k8s::KubeError::Forbidden { .. })), "{err}");
     assert!(api.evictions().await.is_empty());
+    // A 403 in the middle of the sitting still leaves what was measured.
+    let b = leaderwatch::report::load(&out.path().join("baseline.json")).expect("baseline.json written");
+    assert_eq!(b.status, "incomplete");
+    assert!(b.windows.iter().any(|w| w.name == "at_rest" && w.rounds > 0));
 }

@@ -51,6 +51,51 @@ fn rehearse_leader_target_one_election_in_the_disruption_window() {
     assert!(truth.iter().any(|t| t["kind"] == "restarted" && t["measured_minus_truth_s"].is_number()));
 }
 
+/// Regression: an interrupted rehearsal (exit 5) used to lose its "local loopback" label,
+/// which was added only after a complete sitting.
+#[test]
+fn an_interrupted_rehearsal_exits_5_with_a_labelled_incomplete_baseline() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let child = leaderwatch()
+        .args(["rehearse", "--idle", "60s", "--out"])
+        .arg(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn rehearse");
+    // Wait for a few at_rest rounds, then SIGTERM (what `kubectl delete` or Ctrl-C sends).
+    let samples = dir.path().join("samples.csv");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(&samples).map_or(0, |t| t.lines().count()) < 10 {
+        assert!(std::time::Instant::now() < deadline, "no rounds written");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
+    let o = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{err}");
+    assert!(err.lines().last().is_some_and(|l| l.contains("interrupted by a signal during at_rest")), "{err}");
+    let b: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("baseline.json")).expect("baseline.json")).expect("json");
+    assert_eq!(b["status"], "incomplete");
+    assert_eq!(b["environment"]["description"], "local loopback, etcd 3.5.1, 3 members");
+    assert_eq!(b["environment"]["timing_source"].as_str().map(|s| s.starts_with("rehearse flags")), Some(true));
+    assert_eq!(window(&b, "at_rest")["full_length"], false);
+}
+
+#[test]
+fn an_unknown_target_or_method_is_refused_before_any_cluster_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("run");
+    for args in [["--target", "m9"], ["--method", "sigint"]] {
+        let o = leaderwatch().arg("rehearse").args(args).arg("--out").arg(&out).output().expect("rehearse");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(args[1]), "{args:?}: {err}");
+        assert!(!out.exists(), "{args:?}: nothing started");
+    }
+}
+
 #[test]
 fn rehearse_follower_target_no_election_and_the_restart_is_a_reset() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -144,19 +189,22 @@ fn etcd_readme_table_is_rendered_from_the_committed_baselines() {
     assert!(want == readme, "deploy/k8s/etcd/README.md differs from `leaderwatch report data/*/baseline.json --update` (run it)");
 }
 
+/// The committed rehearsal `data/rehearsal-<kind>-<UTC time>` (e.g. kind `leader-sigterm`).
 fn committed(kind: &str) -> std::path::PathBuf {
     let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
-    std::fs::read_dir(&data)
+    let prefix = format!("rehearsal-{kind}-2");
+    let mut found: Vec<_> = std::fs::read_dir(&data)
         .expect("data/")
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("rehearsal-{kind}-"))))
-        .map(|p| p.join("baseline.json"))
-        .unwrap_or_else(|| panic!("a committed {kind} rehearsal"))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
+        .collect();
+    found.sort();
+    found.pop().map(|p| p.join("baseline.json")).unwrap_or_else(|| panic!("a committed {kind} rehearsal"))
 }
 
 #[test]
 fn compare_puts_every_figure_side_by_side_with_the_difference() {
-    let (a, b) = (committed("leader"), committed("follower"));
+    let (a, b) = (committed("leader-sigterm"), committed("follower-sigterm"));
     let o = leaderwatch().arg("compare").arg(&a).arg(&b).args(["-o", "json"]).output().expect("compare");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let diffs: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
@@ -177,7 +225,7 @@ fn compare_puts_every_figure_side_by_side_with_the_difference() {
 
 #[test]
 fn report_csv_is_one_row_per_measurement_with_its_window() {
-    let (a, b) = (committed("leader"), committed("follower"));
+    let (a, b) = (committed("leader-sigterm"), committed("follower-sigterm"));
     let o = leaderwatch().arg("report").arg(&a).arg(&b).args(["--format", "csv"]).output().expect("report");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let mut r = csv::Reader::from_reader(o.stdout.as_slice());

@@ -121,7 +121,7 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
     let out = out.to_str().expect("utf8");
     let cases: [(&[&str], i32, &str); 7] = [
         (&["measure", "--idle", "5m", "--out", out], 2, "at least 20m"),
-        (&["rehearse", "--target", "m9", "--idle", "1s", "--etcd-bin", "/nonexistent/etcd", "--out", out], 4, "/nonexistent/etcd"),
+        (&["rehearse", "--target", "m1", "--idle", "1s", "--etcd-bin", "/nonexistent/etcd", "--out", out], 4, "/nonexistent/etcd"),
         (&["sample", "--endpoint", "m0", "--out", out], 2, "NAME=URL"),
         (&["sample", "--endpoint", "m0=ftp://x:1", "--out", out], 2, "http:// or https://"),
         (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--interval", "soon", "--out", out], 2, "not a duration"),

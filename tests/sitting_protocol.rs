@@ -8,8 +8,7 @@ use std::time::Duration;
 
 use leaderwatch::baseline::{Baseline, Environment};
 use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::disrupt::{DisruptReport, Disruptor};
-use leaderwatch::events::Event;
+use leaderwatch::disrupt::{Disruptor, Reporter};
 use leaderwatch::member::MemberName;
 use leaderwatch::probe::ProbeConfig;
 use leaderwatch::sitting::{self, SittingConfig, Target};
@@ -21,14 +20,14 @@ struct Fake {
 }
 
 impl Disruptor for Fake {
-    fn method(&self) -> &'static str {
-        "fake"
+    fn method(&self) -> String {
+        "fake".to_owned()
     }
-    async fn disrupt(&mut self, member: &MemberName) -> leaderwatch::Result<DisruptReport> {
+    async fn disrupt(self, member: MemberName, report: Reporter) -> leaderwatch::Result<()> {
         self.asked.lock().expect("lock").push(member.clone());
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let events = vec![Event::new(SystemClock.now(), "fake", &member.0, "pretended", "")];
-        Ok(DisruptReport { events, attempts: 1, blocked_s: 0.0 })
+        report.event(&member, "pretended", "");
+        Ok(())
     }
 }
 
@@ -50,15 +49,16 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
             etcd_versions: vec![],
             heartbeat_ms: None,
             election_ms: None,
+            timing_source: String::new(),
         },
     }
 }
 
 async fn sit(f: &Fixture, target: Target) -> (leaderwatch::Result<Baseline>, Vec<MemberName>) {
     let asked = Arc::new(Mutex::new(Vec::new()));
-    let mut fake = Fake { asked: asked.clone() };
+    let fake = Fake { asked: asked.clone() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let r = sitting::run(config(f, target), &mut fake, clock, None, std::future::pending()).await;
+    let r = sitting::run(config(f, target), fake, clock, None, std::future::pending()).await;
     let asked = asked.lock().expect("lock").clone();
     (r, asked)
 }
@@ -76,8 +76,8 @@ async fn windows_follow_each_other_and_the_leader_is_the_target() {
     let (rest, dis, settle) = (&b.windows[0], &b.windows[1], &b.windows[2]);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(rest.duration_s >= 2.0 - 0.5, "at_rest lasts about --idle: {}", rest.duration_s);
-    assert!(rest.end <= dis.start, "at_rest ends before the request");
-    assert_eq!(dis.start, d.requested_at, "the disruption window opens at the request");
+    assert_eq!(rest.end, dis.start, "the disruption window starts from at_rest's last round");
+    assert!(d.requested_at >= dis.start, "the request comes after that round");
     let healthy = d.healthy_at.expect("healthy_at");
     assert!(healthy <= dis.end && (dis.end - healthy).num_milliseconds() < 2_000, "the window closes at (or one round after) healthy");
     assert_eq!(dis.end, settle.start, "settle starts where the disruption window closed");
@@ -122,9 +122,9 @@ async fn named_target_is_that_member_and_an_unknown_name_is_refused_up_front() {
     let mut cfg = config(&f, "m9".parse().expect("target"));
     cfg.out = out2.path().to_owned();
     let asked = Arc::new(Mutex::new(Vec::new()));
-    let mut fake = Fake { asked: asked.clone() };
+    let fake = Fake { asked: asked.clone() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let err = sitting::run(cfg, &mut fake, clock, None, std::future::pending()).await.err().expect("unknown member must fail");
+    let err = sitting::run(cfg, fake, clock, None, std::future::pending()).await.err().expect("unknown member must fail");
     assert!(matches!(err, leaderwatch::Error::Usage(_)), "{err}");
     let msg = err.to_string();
     assert!(msg.contains("m9") && msg.contains("m0, m1, m2"), "{msg}");

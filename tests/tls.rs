@@ -11,7 +11,7 @@ use leaderwatch::clock::{Clock, SystemClock};
 use leaderwatch::local::{LocalCluster, LocalOptions};
 use leaderwatch::probe::{ProbeConfig, TlsFiles};
 use leaderwatch::round::Sampler;
-use leaderwatch::sample::probers;
+use leaderwatch::round::probers;
 use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, SanType};
 
 struct Pki {
@@ -61,8 +61,8 @@ async fn tls_members_are_probed_over_https_and_grpc_with_client_certs() {
 
     // With CA, cert and key: every part of every probe succeeds.
     let cfg = ProbeConfig { timeout, tls: files, with_metrics: true };
-    let mut s = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"));
-    let r = s.round(clock.now()).await;
+    let mut s = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
+    let r = s.round().await;
     for o in &r.observations {
         assert_eq!(o.error_summary(), "", "{}", o.member);
         assert!(o.status.ok().is_some_and(|st| st.leader_id != 0), "status over gRPC+TLS");
@@ -72,8 +72,8 @@ async fn tls_members_are_probed_over_https_and_grpc_with_client_certs() {
 
     // Without a client certificate the members refuse: recorded as errors, no panic.
     let cfg = ProbeConfig { timeout, tls: TlsFiles { cacert: Some(pki.ca.clone()), cert: None, key: None }, with_metrics: true };
-    let mut s = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"));
-    let r = s.round(clock.now()).await;
+    let mut s = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
+    let r = s.round().await;
     assert!(r.observations.iter().all(|o| !o.reachable() && !o.error_summary().is_empty()));
 
     // A CA that did not sign the members: the server certificate is rejected.
@@ -82,8 +82,8 @@ async fn tls_members_are_probed_over_https_and_grpc_with_client_certs() {
         tls: TlsFiles { cacert: Some(pki.other_ca.clone()), cert: Some(pki.cert.clone()), key: Some(pki.key.clone()) },
         with_metrics: true,
     };
-    let mut s = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"));
-    let r = s.round(clock.now()).await;
+    let mut s = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
+    let r = s.round().await;
     assert!(r.observations.iter().all(|o| !o.reachable()), "untrusted server certificate accepted");
 }
 

@@ -1,7 +1,8 @@
 //! The Kubernetes disruptor: one policy/v1 Eviction (honours the PDB, like `kubectl
 //! drain`), posted through `create_subresource` (kube's `EvictParams` would send
 //! `delete_options`, which the API server ignores). A 429 (PDB) is retried every 5 s up
-//! to `--evict-timeout`, each attempt and its cause recorded. Never a second member.
+//! to `--evict-timeout`, each attempt and its cause reported as it happens (so a sitting
+//! that gives up still has them). Never a second member: `disrupt` consumes the evictor.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,8 +15,7 @@ use kube::Api;
 
 use super::{api_error, call, KubeError};
 use crate::clock::Clock;
-use crate::disrupt::{DisruptReport, Disruptor};
-use crate::events::Event;
+use crate::disrupt::{Disruptor, Reporter};
 use crate::member::MemberName;
 use crate::{Error, Result};
 
@@ -33,12 +33,11 @@ pub struct KubeEvictor {
     pub dry_run: bool,
     pub retry_every: Duration,
     pub clock: Arc<dyn Clock>,
-    evicted: Option<MemberName>,
 }
 
 impl KubeEvictor {
     pub fn new(pods: Api<Pod>, namespace: &str, request_timeout: Duration, evict_timeout: Duration, dry_run: bool, clock: Arc<dyn Clock>) -> Self {
-        KubeEvictor { pods, namespace: namespace.to_owned(), request_timeout, evict_timeout, dry_run, retry_every: RETRY_EVERY, clock, evicted: None }
+        KubeEvictor { pods, namespace: namespace.to_owned(), request_timeout, evict_timeout, dry_run, retry_every: RETRY_EVERY, clock }
     }
 
     fn eviction(&self, pod: &str) -> Eviction {
@@ -48,18 +47,14 @@ impl KubeEvictor {
         }
     }
 
-    fn ev(&self, member: &MemberName, kind: &str, detail: impl Into<String>) -> Event {
-        Event::new(self.clock.now(), "kubernetes", &member.0, kind, detail)
-    }
-
-    /// Waits until the evicted pod is gone or replaced (another uid).
-    async fn wait_gone(&self, member: &MemberName, uid: Option<String>) -> std::result::Result<Event, KubeError> {
+    /// Waits until the evicted pod is gone or replaced (another uid); says which.
+    async fn wait_gone(&self, member: &MemberName, uid: Option<String>) -> std::result::Result<&'static str, KubeError> {
         let deadline = Instant::now() + self.evict_timeout;
         loop {
             let p = call("get pod", self.request_timeout, self.pods.get_opt(&member.0)).await?;
             let gone = p.as_ref().is_none_or(|p| p.metadata.uid != uid);
             if gone {
-                return Ok(self.ev(member, "old_pod_gone", if p.is_some() { "replaced (new uid)" } else { "deleted" }));
+                return Ok(if p.is_some() { "replaced (new uid)" } else { "deleted" });
             }
             if Instant::now() >= deadline {
                 return Err(KubeError::Timeout { what: format!("pod {member} to go after its eviction"), timeout: self.evict_timeout });
@@ -76,37 +71,35 @@ fn blocked_cause(s: &kube::core::Status) -> String {
 }
 
 impl Disruptor for KubeEvictor {
-    fn method(&self) -> &'static str {
-        if self.dry_run { "kubernetes-eviction-dry-run" } else { "kubernetes-eviction" }
+    fn method(&self) -> String {
+        if self.dry_run { "kubernetes-eviction-dry-run" } else { "kubernetes-eviction" }.to_owned()
     }
 
-    async fn disrupt(&mut self, member: &MemberName) -> Result<DisruptReport> {
-        if let Some(prev) = &self.evicted {
-            return Err(Error::Usage(format!("refusing to evict {member}: {prev} was already evicted in this run")));
-        }
+    async fn disrupt(self, member: MemberName, report: Reporter) -> Result<()> {
+        let member = &member;
         let uid = call("get pod", self.request_timeout, self.pods.get(&member.0)).await?.metadata.uid;
         let body = self.eviction(&member.0);
         let pp = PostParams { dry_run: self.dry_run, field_manager: None };
         let first = Instant::now();
-        let mut events = Vec::new();
         let mut attempt = 0u32;
         loop {
             attempt += 1;
             let req = self.pods.create_subresource::<_, kube::core::Status>("eviction", &member.0, &pp, &body);
-            match tokio::time::timeout(self.request_timeout, req).await {
+            let answer = tokio::time::timeout(self.request_timeout, req).await;
+            report.attempts(attempt, if attempt > 1 { first.elapsed().as_secs_f64() } else { 0.0 });
+            match answer {
                 Ok(Ok(_)) => {
-                    let blocked = first.elapsed();
-                    self.evicted = Some(member.clone());
-                    events.push(self.ev(member, "eviction_accepted", format!("attempt {attempt}{}", if self.dry_run { " (dry run)" } else { "" })));
+                    report.event(member, "eviction_accepted", format!("attempt {attempt}{}", if self.dry_run { " (dry run)" } else { "" }));
                     if !self.dry_run {
-                        events.push(self.wait_gone(member, uid).await?);
+                        let how = self.wait_gone(member, uid).await?;
+                        report.event(member, "old_pod_gone", how);
                     }
-                    return Ok(DisruptReport { events, attempts: attempt, blocked_s: if attempt > 1 { blocked.as_secs_f64() } else { 0.0 } });
+                    return Ok(());
                 }
                 Ok(Err(kube::Error::Api(s))) if s.code == 429 => {
                     let cause = blocked_cause(&s);
                     tracing::warn!(member = %member, attempt, "eviction blocked: {cause}");
-                    events.push(self.ev(member, "eviction_blocked", format!("attempt {attempt}: {cause}")));
+                    report.event(member, "eviction_blocked", format!("attempt {attempt}: {cause}"));
                     if first.elapsed() + self.retry_every > self.evict_timeout {
                         return Err(Error::Incomplete(format!(
                             "eviction of {member} still blocked after {attempt} attempts ({}): {cause}",

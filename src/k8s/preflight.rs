@@ -13,9 +13,8 @@ use super::discover::{pods, Reach};
 use super::{call, KubeError, KubeOptions};
 use crate::clock::Clock;
 use crate::probe::ProbeConfig;
-use crate::round::Sampler;
-use crate::sample::probers;
-use crate::sitting::healthy_list;
+use crate::recovery::healthy_list;
+use crate::round::{probers, Sampler};
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 
@@ -136,7 +135,7 @@ pub async fn run(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock:
         Ok(connected) => match probers(&connected.members, &po.probe, &clock) {
             Err(e) => Check::new("endpoints", 4, false, e.to_string()),
             Ok(p) => {
-                let round = Sampler::new(p).round(clock.now()).await;
+                let round = Sampler::new(p, clock.clone()).round().await;
                 let leaders: Vec<String> = round
                     .observations
                     .iter()

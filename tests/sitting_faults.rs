@@ -1,0 +1,316 @@
+//! The sitting on a real local cluster with the real local disruptor: the three methods,
+//! windows that tile the run, and every way a sitting can end early (a signal in each
+//! phase, a restart that cannot start, a wall-clock step). Each must leave a baseline.json
+//! with every round measured up to that point.
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use leaderwatch::baseline::{Baseline, Environment};
+use leaderwatch::clock::{Clock, SystemClock};
+use leaderwatch::counts::{count, Point, RoundView};
+use leaderwatch::disrupt::{LocalDisruptor, Method};
+use leaderwatch::local::{LocalCluster, LocalOptions};
+use leaderwatch::member::MemberName;
+use leaderwatch::probe::ProbeConfig;
+use leaderwatch::sitting::{self, SittingConfig, Target};
+use support::{events, one_cluster_at_a_time, samples};
+use tokio::sync::Mutex;
+
+type Row = HashMap<String, String>;
+
+struct Sit {
+    method: Method,
+    down: Duration,
+    idle: Duration,
+    settle: Duration,
+    timeout: Duration,
+}
+
+impl Default for Sit {
+    fn default() -> Self {
+        Sit { method: Method::Sigkill, down: Duration::from_secs(2), idle: Duration::from_secs(3), settle: Duration::from_secs(2), timeout: Duration::from_secs(1) }
+    }
+}
+
+fn config(members: Vec<leaderwatch::member::Member>, out: &Path, s: &Sit) -> SittingConfig {
+    SittingConfig {
+        members,
+        idle: s.idle,
+        settle: s.settle,
+        interval: Duration::from_millis(500),
+        fast_interval: Duration::from_millis(100),
+        target: Target::Leader,
+        probe: ProbeConfig { timeout: s.timeout, ..ProbeConfig::default() },
+        out: out.to_owned(),
+        recovery_timeout: Duration::from_secs(30),
+        environment: Environment { kind: "local".into(), description: "test".into(), ..Environment::default() },
+    }
+}
+
+/// Starts a cluster (one at a time), runs one sitting against it with `shutdown`.
+async fn sit_with(
+    s: Sit,
+    opts: LocalOptions,
+    clock: Arc<dyn Clock>,
+    shutdown: impl std::future::Future<Output = ()>,
+    during: impl FnOnce(std::path::PathBuf) -> tokio::task::JoinHandle<()>,
+) -> (leaderwatch::Result<Baseline>, tempfile::TempDir) {
+    let _one = one_cluster_at_a_time().await;
+    let cluster = LocalCluster::start(opts).await.unwrap_or_else(|e| panic!("local etcd cluster: {e}"));
+    let out = tempfile::tempdir().expect("tempdir");
+    let cfg = config(cluster.members(), out.path(), &s);
+    let cluster = Arc::new(Mutex::new(cluster));
+    let d = LocalDisruptor { cluster: cluster.clone(), method: s.method, down: s.down, grace: Duration::from_secs(10) };
+    let side = during(out.path().to_owned());
+    let r = sitting::run(cfg, d, clock, None, shutdown).await;
+    side.abort();
+    (r, out)
+}
+
+async fn sit(s: Sit) -> (leaderwatch::Result<Baseline>, tempfile::TempDir) {
+    sit_with(s, LocalOptions::default(), Arc::new(SystemClock), std::future::pending(), |_| tokio::spawn(async {})).await
+}
+
+fn baseline(dir: &Path) -> Baseline {
+    leaderwatch::report::load(&dir.join("baseline.json")).unwrap_or_else(|e| panic!("baseline.json: {e}"))
+}
+
+/// Waits until events.csv has a row of `kind`.
+async fn wait_event(dir: &Path, kind: &str) {
+    loop {
+        if dir.join("events.csv").exists() && events(dir).iter().any(|e| e["kind"] == kind) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits until samples.csv has a row of `phase`.
+async fn wait_phase(dir: &Path, phase: &str) {
+    loop {
+        if dir.join("samples.csv").exists() && samples(dir).iter().any(|r| r["phase"] == phase) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn opt_f64(r: &Row, k: &str) -> Option<f64> {
+    r[k].parse().ok()
+}
+
+/// samples.csv back into the rounds counting saw.
+fn rounds_from_csv(rows: &[Row]) -> Vec<RoundView> {
+    let mut by_round: BTreeMap<u64, RoundView> = BTreeMap::new();
+    for r in rows {
+        let n: u64 = r["round"].parse().expect("round");
+        let v = by_round.entry(n).or_insert_with(|| RoundView { round: n, ts: DateTime::<Utc>::default(), points: BTreeMap::new() });
+        if r["error"].starts_with("silent:") {
+            continue;
+        }
+        v.points.insert(
+            MemberName(r["member"].clone()),
+            Point {
+                counter: opt_f64(r, "leader_changes_seen_total"),
+                start_time: opt_f64(r, "process_start_time"),
+                raft_term: r["raft_term"].parse().ok(),
+                leader_id: u64::from_str_radix(&r["leader_id"], 16).ok(),
+            },
+        );
+    }
+    by_round.into_values().collect()
+}
+
+/// The tiling rule, checked from the files alone: each round is in exactly one window, the
+/// per-window increases add up to the whole run's per member, and the window elections
+/// to the run's term delta.
+fn assert_windows_tile_the_run(dir: &Path, b: &Baseline) {
+    let rows = samples(dir);
+    let mut phase_of: BTreeMap<u64, BTreeSet<String>> = BTreeMap::new();
+    for r in &rows {
+        phase_of.entry(r["round"].parse().expect("round")).or_default().insert(r["phase"].clone());
+    }
+    assert!(phase_of.values().all(|p| p.len() == 1), "a round with two phases");
+    for w in &b.windows {
+        let n = phase_of.values().filter(|p| p.contains(&w.name)).count() as u64;
+        assert_eq!(w.rounds, n, "window {} owns the rounds of its phase", w.name);
+    }
+    assert_eq!(b.windows.iter().map(|w| w.rounds).sum::<u64>(), phase_of.len() as u64, "every round is in a window");
+    let whole = count(&rounds_from_csv(&rows));
+    for (m, c) in &whole.per_member {
+        let sum: f64 = b.windows.iter().map(|w| w.leader_changes.per_member.get(m).map_or(0.0, |x| x.increase)).sum();
+        assert!((sum - c.increase).abs() < 1e-9, "member {m}: windows add up to {sum}, the run to {}", c.increase);
+    }
+    let elections: u64 = b.windows.iter().filter_map(|w| w.elections).sum();
+    assert_eq!(Some(elections), whole.elections, "window elections add up to the run's term delta");
+}
+
+fn window<'a>(b: &'a Baseline, name: &str) -> &'a leaderwatch::baseline::WindowRecord {
+    b.windows.iter().find(|w| w.name == name).unwrap_or_else(|| panic!("no window {name}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run() {
+    for (method, down) in [(Method::Sigterm, 2), (Method::Sigkill, 2), (Method::Sigstop, 3)] {
+        let (r, out) = sit(Sit { method, down: Duration::from_secs(down), timeout: Duration::from_secs(3), ..Sit::default() }).await;
+        let b = r.unwrap_or_else(|e| panic!("{method:?}: {e}"));
+        assert!(b.is_complete(), "{method:?}");
+        let d = b.disruption.as_ref().expect("disruption");
+        assert_eq!(d.method, format!("local-{}", method.name()));
+        assert!(d.target_was_leader);
+        assert_eq!(window(&b, "at_rest").elections, Some(0), "{method:?}: nothing at rest");
+        assert_eq!(window(&b, "disruption").elections, Some(1), "{method:?}: one election");
+        assert!(d.member_lost_at.is_some() && d.member_back_at.is_some() && d.healthy_at.is_some(), "{method:?}: {d:?}");
+        assert!(d.leader_elected_at.is_some(), "{method:?}: a new term's leader was seen");
+        assert!(b.windows.iter().all(|w| w.full_length));
+        assert_windows_tile_the_run(out.path(), &b);
+        let kinds: Vec<String> = events(out.path()).into_iter().map(|e| e["kind"].clone()).collect();
+        let signal = format!("{}_sent", method.name());
+        assert!(kinds.contains(&signal), "{method:?}: {kinds:?}");
+        if method == Method::Sigstop {
+            // Frozen, not restarted: thawed, and its counter did not reset.
+            assert!(kinds.contains(&"continued".to_owned()) && !kinds.contains(&"restarted".to_owned()));
+            let target = MemberName(d.target.clone());
+            assert_eq!(window(&b, "disruption").leader_changes.per_member[&target].resets, 0);
+            // The survivors kept their own cadence while the target was frozen: each of
+            // their probes started one fast interval after their previous answer (the
+            // target's probe timeout is 3 s: had it held the rounds, they would wait 3 s).
+            // Their own /health can be slow meanwhile (a linearizable read that waits for
+            // the frozen leader), which is theirs to pay.
+            let rows = samples(out.path());
+            for m in ["m0", "m1", "m2"].into_iter().filter(|m| *m != d.target) {
+                let answers: Vec<(DateTime<Utc>, f64)> = rows
+                    .iter()
+                    .filter(|r| r["member"] == m && r["phase"] == "disruption" && !r["error"].starts_with("silent:"))
+                    .map(|r| (r["ts"].parse().expect("ts"), r["probe_ms"].parse().expect("probe_ms")))
+                    .collect();
+                assert!(answers.len() >= 10, "{m}: {} answers", answers.len());
+                for w in answers.windows(2) {
+                    let (gap, own) = ((w[1].0 - w[0].0).num_milliseconds() as f64, w[0].1);
+                    assert!(gap < own + 100.0 + 500.0, "{m}: next probe {gap} ms after one that took {own} ms");
+                }
+            }
+            let silent = rows.iter().filter(|r| r["member"] == d.target && r["error"].starts_with("silent:")).count();
+            assert!(silent > 0, "the frozen member was recorded as silent");
+        }
+    }
+}
+
+/// The shutdown future and the task that fires it when `phase` has begun.
+fn signal_when(phase: &'static str) -> (impl std::future::Future<Output = ()>, impl FnOnce(std::path::PathBuf) -> tokio::task::JoinHandle<()>) {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        let _ = rx.await;
+    };
+    let during = move |dir: std::path::PathBuf| {
+        tokio::spawn(async move {
+            wait_phase(&dir, phase).await;
+            let _ = tx.send(());
+        })
+    };
+    (shutdown, during)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_in_each_phase_ends_the_sitting_at_once_with_every_round_written() {
+    for phase in ["at_rest", "disruption", "settle"] {
+        let (shutdown, during) = signal_when(phase);
+        // sigstop with a 20 s probe timeout: a round waiting on the frozen member, or the
+        // target-retry loop, would hold the signal for seconds.
+        let s = Sit { method: Method::Sigstop, down: Duration::from_secs(4), timeout: Duration::from_secs(20), settle: Duration::from_secs(30), ..Sit::default() };
+        let t0 = std::time::Instant::now();
+        let (r, out) = sit_with(s, LocalOptions::default(), Arc::new(SystemClock), shutdown, during).await;
+        let took = t0.elapsed();
+        let err = r.err().unwrap_or_else(|| panic!("{phase}: a signal must make the sitting incomplete"));
+        assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{phase}: {err}");
+        assert!(took < Duration::from_secs(3 + 4 + 15), "{phase}: the signal was not honoured promptly ({took:?})");
+        let b = baseline(out.path());
+        assert_eq!(b.status, "incomplete", "{phase}");
+        let reason = b.incomplete_reason.clone().unwrap_or_default();
+        assert!(reason.contains("signal") && reason.contains(if phase == "disruption" { "the disruption" } else { phase }), "{phase}: {reason}");
+        let last = b.windows.last().expect("a window");
+        assert_eq!(last.name, phase);
+        assert!(!last.full_length, "{phase}: the last window is cut short");
+        assert_windows_tile_the_run(out.path(), &b);
+        let ended = events(out.path()).into_iter().rfind(|e| e["kind"] == "sitting_ended").expect("sitting_ended");
+        assert!(ended["detail"].contains("signal"), "{ended:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_that_cannot_start_leaves_an_incomplete_baseline() {
+    let bin = leaderwatch::local::find_etcd(None).expect("etcd (make deps)");
+    let tools = tempfile::tempdir().expect("tempdir");
+    let copy = tools.path().join("etcd");
+    std::fs::copy(&bin, &copy).expect("copy etcd");
+    let during = {
+        let copy = copy.clone();
+        move |dir: std::path::PathBuf| {
+            tokio::spawn(async move {
+                wait_event(&dir, "exited").await;
+                // During the down time the binary becomes unrunnable.
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+            })
+        }
+    };
+    let opts = LocalOptions { etcd_bin: Some(copy), ..LocalOptions::default() };
+    let (r, out) = sit_with(Sit::default(), opts, Arc::new(SystemClock), std::future::pending(), during).await;
+    let err = r.err().expect("the restart must fail");
+    assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{err}");
+    let b = baseline(out.path());
+    assert_eq!(b.status, "incomplete");
+    assert!(b.incomplete_reason.as_deref().unwrap_or_default().contains("the disruption failed"), "{:?}", b.incomplete_reason);
+    let d = b.disruption.as_ref().expect("disruption");
+    assert!(d.member_lost_at.is_some() && d.healthy_at.is_none());
+    assert!(window(&b, "at_rest").full_length && window(&b, "at_rest").rounds >= 6);
+    assert!(!window(&b, "disruption").full_length);
+    assert_windows_tile_the_run(out.path(), &b);
+    assert!(events(out.path()).iter().any(|e| e["kind"] == "disruption_failed"));
+}
+
+/// The wall clock steps back an hour right after the SIGKILL (an NTP step).
+struct SteppingClock {
+    stepped: Arc<AtomicBool>,
+}
+
+impl Clock for SteppingClock {
+    fn now(&self) -> DateTime<Utc> {
+        let back = if self.stepped.load(Ordering::SeqCst) { chrono::Duration::hours(1) } else { chrono::Duration::zero() };
+        Utc::now() - back
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wall_clock_step_changes_no_duration() {
+    let stepped = Arc::new(AtomicBool::new(false));
+    let clock: Arc<dyn Clock> = Arc::new(SteppingClock { stepped: stepped.clone() });
+    let during = move |dir: std::path::PathBuf| {
+        tokio::spawn(async move {
+            wait_event(&dir, "sigkill_sent").await;
+            stepped.store(true, Ordering::SeqCst);
+        })
+    };
+    let (r, out) = sit_with(Sit::default(), LocalOptions::default(), clock, std::future::pending(), during).await;
+    let b = r.unwrap_or_else(|e| panic!("sitting: {e}"));
+    let d = b.disruption.as_ref().expect("disruption");
+    // The step is in the wall-clock fields...
+    assert!(d.healthy_at.expect("healthy") < d.requested_at, "the clock did step back");
+    // ...and in no duration.
+    let loss = d.loss_to_healthy_s.expect("loss_to_healthy_s");
+    assert!((0.0..30.0).contains(&loss), "loss_to_healthy_s {loss}");
+    assert!((0.0..30.0).contains(&d.request_to_healthy_s.expect("request_to_healthy_s")));
+    for w in &b.windows {
+        assert!((0.0..40.0).contains(&w.duration_s), "window {} lasted {} s", w.name, w.duration_s);
+    }
+    assert!(d.waterfall.iter().all(|s| s.since_previous_s >= 0.0 && s.since_request_s < 30.0), "{:?}", d.waterfall);
+    assert!(d.ground_truth.iter().all(|g| g.measured_minus_truth_s.is_none_or(|x| x.abs() < 10.0)), "{:?}", d.ground_truth);
+    assert_windows_tile_the_run(out.path(), &b);
+}
