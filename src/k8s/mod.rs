@@ -6,6 +6,7 @@ pub mod discover;
 pub mod evict;
 pub mod forward;
 pub mod preflight;
+pub mod timing;
 pub mod watch;
 
 use std::future::Future;

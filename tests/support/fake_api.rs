@@ -1,6 +1,7 @@
 //! A fake Kubernetes API server on 127.0.0.1:0 that speaks the real wire format for what
-//! leaderwatch uses (pods, nodes, PVCs, the PDB, the eviction subresource with PDB
-//! semantics and server-side dry run) and DRIVES A REAL `LocalCluster`: an accepted
+//! leaderwatch uses (pods, nodes, PVCs, the PDB, the etcd StatefulSet from
+//! deploy/k8s/etcd/statefulset.yaml, the eviction subresource with PDB semantics and
+//! server-side dry run) and DRIVES A REAL `LocalCluster`: an accepted
 //! eviction marks the pod, SIGTERMs that etcd member, deletes the pod, and after a delay
 //! creates the replacement (Pending, then Running as the member restarts, Ready once its
 //! /health is true). Pod IPs are 127.0.0.1 and the port named etcd-client is the local
@@ -21,6 +22,9 @@ use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 pub const NS: &str = "dlock";
+/// The StatefulSet that owns the pods (the name in deploy/k8s/etcd/statefulset.yaml).
+pub const STS: &str = "dlock-etcd";
+const STS_UID: &str = "uid-sts";
 
 /// Knobs a test turns to make one thing wrong.
 #[derive(Debug, Clone, Default)]
@@ -47,6 +51,19 @@ pub struct Knobs {
     pub no_rbac: bool,
     /// Take this (group, resource, verb) out of the Role, to prove it is enforced.
     pub revoke: Option<Rule>,
+    /// Serve the StatefulSet with its etcd container's args removed (no flags at all).
+    pub etcd_no_flags: bool,
+}
+
+/// deploy/k8s/etcd/statefulset.yaml as JSON, as the API server would return it.
+fn statefulset_manifest() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/k8s/etcd/statefulset.yaml");
+    let text = std::fs::read_to_string(path).expect("read deploy/k8s/etcd/statefulset.yaml");
+    let mut v: Value = serde_yaml_ng::from_str(&text).expect("statefulset.yaml");
+    assert_eq!(v["metadata"]["name"], STS, "the fake's pods are named after the StatefulSet");
+    v["metadata"]["uid"] = json!(STS_UID);
+    v["metadata"]["generation"] = json!(1);
+    v
 }
 
 /// (apiGroup, resource[/subresource], verb)
@@ -104,6 +121,8 @@ struct Inner {
     /// What the RBAC rules allow (None: everything), and what was used.
     rules: Option<BTreeSet<Rule>>,
     used: BTreeSet<Rule>,
+    /// The etcd StatefulSet manifest (knobs applied when served).
+    statefulset: Value,
     uid_seq: u64,
     knobs: Knobs,
     /// (pod, dry_run) of every accepted eviction.
@@ -169,7 +188,8 @@ fn pod_json(name: &str, p: &PodState, knobs: &Knobs) -> Value {
     let node = if knobs.same_node { "node-0".to_owned() } else { format!("node-{}", p.member) };
     let port = if knobs.wrong_port && name.ends_with("-2") { 1 } else { p.port };
     let mut meta = json!({"name": name, "namespace": NS, "uid": p.uid,
-        "labels": {"app.kubernetes.io/name": "dlock-etcd", "app.kubernetes.io/instance": "dlock-etcd"}});
+        "labels": {"app.kubernetes.io/name": "dlock-etcd", "app.kubernetes.io/instance": "dlock-etcd"},
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": STS, "uid": STS_UID, "controller": true, "blockOwnerDeletion": true}]});
     let mut conditions = vec![json!({"type": "Ready", "status": if p.ready { "True" } else { "False" }})];
     if p.deleting {
         meta["deletionTimestamp"] = json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
@@ -384,6 +404,56 @@ async fn get_pvc(State(s): State<Shared>, Path((_ns, name)): Path<(String, Strin
     .into_response()
 }
 
+/// The StatefulSet as served now: the manifest, the knobs, and a status from the pods.
+fn statefulset_json(g: &Inner) -> Value {
+    let mut v = g.statefulset.clone();
+    if g.knobs.etcd_no_flags
+        && let Some(c) = v["spec"]["template"]["spec"]["containers"].as_array_mut().and_then(|cs| cs.first_mut()).and_then(Value::as_object_mut)
+    {
+        c.remove("args");
+    }
+    let ready = g.pods.values().filter(|p| p.ready && !p.deleting).count();
+    v["metadata"]["resourceVersion"] = json!(g.rv.to_string());
+    v["status"] = json!({"observedGeneration": 1, "replicas": g.pods.len(), "readyReplicas": ready, "availableReplicas": ready,
+        "currentReplicas": g.pods.len(), "updatedReplicas": g.pods.len()});
+    v
+}
+
+/// Does an equality-only labelSelector (`k=v,k2==v2`) select `labels`? Other syntax is an error.
+fn selects(selector: &str, labels: &Value) -> Result<bool, String> {
+    let mut all = true;
+    for term in selector.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let (k, v) = term.split_once("==").or_else(|| term.split_once('=')).filter(|(k, _)| !k.ends_with('!')).ok_or_else(|| format!("the fake supports only k=v selectors: {term}"))?;
+        all &= labels[k.trim()].as_str() == Some(v.trim());
+    }
+    Ok(all)
+}
+
+async fn list_statefulsets(State(s): State<Shared>, Query(q): Query<BTreeMap<String, String>>) -> Response {
+    if let Some(r) = authz(&s, "apps", "statefulsets", "list").await {
+        return r;
+    }
+    let g = s.inner.lock().await;
+    let sts = statefulset_json(&g);
+    let items = match q.get("labelSelector").map(|sel| selects(sel, &sts["metadata"]["labels"])) {
+        Some(Err(m)) => return status(400, "BadRequest", &m, json!([])),
+        Some(Ok(false)) => vec![],
+        Some(Ok(true)) | None => vec![sts],
+    };
+    Json(json!({"apiVersion": "apps/v1", "kind": "StatefulSetList", "metadata": {"resourceVersion": g.rv.to_string()}, "items": items})).into_response()
+}
+
+async fn get_statefulset(State(s): State<Shared>, Path((_ns, name)): Path<(String, String)>) -> Response {
+    if let Some(r) = authz(&s, "apps", "statefulsets", "get").await {
+        return r;
+    }
+    if name != STS {
+        return status(404, "NotFound", &format!("statefulsets.apps \"{name}\" not found"), json!([]));
+    }
+    let g = s.inner.lock().await;
+    Json(statefulset_json(&g)).into_response()
+}
+
 fn allowed(g: &Inner) -> i32 {
     let healthy = g.pods.values().filter(|p| p.ready && !p.deleting).count() as i32;
     g.knobs.pdb_allowed.unwrap_or((healthy - 2).max(0))
@@ -532,6 +602,7 @@ impl FakeApi {
                 forwards: 0,
                 rules,
                 used: BTreeSet::new(),
+                statefulset: statefulset_manifest(),
                 uid_seq: n,
                 knobs,
                 evictions: vec![],
@@ -549,6 +620,8 @@ impl FakeApi {
             .route("/api/v1/nodes/{name}", get(get_node))
             .route("/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}", get(get_pvc))
             .route("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{name}", get(get_pdb))
+            .route("/apis/apps/v1/namespaces/{ns}/statefulsets", get(list_statefulsets))
+            .route("/apis/apps/v1/namespaces/{ns}/statefulsets/{name}", get(get_statefulset))
             .with_state(shared.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake API server");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
