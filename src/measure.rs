@@ -12,7 +12,7 @@ use crate::baseline::{Baseline, Environment};
 use crate::clock::Clock;
 use crate::k8s::discover::{connect, Reach};
 use crate::k8s::evict::KubeEvictor;
-use crate::k8s::watch;
+use crate::k8s::{timing, watch};
 use crate::k8s::preflight::{self, PreflightOptions};
 use crate::k8s::KubeOptions;
 use crate::probe::ProbeConfig;
@@ -41,6 +41,15 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
     if !failed.is_empty() {
         return Err(Error::Preflight(format!("{} failed; nothing was evicted", failed.join(", "))));
     }
+    // The Raft timing the members run with, from their StatefulSet. Not knowing it is no
+    // reason to skip a sitting: the baseline says why it is missing.
+    let (heartbeat_ms, election_ms, timing_source) = match timing::read(&client, &cfg.kube).await {
+        Ok(t) => (Some(t.heartbeat_ms), Some(t.election_ms), t.source),
+        Err(e) => {
+            tracing::warn!("election timing not read: {e}");
+            (None, None, format!("not read: {e}"))
+        }
+    };
     // With --reach port-forward the forwarders live as long as `connected`.
     let connected = connect(&client, &cfg.kube, cfg.reach).await?;
     let members = connected.members.clone();
@@ -61,9 +70,9 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
             description: format!("{label}, {} members{}", members.len(), if cfg.dry_run { ", DRY RUN (nothing evicted)" } else { "" }),
             members: vec![],
             etcd_versions: vec![],
-            heartbeat_ms: Some(100),
-            election_ms: Some(1000),
-            timing_source: "etcd default".to_owned(),
+            heartbeat_ms,
+            election_ms,
+            timing_source,
         },
         ..cfg.sitting
     };

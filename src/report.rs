@@ -130,28 +130,37 @@ fn rows(b: &Baseline, link: &str) -> Vec<String> {
         };
         // A local rehearsal keeps the member down on purpose (standing in for the
         // reschedule): say how much of the figure that is.
-        if let Some(down) = kept_down_s(d) {
-            value.push_str(&format!("; of which the member was kept down {down:.2} s (exit → restart)"));
+        if let Some((down, how)) = kept_down_s(d) {
+            value.push_str(&format!("; of which the member was kept down {down:.2} s ({how})"));
         }
         let window = match (d.member_lost_at, d.healthy_at) {
             (Some(a), Some(h)) => when(a, h, d.loss_to_healthy_s.unwrap_or_default()),
             (_, Some(h)) => when(d.requested_at, h, d.request_to_healthy_s.unwrap_or_default()),
             _ => format!("from {}", d.requested_at.format("%Y-%m-%d %H:%M:%SZ")),
         };
-        out.push(format!("| time from member loss to a healthy {n}-member endpoint list | {value} | {window} | {env} | {link} |"));
+        let role = if d.target_was_leader { "leader" } else { "follower" };
+        out.push(format!(
+            "| time from member loss to a healthy {n}-member endpoint list ({}, target {} = {role}) | {value} | {window} | {env} | {link} |",
+            d.method, d.target
+        ));
     }
     out
 }
 
 /// How long a local rehearsal kept the member down on purpose (exit, or freeze, to restart
 /// or thaw), from the disruptor's own instants: monotonic where recorded (schema 2).
-fn kept_down_s(d: &crate::baseline::Disruption) -> Option<f64> {
-    let find = |kinds: &[&str]| d.ground_truth.iter().find(|g| kinds.contains(&g.kind.as_str()));
-    let (a, b) = (find(&["exited", "stopped"])?, find(&["restarted", "continued"])?);
-    match (a.since_request_s, b.since_request_s) {
-        (Some(x), Some(y)) => Some(y - x),
-        _ => Some((b.at - a.at).num_milliseconds() as f64 / 1000.0),
-    }
+fn kept_down_s(d: &crate::baseline::Disruption) -> Option<(f64, &'static str)> {
+    let find = |kind: &str| d.ground_truth.iter().find(|g| g.kind == kind);
+    let (a, b, how) = match (find("exited"), find("restarted"), find("sigstop_sent"), find("continued")) {
+        (Some(a), Some(b), _, _) => (a, b, "exit → restart"),
+        (_, _, Some(a), Some(b)) => (a, b, "frozen: SIGSTOP → SIGCONT"),
+        _ => return None,
+    };
+    let secs = match (a.since_request_s, b.since_request_s) {
+        (Some(x), Some(y)) => y - x,
+        _ => (b.at - a.at).num_milliseconds() as f64 / 1000.0,
+    };
+    Some((secs, how))
 }
 
 /// The whole table. `readme_dir` (where the table will live) makes the source links

@@ -48,7 +48,7 @@ async fn sample_keeps_recording_a_member_that_answers_garbage() {
     let (url, _server) = start(Misbehaviour::Garbage).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
-    let o = tokio::process::Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
+    let o = tokio::process::Command::from(support::leaderwatch())
         .args(["sample", "--interval", "200ms", "--duration", "2s", "--timeout", "1s", "--endpoint"])
         .arg(format!("bad={url}"))
         .arg("--out")
@@ -84,7 +84,7 @@ async fn a_full_disk_names_the_path_exits_3_and_keeps_earlier_rows() {
         args.push("--endpoint".into());
         args.push(format!("{}={}", m.name, m.url));
     }
-    let o = tokio::process::Command::new(env!("CARGO_BIN_EXE_leaderwatch")).args(&args).output().await.expect("run");
+    let o = tokio::process::Command::from(support::leaderwatch()).args(&args).output().await.expect("run");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
     let last = err.trim().lines().last().unwrap_or_default();
@@ -109,7 +109,7 @@ fn a_bad_kubeconfig_is_one_line_and_exit_6() {
     let junk = dir.path().join("kubeconfig");
     std::fs::write(&junk, "this: [is not a kubeconfig").expect("write");
     for kc in [dir.path().join("missing"), junk] {
-        let o = std::process::Command::new(env!("CARGO_BIN_EXE_leaderwatch")).args(["preflight", "--kubeconfig"]).arg(&kc).output().expect("run");
+        let o = support::leaderwatch().args(["preflight", "--kubeconfig"]).arg(&kc).output().expect("run");
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(6), "{err}");
         assert!(err.trim().lines().count() == 1 && err.contains("Kubernetes config") && err.contains(&kc.display().to_string()), "{err}");

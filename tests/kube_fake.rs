@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +17,7 @@ use leaderwatch::local::{LocalCluster, LocalOptions};
 use leaderwatch::measure::{self, MeasureConfig};
 use leaderwatch::probe::ProbeConfig;
 use support::fake_api::{FakeApi, Knobs, NS};
-use support::{events, one_cluster_at_a_time};
+use support::{events, leaderwatch, one_cluster_at_a_time};
 
 fn kube_opts() -> KubeOptions {
     KubeOptions {
@@ -76,6 +75,9 @@ async fn measure_follower_target_evicts_once_and_times_the_recovery() {
     assert!(d.loss_to_healthy_s.is_some_and(|s| s > 0.0));
     assert!(b.windows.iter().all(|w| w.elections == Some(0)), "a follower eviction is no election");
     assert_eq!(b.environment.kind, "kubernetes");
+    // The election timing comes from the StatefulSet that owns the pods.
+    assert_eq!((b.environment.heartbeat_ms, b.environment.election_ms), (Some(100), Some(1000)));
+    assert_eq!(b.environment.timing_source, "StatefulSet dlock/dlock-etcd container etcd args");
     let ev = events(out.path());
     assert!(ev.iter().any(|e| e["kind"] == "eviction_accepted" && e["source"] == "kubernetes"));
     assert!(ev.iter().any(|e| e["kind"] == "old_pod_gone"));
@@ -186,10 +188,6 @@ async fn preflight_passes_and_each_criterion_fails_on_its_own() {
         assert!(checks.iter().all(|c| !c.evidence.is_empty()), "every line has its evidence");
         cluster = Some(api.into_cluster().await);
     }
-}
-
-fn leaderwatch() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,9 +372,6 @@ async fn the_role_is_exactly_what_measure_uses() {
     let api = fake(Knobs::default()).await; // RBAC from deploy/k8s/leaderwatch/rbac.yaml enforced
     let out = tempfile::tempdir().expect("tempdir");
     measure(&api, out.path(), "follower", false).await.unwrap_or_else(|e| panic!("measure under the Role: {e}"));
-    // measure is to record the election timing through timing::read; until it is wired in,
-    // the test makes that call itself so that its `get statefulsets` counts as used.
-    timing::read(&api.client(), &kube_opts()).await.unwrap_or_else(|e| panic!("timing under the Role: {e}"));
     let granted = support::fake_api::leaderwatch_rules();
     let used = api.used().await;
     let unused: Vec<_> = granted.difference(&used).collect();

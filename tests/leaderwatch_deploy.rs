@@ -2,9 +2,9 @@
 //! labels the etcd selectors can never match, arguments this binary accepts), and the
 //! log-marker retrieval of baseline.json.
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Command;
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -12,21 +12,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use serde::Deserialize;
+use std::process::Command;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// The documents of `rel` of kind `kind`.
-fn docs<T: serde::de::DeserializeOwned>(rel: &str, kind: &str) -> Vec<T> {
-    let text = std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
-    serde_yaml_ng::Deserializer::from_str(&text)
-        .map(|d| serde_yaml_ng::Value::deserialize(d).expect("yaml"))
-        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some(kind))
-        .map(|v| serde_yaml_ng::from_value(v).expect(kind))
-        .collect()
-}
+use support::{leaderwatch, repo, yaml_docs as docs};
 
 fn job() -> Job {
     docs::<Job>("deploy/k8s/leaderwatch/job-measure.yaml", "Job").remove(0)
@@ -121,7 +109,8 @@ fn kubectl_logs_alone_retrieves_a_valid_baseline_json() {
     // prints the same end block as measure.
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
-    let o = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
+    let _one = support::one_cluster_at_a_time_blocking();
+    let o = leaderwatch()
         .args(["rehearse", "--idle", "2s", "--settle", "1s", "--down", "1s", "--target", "follower", "--out"])
         .arg(&out)
         .env("LEADERWATCH_LOG", "info")
@@ -131,10 +120,10 @@ fn kubectl_logs_alone_retrieves_a_valid_baseline_json() {
     let log = dir.path().join("pod.log");
     std::fs::write(&log, [o.stderr.as_slice(), o.stdout.as_slice()].concat()).expect("write log");
 
-    let stubs = root().join("tests/stubs");
+    let stubs = repo("tests/stubs");
     let path = format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default());
     let r = Command::new("bash")
-        .arg(root().join("deploy/k8s/leaderwatch/baseline-from-log.sh"))
+        .arg(repo("deploy/k8s/leaderwatch/baseline-from-log.sh"))
         .env("PATH", path)
         .env("KUBECTL_STUB_LOG", dir.path().join("calls"))
         .env("KUBECTL_STUB_LOGS", &log)
@@ -152,7 +141,7 @@ fn kubectl_logs_alone_retrieves_a_valid_baseline_json() {
     // A log without the block: one clear line, exit 1.
     std::fs::write(&log, "still sampling...\n").expect("write");
     let r = Command::new("bash")
-        .arg(root().join("deploy/k8s/leaderwatch/baseline-from-log.sh"))
+        .arg(repo("deploy/k8s/leaderwatch/baseline-from-log.sh"))
         .env("PATH", format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default()))
         .env("KUBECTL_STUB_LOG", dir.path().join("calls"))
         .env("KUBECTL_STUB_LOGS", &log)

@@ -3,6 +3,8 @@
 //! The manifests are deserialised into k8s-openapi types (unknown fields are caught by
 //! `kubernetes-validate --strict` in `make test-manifests`).
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -21,10 +23,9 @@ fn k8s_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/k8s")
 }
 
+/// One manifest under deploy/k8s, typed (the one YAML loader, in tests/support).
 fn load<T: DeserializeOwned>(rel: &str) -> T {
-    let path = k8s_dir().join(rel);
-    let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    support::yaml(&format!("deploy/k8s/{rel}"))
 }
 
 fn sts() -> StatefulSet {

@@ -1,19 +1,14 @@
 //! `leaderwatch rehearse` end to end (real local etcd, short windows) and
 //! `leaderwatch report --update`.
 
+mod support;
+
 use std::path::Path;
-use std::process::Command;
-use std::sync::Mutex;
 
-/// One rehearsal at a time: two clusters competing for 2 cores could cause elections.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn leaderwatch() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
-}
+use support::{leaderwatch, one_cluster_at_a_time_blocking};
 
 fn rehearse(target: &str, out: &Path) -> (serde_json::Value, String) {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_cluster_at_a_time_blocking();
     let o = leaderwatch()
         .args(["rehearse", "--idle", "5s", "--settle", "3s", "--down", "2s", "--target", target, "--out"])
         .arg(out)
@@ -55,7 +50,7 @@ fn rehearse_leader_target_one_election_in_the_disruption_window() {
 /// which was added only after a complete sitting.
 #[test]
 fn an_interrupted_rehearsal_exits_5_with_a_labelled_incomplete_baseline() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let _one = one_cluster_at_a_time_blocking();
     let dir = tempfile::tempdir().expect("tempdir");
     let child = leaderwatch()
         .args(["rehearse", "--idle", "60s", "--out"])

@@ -4,19 +4,13 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use leaderwatch::record::SAMPLES_HEADER;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
-use support::{cluster, events, samples, sleep};
-
-fn leaderwatch() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_leaderwatch"));
-    c.stdout(Stdio::piped()).stderr(Stdio::piped());
-    c
-}
+use support::{cluster, events, leaderwatch, samples, sleep};
 
 fn endpoint_args(f: &support::Fixture) -> Vec<String> {
     f.cluster.members().iter().flat_map(|m| ["--endpoint".to_owned(), format!("{}={}", m.name, m.url)]).collect()

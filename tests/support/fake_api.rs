@@ -57,9 +57,7 @@ pub struct Knobs {
 
 /// deploy/k8s/etcd/statefulset.yaml as JSON, as the API server would return it.
 fn statefulset_manifest() -> Value {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/k8s/etcd/statefulset.yaml");
-    let text = std::fs::read_to_string(path).expect("read deploy/k8s/etcd/statefulset.yaml");
-    let mut v: Value = serde_yaml_ng::from_str(&text).expect("statefulset.yaml");
+    let mut v: Value = super::yaml("deploy/k8s/etcd/statefulset.yaml");
     assert_eq!(v["metadata"]["name"], STS, "the fake's pods are named after the StatefulSet");
     v["metadata"]["uid"] = json!(STS_UID);
     v["metadata"]["generation"] = json!(1);
@@ -71,12 +69,9 @@ pub type Rule = (String, String, String);
 
 /// The rules of every Role and ClusterRole in deploy/k8s/leaderwatch/rbac.yaml.
 pub fn leaderwatch_rules() -> BTreeSet<Rule> {
-    use serde::Deserialize;
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/k8s/leaderwatch/rbac.yaml");
-    let text = std::fs::read_to_string(path).expect("rbac.yaml");
     let mut out = BTreeSet::new();
-    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
-        let v = Value::deserialize(doc).expect("yaml document");
+    for v in super::yaml_values("deploy/k8s/leaderwatch/rbac.yaml") {
+        let v: Value = serde_json::to_value(&v).expect("YAML as JSON");
         if !matches!(v["kind"].as_str(), Some("Role" | "ClusterRole")) {
             continue;
         }

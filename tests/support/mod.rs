@@ -1,5 +1,7 @@
-//! Shared test helpers: a real local etcd cluster (one at a time, so that CPU contention
-//! between clusters cannot cause elections), and readers for the run directory.
+//! The test helpers, in one place: the one lock that keeps clusters one at a time (CPU
+//! contention between clusters on 2 cores can cause elections), a real local etcd cluster,
+//! the one way to run the leaderwatch binary, the one YAML loader for the repository's
+//! manifests, and readers for the run directory. Each test binary uses a part of it.
 #![allow(dead_code)]
 
 use std::path::Path;
@@ -26,6 +28,49 @@ pub struct Fixture {
 /// Holds off every other cluster of this test binary while alive.
 pub async fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
     ONE_CLUSTER_AT_A_TIME.lock().await
+}
+
+/// The same lock, for tests that are not async (they run the binary).
+pub fn one_cluster_at_a_time_blocking() -> MutexGuard<'static, ()> {
+    ONE_CLUSTER_AT_A_TIME.blocking_lock()
+}
+
+/// The leaderwatch binary this test run built, with stdout and stderr captured
+/// (`tokio::process::Command::from` makes it async).
+pub fn leaderwatch() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_leaderwatch"));
+    c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    c
+}
+
+/// A path in this repository.
+pub fn repo(rel: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+/// Every YAML document of the repository file `rel`.
+pub fn yaml_values(rel: &str) -> Vec<serde_yaml_ng::Value> {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(repo(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"));
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde_yaml_ng::Value::deserialize(d).unwrap_or_else(|e| panic!("{rel}: {e}")))
+        .collect()
+}
+
+/// The documents of kind `kind` in `rel`, typed.
+pub fn yaml_docs<T: serde::de::DeserializeOwned>(rel: &str, kind: &str) -> Vec<T> {
+    yaml_values(rel)
+        .into_iter()
+        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some(kind))
+        .map(|v| serde_yaml_ng::from_value(v).unwrap_or_else(|e| panic!("{rel} ({kind}): {e}")))
+        .collect()
+}
+
+/// The single document of `rel`, typed.
+pub fn yaml<T: serde::de::DeserializeOwned>(rel: &str) -> T {
+    let mut docs = yaml_values(rel);
+    assert_eq!(docs.len(), 1, "{rel}: one YAML document expected");
+    serde_yaml_ng::from_value(docs.remove(0)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
 pub async fn cluster() -> Fixture {
