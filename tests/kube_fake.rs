@@ -353,7 +353,10 @@ async fn eviction_while_a_member_is_not_ready_is_refused_with_the_pdb_cause() {
     let err = evictor.disrupt(leaderwatch::member::MemberName("dlock-etcd-1".into()), reporter).await.err().expect("blocked");
     let msg = err.to_string();
     assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{msg}");
-    assert!(msg.contains("needs 2 healthy pods and has 2 currently") && msg.contains("attempts"), "{msg}");
+    // "has 2" as a rule; "has 1" when the frozen member was the leader and a survivor was
+    // briefly unready during the election that followed (seen under load).
+    let healthy_named = ["has 2 currently", "has 1 currently"].iter().any(|h| msg.contains(h));
+    assert!(msg.contains("needs 2 healthy pods and has ") && healthy_named && msg.contains("attempts"), "{msg}");
     // Every blocked attempt was reported as it happened, not kept until a success.
     let mut blocked = 0;
     while let Ok(r) = rx.try_recv() {
