@@ -163,14 +163,17 @@ fn kept_down_s(d: &crate::baseline::Disruption) -> Option<(f64, &'static str)> {
     Some((secs, how))
 }
 
-/// The whole table. `readme_dir` (where the table will live) makes the source links
-/// relative; without it the paths are shown as given.
+/// The whole table, runs in time order (by run id, whatever the order of the arguments, so
+/// that `report --update` gives one table for one set of files). `readme_dir` (where the
+/// table will live) makes the source links relative; without it the paths are shown as given.
 pub fn render(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> String {
     let mut out = vec![
         "| measurement | value | observation window | environment | source |".to_owned(),
         "|---|---|---|---|---|".to_owned(),
     ];
-    for (path, b) in baselines {
+    let mut in_order: Vec<&(PathBuf, Baseline)> = baselines.iter().collect();
+    in_order.sort_by(|a, b| a.1.run_id.cmp(&b.1.run_id));
+    for (path, b) in in_order {
         let link = match readme_dir {
             Some(dir) => format!("[{}]({})", b.run_id, relative(path, dir).display()),
             None => format!("`{}`", path.display()),
