@@ -108,8 +108,8 @@ test-shell: deps-apt
 	shellcheck deploy/k8s/apply.sh deploy/k8s/leaderwatch/baseline-from-log.sh tests/stubs/kubectl .ci/run
 
 # A full sitting on a local 3-member etcd (60 s at rest, SIGTERM + restart of the leader,
-# 30 s settle) into data/rehearsal-<UTC time>/, then the baseline table. Pass options
-# through ARGS, e.g. `make rehearse ARGS="--target follower"`.
+# 30 s settle) into data/rehearsal-<target>-<method>-<UTC time>/, then the baseline table.
+# Pass options through ARGS, e.g. `make rehearse ARGS="--target follower --method sigkill"`.
 rehearse: deps build
 	./target/release/leaderwatch rehearse $(ARGS)
 

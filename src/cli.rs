@@ -20,7 +20,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the whole sitting on a local etcd cluster it starts itself: at rest, one
-    /// SIGTERM + restart of a member, settle; print the baseline table.
+    /// disruption of a member (--method sigterm, sigkill or sigstop), settle; print the
+    /// baseline table.
     #[command(after_help = REHEARSE_EXAMPLES)]
     Rehearse(RehearseArgs),
     /// Sample every member at a fixed interval into samples.csv, events.csv and summary.json.
@@ -150,7 +151,7 @@ Examples:
   ETCD_BIN=/usr/bin/etcd leaderwatch rehearse --members 5
 
 The etcd binary comes from --etcd-bin, ETCD_BIN, .tools/bin/etcd (make deps), or PATH.
-Writes samples.csv, events.csv and baseline.json to --out (default data/rehearsal-<UTC time>).
+Writes samples.csv, events.csv and baseline.json to --out (default data/rehearsal-<target>-<method>-<UTC time>).
 Exit codes: 0 complete, 2 bad input, 3 output not writable, 4 no etcd / cluster did not start,
 5 incomplete: interrupted, the disruption failed (e.g. a restart that cannot start), or no
 recovery in time; baseline.json is still written, with \"status\": \"incomplete\".";
@@ -206,7 +207,7 @@ pub struct RehearseArgs {
     /// etcd binary (else ETCD_BIN, .tools/bin/etcd, PATH).
     #[arg(long)]
     pub etcd_bin: Option<PathBuf>,
-    /// Run directory (default: data/rehearsal-<UTC time>).
+    /// Run directory (default: data/rehearsal-<target>-<method>-<UTC time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
 }

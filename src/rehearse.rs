@@ -34,7 +34,7 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let out = a
         .out
-        .unwrap_or_else(|| PathBuf::from(format!("data/rehearsal-{}", clock.now().format("%Y%m%dT%H%M%SZ"))));
+        .unwrap_or_else(|| PathBuf::from(format!("data/rehearsal-{}-{}-{}", a.target, method.name(), clock.now().format("%Y%m%dT%H%M%SZ"))));
     let opts = LocalOptions { members: a.members as usize, etcd_bin: a.etcd_bin, ..LocalOptions::default() };
     tracing::info!(members = opts.members, "starting a local etcd cluster");
     let cluster = LocalCluster::start(opts).await?;
