@@ -110,12 +110,11 @@ pub fn healthy_list(round: &Round, members: usize, caught_up: Option<&MemberName
     let [(_, leader)] = leaders.as_slice() else {
         return Err(format!("{} members claim to be leader {leader_id:x}", leaders.len()));
     };
-    if let Some(name) = caught_up {
-        if let Some((_, s)) = statuses.iter().find(|(o, _)| &o.member == name) {
-            if s.raft_applied_index + CATCH_UP_BOUND < leader.raft_applied_index {
-                return Err(format!("{name} applied {} of the leader's {}", s.raft_applied_index, leader.raft_applied_index));
-            }
-        }
+    if let Some(name) = caught_up
+        && let Some((_, s)) = statuses.iter().find(|(o, _)| &o.member == name)
+        && s.raft_applied_index + CATCH_UP_BOUND < leader.raft_applied_index
+    {
+        return Err(format!("{name} applied {} of the leader's {}", s.raft_applied_index, leader.raft_applied_index));
     }
     Ok(())
 }

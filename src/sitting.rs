@@ -191,12 +191,12 @@ impl Sitting<'_> {
 
     /// Records a round (and the watchers' events so far) in the open window.
     fn record(&mut self, r: &Round) -> Phase {
-        self.rec.round(r).or_else(|e| Err(rec_err(e)))?;
+        self.rec.round(r).map_err(rec_err)?;
         let side: Vec<Event> = match self.side.as_mut() {
             Some(rx) => std::iter::from_fn(|| rx.try_recv().ok()).collect(),
             None => Vec::new(),
         };
-        self.rec.events(&side).or_else(|e| Err(rec_err(e)))?;
+        self.rec.events(&side).map_err(rec_err)?;
         if let Some(log) = self.log.as_mut() {
             log.steps.extend(side.into_iter().filter(|e| e.member == log.target.0));
         }
@@ -268,7 +268,7 @@ impl Sitting<'_> {
         let role = if was_leader { "leader" } else { "follower" };
         self.rec
             .event(Event::stamped(requested, "leaderwatch", &target.0, "disruption_requested", format!("{method} ({role})")))
-            .or_else(|e| Err(rec_err(e)))?;
+            .map_err(rec_err)?;
         self.progress.phase(&format!("disruption of {target} ({method})"), None);
         let tracker = RecoveryTracker::new(target.clone(), n, requested, self.max_term, cfg.recovery_timeout);
         self.log = Some(DisruptionLog { target: target.clone(), was_leader, method, requested, tracker, steps: Vec::new(), attempts: 0, blocked_s: 0.0 });
@@ -316,7 +316,7 @@ impl Sitting<'_> {
             // Once the target is back, every round reads the counters: the round that
             // closes this window must show a restarted member's new counter.
             let back = self.log.as_ref().is_some_and(|l| l.tracker.back.is_some());
-            self.sampler.set_with_metrics(back || k % every == 0);
+            self.sampler.set_with_metrics(back || k.is_multiple_of(every));
             k += 1;
             let r = tokio::select! {
                 biased;
@@ -355,10 +355,8 @@ impl Sitting<'_> {
                     _ => {}
                 }
             }
-            if let Some(log) = self.log.as_ref() {
-                if log.tracker.outcome() == Some(Outcome::Healthy) {
-                    return Ok(());
-                }
+            if self.log.as_ref().is_some_and(|l| l.tracker.outcome() == Some(Outcome::Healthy)) {
+                return Ok(());
             }
         }
     }
@@ -367,7 +365,7 @@ impl Sitting<'_> {
     fn report(&mut self, report: Report) -> Phase {
         match report {
             Report::Event(e) => {
-                self.rec.event(e.clone()).or_else(|e| Err(rec_err(e)))?;
+                self.rec.event(e.clone()).map_err(rec_err)?;
                 if let Some(log) = self.log.as_mut() {
                     log.steps.push(e);
                 }
@@ -393,7 +391,7 @@ impl Sitting<'_> {
             }
             Err(e) => {
                 let reason = format!("the disruption failed: {e}");
-                self.event("", "disruption_failed", e.to_string()).or_else(|e| Err(Err(e)))?;
+                self.event("", "disruption_failed", e.to_string()).map_err(Err)?;
                 Err(Ok(Cut { reason, error: Some(e) }))
             }
         }

@@ -133,7 +133,7 @@ async fn eviction_blocked_past_the_evict_timeout_keeps_the_baseline_and_the_atte
     let mut cfg = config(out.path(), "follower", false);
     cfg.evict_timeout = Duration::from_secs(7);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let err = measure::run(api.client(), cfg, clock, std::future::pending()).await.err().expect("blocked");
+    let err = measure::run(api.client(), cfg, clock, std::future::pending()).await.expect_err("blocked");
     assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{err}");
     assert!(api.evictions().await.is_empty(), "nothing evicted");
     let b = leaderwatch::report::load(&out.path().join("baseline.json")).expect("baseline.json written");
@@ -350,7 +350,7 @@ async fn eviction_while_a_member_is_not_ready_is_refused_with_the_pdb_cause() {
     evictor.retry_every = Duration::from_millis(300);
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let reporter = leaderwatch::disrupt::Reporter::new(tx, clock, "kubernetes");
-    let err = evictor.disrupt(leaderwatch::member::MemberName("dlock-etcd-1".into()), reporter).await.err().expect("blocked");
+    let err = evictor.disrupt(leaderwatch::member::MemberName("dlock-etcd-1".into()), reporter).await.expect_err("blocked");
     let msg = err.to_string();
     assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{msg}");
     // "has 2" as a rule; "has 1" when the frozen member was the leader and a survivor was

@@ -263,7 +263,7 @@ async fn a_restart_that_cannot_start_leaves_an_incomplete_baseline() {
     };
     let opts = LocalOptions { etcd_bin: Some(copy), ..LocalOptions::default() };
     let (r, out) = sit_with(Sit::default(), opts, Arc::new(SystemClock), std::future::pending(), during).await;
-    let err = r.err().expect("the restart must fail");
+    let err = r.expect_err("the restart must fail");
     assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{err}");
     let b = baseline(out.path());
     assert_eq!(b.status, "incomplete");
