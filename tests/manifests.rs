@@ -422,6 +422,16 @@ fn spec8_no_port_named_http_metrics() {
     }
 }
 
+/// Not in the spec, nor against it: lock churn would grow the backend into NOSPACE.
+#[test]
+fn periodic_auto_compaction_keeps_the_backend_out_of_nospace() {
+    let s = sts();
+    assert_eq!(flag(&s, "auto-compaction-mode").as_deref(), Some("periodic"));
+    assert_eq!(flag(&s, "auto-compaction-retention").as_deref(), Some("1h"));
+    let text = fs::read_to_string(k8s_dir().join("etcd/statefulset.yaml")).expect("read statefulset");
+    assert!(text.contains("NOSPACE") && text.contains("ModRevision"), "the why-comment beside the flags");
+}
+
 #[test]
 fn spec4_liveness_generous_enough_that_an_election_never_restarts_a_member() {
     let s = sts();
