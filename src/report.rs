@@ -14,6 +14,10 @@ use crate::Error;
 pub const BEGIN: &str = "<!-- baseline:begin -->";
 pub const END: &str = "<!-- baseline:end -->";
 
+/// How every row that comes from a run is labelled (the task spec's wording); rows not yet
+/// measured say so instead.
+pub const MEASURED: &str = "**ASSUMPTION-free measurement:**";
+
 /// The command that will fill the GKE rows, shown until a Kubernetes baseline exists.
 pub const GKE_COMMAND: &str =
     "leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)";
@@ -119,7 +123,7 @@ fn rows(b: &Baseline, link: &str) -> Vec<String> {
     let mut out: Vec<String> = b
         .windows
         .iter()
-        .map(|w| format!("| {} | {} | {} | {env} | {link} |", window_label(w, b), counts_cell(w), when(w.start, w.end, w.duration_s)))
+        .map(|w| format!("| {} | {MEASURED} {} | {} | {env} | {link} |", window_label(w, b), counts_cell(w), when(w.start, w.end, w.duration_s)))
         .collect();
     if let Some(d) = &b.disruption {
         let n = b.environment.members.len();
@@ -140,7 +144,7 @@ fn rows(b: &Baseline, link: &str) -> Vec<String> {
         };
         let role = if d.target_was_leader { "leader" } else { "follower" };
         out.push(format!(
-            "| time from member loss to a healthy {n}-member endpoint list ({}, target {} = {role}) | {value} | {window} | {env} | {link} |",
+            "| time from member loss to a healthy {n}-member endpoint list ({}, target {} = {role}) | {MEASURED} {value} | {window} | {env} | {link} |",
             d.method, d.target
         ));
     }

@@ -137,6 +137,11 @@ fn report_update_is_idempotent_and_touches_only_the_table() {
     assert!(once.contains("raw sum 3 → 3; reset-aware increase 0; elections (raft term) 0"));
     assert!(once.contains("[20261129T000000Z-0001](../data/run/baseline.json)"), "links relative to the README");
     assert!(once.contains("not yet measured"), "GKE rows stay until a Kubernetes baseline exists");
+    // Each measured row carries the spec's label; the unmeasured rows never do.
+    let table = &once[once.find("<!-- baseline:begin -->").expect("begin")..once.find("<!-- baseline:end -->").expect("end")];
+    for row in table.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| measurement")) {
+        assert_eq!(row.contains("ASSUMPTION-free measurement"), !row.contains("not yet measured"), "{row}");
+    }
     // Outside the markers nothing moved.
     let outside = |t: &str| {
         let b = t.find("<!-- baseline:begin -->").expect("begin");
