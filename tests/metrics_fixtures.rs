@@ -32,6 +32,22 @@ fn etcd_3_5_1_leader_page() {
     assert_common(&m);
     assert_eq!(m.is_leader, Some(true));
     assert_eq!(m.wal_fsync_count, Some(14.0));
+    assert_health_families(&m);
+}
+
+/// The families behind member health, as the page has them (checked against the file).
+fn assert_health_families(m: &MemberMetrics) {
+    let fsync = m.wal_fsync.as_ref().expect("WAL fsync histogram");
+    assert_eq!(fsync.buckets.len(), 15, "0.001 .. 8.192 s and +Inf");
+    assert_eq!(fsync.count(), m.wal_fsync_count, "+Inf bucket = _count");
+    assert_eq!(fsync.buckets[0], (0.001, 12.0));
+    let commit = m.backend_commit.as_ref().expect("backend commit histogram");
+    assert_eq!((commit.buckets.len(), commit.count()), (15, Some(10.0)));
+    assert_eq!(m.peer_rtt.len(), 2, "one histogram per peer: {:?}", m.peer_rtt.keys());
+    assert!(m.peer_rtt.values().all(|h| h.count().is_some_and(|c| c > 0.0)));
+    assert_eq!(m.db_total_size_bytes, Some(20480.0));
+    assert_eq!(m.quota_backend_bytes, Some(2_147_483_648.0));
+    assert_eq!((m.proposals_failed_total, m.slow_read_indexes_total), (Some(0.0), Some(0.0)));
 }
 
 #[test]
