@@ -111,6 +111,7 @@ struct Sitting<'a> {
     /// Events from watchers running beside the sitting (the Kubernetes side).
     side: Option<UnboundedReceiver<Event>>,
     progress: Progress,
+    /// The latest at_rest round: the target is chosen from it.
     last: Option<Round>,
     /// Highest raft term seen so far: a higher one after the request is an election.
     max_term: Option<u64>,
@@ -203,7 +204,6 @@ impl Sitting<'_> {
         if let Some(t) = max_term(r) {
             self.max_term = Some(self.max_term.map_or(t, |m| m.max(t)));
         }
-        self.last = Some(r.clone());
         Ok(())
     }
 
@@ -223,6 +223,7 @@ impl Sitting<'_> {
                 return Err(self.interrupted("at_rest"));
             };
             self.record(&r)?;
+            self.last = Some(r); // what the target is chosen from
             self.progress.tick(t0.mono.elapsed(), "");
         }
         // The target, from live status; fast rounds (still at_rest) until one is clear.
@@ -241,6 +242,7 @@ impl Sitting<'_> {
                 return Err(self.interrupted("at_rest"));
             };
             self.record(&r)?;
+            self.last = Some(r); // what the target is chosen from
         };
         self.rec.next_window(true, "disruption");
         self.disruption(disruptor, target, was_leader).await?;
