@@ -166,7 +166,13 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
         assert_eq!(d.method, format!("local-{}", method.name()));
         assert!(d.target_was_leader);
         assert_eq!(window(&b, "at_rest").elections, Some(0), "{method:?}: nothing at rest");
-        assert_eq!(window(&b, "disruption").elections, Some(1), "{method:?}: one election");
+        let dis = window(&b, "disruption");
+        // One leader change. A hand-over (sigterm) takes exactly one term; a timeout election
+        // (sigkill, sigstop) can take two when both survivors campaign at once and split
+        // the vote (seen once in CI on 2 busy cores): the term delta counts both.
+        assert_eq!(dis.leader_transitions.len(), 1, "{method:?}: one leader change");
+        let terms = if method == Method::Sigterm { 1..=1 } else { 1..=2 };
+        assert!(dis.elections.is_some_and(|e| terms.contains(&e)), "{method:?}: elections {:?}", dis.elections);
         assert!(d.member_lost_at.is_some() && d.member_back_at.is_some() && d.healthy_at.is_some(), "{method:?}: {d:?}");
         assert!(d.leader_elected_at.is_some(), "{method:?}: a new term's leader was seen");
         assert!(b.windows.iter().all(|w| w.full_length));
