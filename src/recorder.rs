@@ -52,10 +52,6 @@ impl Recorder {
         Ok(rec)
     }
 
-    pub fn dir(&self) -> &Path {
-        self.dir.dir()
-    }
-
     pub fn run_id(&self) -> &str {
         self.dir.run_id()
     }
@@ -67,8 +63,7 @@ impl Recorder {
 
     /// Records one round in the open window: its rows, then what it changed.
     pub fn round(&mut self, r: &Round) -> Result<(), RecordError> {
-        let phase = self.windows.current().to_owned();
-        self.dir.append_round(r, &phase)?;
+        self.dir.append_round(r, self.windows.current())?;
         self.rounds += 1;
         let mut events: Vec<Event> = r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
         for t in self.windows.push(r) {
@@ -92,16 +87,6 @@ impl Recorder {
 
     pub fn event(&mut self, e: Event) -> Result<(), RecordError> {
         self.events(std::slice::from_ref(&e))
-    }
-
-    /// Name of the open window.
-    pub fn window(&self) -> &str {
-        self.windows.current()
-    }
-
-    /// Rounds the open window owns.
-    pub fn window_rounds(&self) -> u64 {
-        self.windows.rounds()
     }
 
     /// Closes the open window and opens `next` at its last round.

@@ -106,10 +106,6 @@ impl Sampler {
         Sampler { slots, next: 0, with_metrics, clock }
     }
 
-    pub fn members(&self) -> usize {
-        self.slots.len()
-    }
-
     /// `/metrics` on or off for the probes started from now on (off during fast sampling:
     /// the counter is cumulative and the full page is the expensive part for etcd).
     pub fn set_with_metrics(&mut self, on: bool) {

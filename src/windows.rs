@@ -33,11 +33,6 @@ impl Windows {
         &self.open.name
     }
 
-    /// Rounds the open window owns so far.
-    pub fn rounds(&self) -> u64 {
-        self.open.fold.rounds()
-    }
-
     /// Adds a round to the open window; returns the leader transitions it revealed.
     pub fn push(&mut self, r: &Round) -> Vec<LeaderTransition> {
         let mark = self.open.fold.counts_transitions();
