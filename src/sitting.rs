@@ -441,7 +441,11 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
     let since = |s: &Stamp| req.secs_to(s);
     // An event's monotonic instant; a Kubernetes event only has the server's wall time,
     // placed against the request's wall time.
-    let mono_of = |e: &Event| e.at.map_or_else(|| (e.ts - req.utc).num_milliseconds() as f64 / 1000.0, |a| mono_secs(req.mono, a));
+    // (Microseconds: milliseconds would put a server event up to 1 ms before a local one
+    // that it follows on the wall clock.)
+    let mono_of = |e: &Event| {
+        e.at.map_or_else(|| (e.ts - req.utc).num_microseconds().map_or(0.0, |us| us as f64 / 1e6), |a| mono_secs(req.mono, a))
+    };
     let ground_truth = log
         .steps
         .iter()
