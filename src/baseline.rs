@@ -1,6 +1,9 @@
-//! `baseline.json` (schema_version 2): the observation windows of one sitting, the
-//! disruption's instants, and where it ran. Documented in data/README.md. Version 1
-//! files still load: every field added in 2 has a default.
+//! `baseline.json` (schema_version 3): the observation windows of one sitting (with each
+//! member's health and every election's cause), the disruption's instants, and where it
+//! ran. Documented in data/README.md. Versions 1 and 2 still load: every field added
+//! since has a default.
+
+use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -9,7 +12,7 @@ use crate::clock::Stamp;
 use crate::counts::{Counts, LeaderTransition};
 use crate::summary::LeaderChanges;
 
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 pub const BASELINE: &str = "baseline.json";
 
 /// One observation window and its counts.
@@ -31,6 +34,83 @@ pub struct WindowRecord {
     pub leader_changes: LeaderChanges,
     pub elections: Option<u64>,
     pub leader_transitions: Vec<LeaderTransition>,
+    /// Every election seen in the window, with its cause (schema 3).
+    #[serde(default)]
+    pub elections_detail: Vec<ElectionDetail>,
+    /// Each member's health over the window, by member name (schema 3).
+    #[serde(default)]
+    pub health: BTreeMap<String, MemberHealth>,
+}
+
+/// One member's health over one window (or one health.csv interval), from the deltas of
+/// its histograms and counters between the boundary rounds (src/health.rs). `None`: not
+/// known (no two `/metrics` reads, or no observation for a quantile), never 0.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemberHealth {
+    /// WAL fsyncs in the window: how many observations the fsync quantiles rest on.
+    pub wal_fsyncs: Option<f64>,
+    pub wal_fsync_p50_s: Option<f64>,
+    pub wal_fsync_p99_s: Option<f64>,
+    pub backend_commits: Option<f64>,
+    pub backend_commit_p99_s: Option<f64>,
+    /// Round-trip time p99 to each peer, by the peer's member name (its hex id when the
+    /// name is not known).
+    pub peer_rtt_p99_s: BTreeMap<String, Option<f64>>,
+    pub heartbeat_send_failures: Option<f64>,
+    pub slow_applies: Option<f64>,
+    pub proposals_failed: Option<f64>,
+    pub slow_read_indexes: Option<f64>,
+    /// At the end of the window.
+    pub db_size_bytes: Option<f64>,
+    pub quota_bytes: Option<f64>,
+    /// Process restarts inside the window: each delta counts from zero after one.
+    pub restarts: u32,
+    /// The figures above a documented threshold.
+    pub over: Vec<Flag>,
+}
+
+/// A figure above the threshold it is held against.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Flag {
+    /// e.g. `wal_fsync_p99_s`, `peer_rtt_p99_s{etcd-1}`, `db_size_bytes`.
+    pub figure: String,
+    pub value: f64,
+    pub threshold: f64,
+    /// Where the threshold comes from, e.g. `etcd docs`, `etcd mixin etcdHighFsyncDurations`.
+    pub source: String,
+}
+
+/// One election (a rise of the cluster's raft term) and why it happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ElectionDetail {
+    pub term_from: u64,
+    pub term_to: u64,
+    /// Start of the last round that still showed `term_from`.
+    pub after: DateTime<Utc>,
+    /// Start of the first round that showed `term_to`.
+    pub observed_at: DateTime<Utc>,
+    /// Member names, when the leader was known.
+    pub old_leader: Option<String>,
+    pub new_leader: Option<String>,
+    /// Time with no leader that a quorum of members agreed on, from the first round
+    /// without one to the first round with the new one (at the sampling resolution; 0
+    /// when every round had one).
+    pub leaderless_s: Option<f64>,
+    /// `own_disruption`, `kubernetes`, `restart`, `unreachable`, `stress` or `unexplained`
+    /// (docs/counting.md has the order of precedence).
+    pub cause: String,
+    /// The events.csv row the cause points to.
+    pub cause_event: Option<EventRef>,
+}
+
+/// Names one events.csv row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventRef {
+    pub ts: DateTime<Utc>,
+    pub source: String,
+    pub member: String,
+    pub kind: String,
+    pub detail: String,
 }
 
 impl WindowRecord {
@@ -45,6 +125,8 @@ impl WindowRecord {
             leader_changes: LeaderChanges::from_counts(c),
             elections: c.elections,
             leader_transitions: c.leader_transitions.clone(),
+            elections_detail: Vec::new(),
+            health: BTreeMap::new(),
         }
     }
 }
@@ -137,6 +219,9 @@ pub struct Baseline {
     pub windows: Vec<WindowRecord>,
     pub disruption: Option<Disruption>,
     pub environment: Environment,
+    /// How far before an election its cause is looked for (`--cause-horizon`; schema 3).
+    #[serde(default)]
+    pub cause_horizon_s: Option<f64>,
 }
 
 /// Lines around baseline.json in a run's log, so that `kubectl logs` alone retrieves it

@@ -174,6 +174,10 @@ pub struct CadenceArgs {
     /// Bound on each part of a probe.
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub timeout: Duration,
+    /// How far before an election its cause (a disruption, a Kubernetes event, a restart,
+    /// an unreachable or stressed leader) is looked for.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub cause_horizon: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -276,7 +280,11 @@ pub struct SampleArgs {
     /// Bound on each part of a probe (metrics, health, status RPC).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub timeout: Duration,
-    /// Run directory: samples.csv, events.csv, summary.json.
+    /// How far before an election its cause (a Kubernetes event, a restart, an unreachable
+    /// or stressed leader) is looked for.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub cause_horizon: Duration,
+    /// Run directory: samples.csv, events.csv, health.csv, summary.json.
     #[arg(long)]
     pub out: PathBuf,
     /// CA bundle (PEM) for https:// members, used by HTTP and gRPC alike.

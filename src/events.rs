@@ -1,6 +1,8 @@
 //! What changed for a member between two rounds -> events.csv rows: reachability, health
-//! flips, the member's view of the leader, counter resets. Pure: the caller supplies the
-//! observations, the tracker only remembers the last state of each member.
+//! flips, the member's view of the leader, counter resets and process restarts, and
+//! stress (heartbeat send failures, slow applies, slow WAL fsyncs) starting and ending.
+//! Pure: the caller supplies the observations, the tracker only remembers the last state
+//! of each member.
 
 use std::collections::BTreeMap;
 
@@ -8,7 +10,9 @@ use chrono::{DateTime, Utc};
 
 use crate::clock::Stamp;
 use crate::counts::{reset_between, Reset};
+use crate::health::{counter_delta, quantile, window_delta, WAL_FSYNC_P99_DOCS_S};
 use crate::member::MemberName;
+use crate::metrics::MemberMetrics;
 use crate::probe::Observation;
 
 /// One row of events.csv (run_id is added by the recorder).
@@ -45,6 +49,31 @@ struct Last {
     leader: Option<u64>,
     counter: Option<f64>,
     start_time: Option<f64>,
+    /// The last `/metrics` read, for the stress figures of the next one.
+    metrics: Option<MemberMetrics>,
+    stressed: bool,
+}
+
+/// What in the step from `prev` to `now` says the member is under stress (empty: none):
+/// heartbeat send failures or slow applies rose, or the WAL fsync p99 of the step is over
+/// the 10 ms etcd documents.
+pub fn stress(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> Vec<String> {
+    let mut out = Vec::new();
+    let rose = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => Some(if restarted { b } else { counter_delta(a, b) }).filter(|d| *d > 0.0),
+        _ => None,
+    };
+    if let Some(d) = rose(prev.heartbeat_send_failures_total, now.heartbeat_send_failures_total) {
+        out.push(format!("heartbeat send failures +{d}"));
+    }
+    if let Some(d) = rose(prev.slow_apply_total, now.slow_apply_total) {
+        out.push(format!("slow applies +{d}"));
+    }
+    let p99 = prev.wal_fsync.as_ref().zip(now.wal_fsync.as_ref()).and_then(|(a, b)| window_delta(a, b, restarted)).and_then(|d| quantile(0.99, &d));
+    if let Some(p) = p99.filter(|p| *p > WAL_FSYNC_P99_DOCS_S) {
+        out.push(format!("WAL fsync p99 {p:.3} s > {WAL_FSYNC_P99_DOCS_S} s (etcd docs)"));
+    }
+    out
 }
 
 /// Remembers each member's last state and reports what changed.
@@ -99,6 +128,23 @@ impl Tracker {
                     out.push(ev("counter_reset", format!("{prev} -> {now} ({why})")));
                 }
             }
+            let restarted = matches!((last.start_time, m.process_start_time), (Some(a), Some(b)) if (a - b).abs() > 1e-3);
+            if let (true, Some(start)) = (restarted, m.process_start_time) {
+                // Stamped with the restart itself (the member's own clock), not when it was seen.
+                let at = DateTime::from_timestamp_micros((start * 1e6) as i64).unwrap_or(o.ts);
+                let was = last.start_time.unwrap_or_default();
+                out.push(Event::new(at, "leaderwatch", &o.member.0, "process_restarted", format!("process_start_time_seconds {start} (was {was})")));
+            }
+            if let Some(prev) = &last.metrics {
+                let why = stress(prev, m, restarted);
+                match (last.stressed, why.is_empty()) {
+                    (false, false) => out.push(ev("stress", why.join("; "))),
+                    (true, true) => out.push(ev("stress_over", String::new())),
+                    _ => {}
+                }
+                last.stressed = !why.is_empty();
+            }
+            last.metrics = Some(m.clone());
             if m.leader_changes_seen_total.is_some() {
                 last.counter = m.leader_changes_seen_total;
             }

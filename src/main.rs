@@ -69,6 +69,7 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
             tls: TlsFiles { cacert: a.cacert, cert: a.cert, key: a.key },
             with_metrics: true,
         },
+        cause_horizon: a.cause_horizon,
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     sample::run(cfg, clock, shutdown_signal()).await.map(|_| ())
@@ -116,6 +117,7 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
             out: a.out.clone(),
             recovery_timeout: a.recovery_timeout,
             environment: Environment { description: a.environment, ..Environment::default() },
+            cause_horizon: a.cadence.cause_horizon,
         },
         evict_timeout: a.evict_timeout,
         dry_run: a.dry_run,

@@ -1,5 +1,5 @@
-//! The run directory: `samples.csv` and `events.csv`, append-only and flushed every
-//! round, and JSON written atomically. Reopening a directory repairs a torn last line
+//! The run directory: `samples.csv`, `events.csv` and `health.csv`, append-only and
+//! flushed every round, and JSON written atomically. Reopening a directory repairs a torn last line
 //! left by a crash and appends after it; a file with another header is refused, never
 //! rewritten. Every column is documented in data/README.md.
 
@@ -16,6 +16,7 @@ use crate::round::{Round, Silent};
 
 pub const SAMPLES: &str = "samples.csv";
 pub const EVENTS: &str = "events.csv";
+pub const HEALTH: &str = "health.csv";
 
 pub const SAMPLES_HEADER: [&str; 30] = [
     "ts",
@@ -51,6 +52,66 @@ pub const SAMPLES_HEADER: [&str; 30] = [
 ];
 
 pub const EVENTS_HEADER: [&str; 6] = ["ts", "run_id", "source", "member", "kind", "detail"];
+
+pub const HEALTH_HEADER: [&str; 20] = [
+    "ts",
+    "run_id",
+    "window",
+    "member",
+    "interval_start",
+    "interval_s",
+    "wal_fsyncs",
+    "wal_fsync_p50_s",
+    "wal_fsync_p99_s",
+    "backend_commits",
+    "backend_commit_p99_s",
+    "peer_rtt_p99_max_s",
+    "heartbeat_send_failures",
+    "slow_applies",
+    "proposals_failed",
+    "slow_read_indexes",
+    "db_size_bytes",
+    "quota_bytes",
+    "restarts",
+    "over",
+];
+
+/// One member's health over one interval of health.csv.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthRow {
+    /// End of the interval (the start of its last round).
+    pub ts: DateTime<Utc>,
+    pub window: String,
+    pub member: String,
+    pub interval_start: DateTime<Utc>,
+    /// Monotonic seconds.
+    pub interval_s: f64,
+    pub health: crate::baseline::MemberHealth,
+}
+
+#[derive(Serialize)]
+struct HealthCsvRow<'a> {
+    ts: String,
+    run_id: &'a str,
+    window: &'a str,
+    member: &'a str,
+    interval_start: String,
+    interval_s: String,
+    wal_fsyncs: Option<f64>,
+    wal_fsync_p50_s: Option<f64>,
+    wal_fsync_p99_s: Option<f64>,
+    backend_commits: Option<f64>,
+    backend_commit_p99_s: Option<f64>,
+    peer_rtt_p99_max_s: Option<f64>,
+    heartbeat_send_failures: Option<f64>,
+    slow_applies: Option<f64>,
+    proposals_failed: Option<f64>,
+    slow_read_indexes: Option<f64>,
+    db_size_bytes: Option<f64>,
+    quota_bytes: Option<f64>,
+    restarts: u32,
+    over: String,
+}
 
 /// Errors of the run directory; each names the path.
 #[derive(Debug, thiserror::Error)]
@@ -254,8 +315,9 @@ pub struct RunDir {
     run_id: String,
     samples: CsvFile,
     events: CsvFile,
-    /// What reopening found in samples.csv and events.csv.
-    pub reopened: (Reopened, Reopened),
+    health: CsvFile,
+    /// What reopening found in samples.csv, events.csv and health.csv.
+    pub reopened: [(&'static str, Reopened); 3],
 }
 
 impl RunDir {
@@ -264,7 +326,8 @@ impl RunDir {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let (samples, rs) = CsvFile::open(dir.join(SAMPLES), &SAMPLES_HEADER)?;
         let (events, re) = CsvFile::open(dir.join(EVENTS), &EVENTS_HEADER)?;
-        Ok(RunDir { dir: dir.to_owned(), run_id: run_id.to_owned(), samples, events, reopened: (rs, re) })
+        let (health, rh) = CsvFile::open(dir.join(HEALTH), &HEALTH_HEADER)?;
+        Ok(RunDir { dir: dir.to_owned(), run_id: run_id.to_owned(), samples, events, health, reopened: [(SAMPLES, rs), (EVENTS, re), (HEALTH, rh)] })
     }
 
     pub fn dir(&self) -> &Path {
@@ -305,11 +368,47 @@ impl RunDir {
         self.events.flush()
     }
 
-    /// Flushes both files and asks the OS to put them on disk.
+    /// Appends health.csv rows and flushes them.
+    pub fn append_health(&mut self, rows: &[HealthRow]) -> Result<(), RecordError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let opt = |v: Option<f64>| v.filter(|v| v.is_finite());
+        for r in rows {
+            let h = &r.health;
+            let row = HealthCsvRow {
+                ts: ts(r.ts),
+                run_id: &self.run_id,
+                window: &r.window,
+                member: &r.member,
+                interval_start: ts(r.interval_start),
+                interval_s: format!("{:.3}", r.interval_s),
+                wal_fsyncs: h.wal_fsyncs,
+                wal_fsync_p50_s: opt(h.wal_fsync_p50_s),
+                wal_fsync_p99_s: opt(h.wal_fsync_p99_s),
+                backend_commits: h.backend_commits,
+                backend_commit_p99_s: opt(h.backend_commit_p99_s),
+                peer_rtt_p99_max_s: h.peer_rtt_p99_s.values().filter_map(|v| opt(*v)).reduce(f64::max),
+                heartbeat_send_failures: h.heartbeat_send_failures,
+                slow_applies: h.slow_applies,
+                proposals_failed: h.proposals_failed,
+                slow_read_indexes: h.slow_read_indexes,
+                db_size_bytes: h.db_size_bytes,
+                quota_bytes: h.quota_bytes,
+                restarts: h.restarts,
+                over: one_line(&h.over.iter().map(|f| format!("{} {} > {}", f.figure, f.value, f.threshold)).collect::<Vec<_>>().join("; ")),
+            };
+            self.health.w.serialize(row).map_err(|source| RecordError::Csv { path: self.health.path.clone(), source })?;
+        }
+        self.health.flush()
+    }
+
+    /// Flushes every file and asks the OS to put them on disk.
     pub fn sync(&mut self) -> Result<(), RecordError> {
         self.samples.flush()?;
         self.events.flush()?;
-        for f in [&self.samples, &self.events] {
+        self.health.flush()?;
+        for f in [&self.samples, &self.events, &self.health] {
             f.w.get_ref().sync_all().map_err(io_err(&f.path))?;
         }
         Ok(())

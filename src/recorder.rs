@@ -1,19 +1,41 @@
 //! The one recorder of `sample` and the sitting alike: each round to samples.csv (under
-//! the open window's name), what changed to events.csv (member state, leader transitions),
-//! the windows that tile the run, and the etcd versions seen. Every row is flushed as it
-//! is written, so a crash or a signal loses nothing already measured.
+//! the open window's name), what changed to events.csv (member state, leader transitions,
+//! every election with its cause), member health to health.csv every
+//! [`HEALTH_EVERY`] and at each window boundary, the windows that tile the run, and the
+//! etcd versions seen. Every row is flushed as it is written, so a crash or a signal
+//! loses nothing already measured.
 
+use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::baseline::WindowRecord;
-use crate::clock::Clock;
+use crate::attribution::{Elections, EVIDENCE_WAIT};
+use crate::baseline::{ElectionDetail, WindowRecord};
+use crate::clock::{Clock, Stamp};
 use crate::counts::Counts;
 use crate::events::{Event, Tracker};
-use crate::record::{RecordError, RunDir};
+use crate::health::Fold;
+use crate::member::MemberName;
+use crate::record::{HealthRow, RecordError, RunDir};
 use crate::round::Round;
 use crate::windows::Windows;
+
+/// The cadence of health.csv (window boundaries add rows of their own).
+pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
+
+/// Events kept as evidence for causes: enough for any horizon a user sets, bounded so
+/// that a month of `sample` does not grow.
+const EVIDENCE_CAP: usize = 20_000;
+
+/// health.csv's open interval: each member's fold since `since`.
+#[derive(Default)]
+struct Series {
+    folds: BTreeMap<MemberName, Fold>,
+    since: Option<Stamp>,
+    last: Option<Stamp>,
+}
 
 /// A run id that sorts by time and differs between runs started in the same second.
 pub fn new_run_id(clock: &dyn Clock) -> String {
@@ -28,26 +50,46 @@ pub struct Recorder {
     windows: Windows,
     versions: Vec<String>,
     rounds: u64,
+    elections: Elections,
+    /// Recent events, where causes are looked for.
+    evidence: VecDeque<Event>,
+    /// Elections with their causes, by window name.
+    details: Vec<(String, ElectionDetail)>,
+    horizon: Duration,
+    series: Series,
 }
 
 impl Recorder {
     /// Opens (or reopens) `out`; a torn last line left by a crash is cut and said so in
-    /// events.csv. `first_window` names the first window (`sample`, `at_rest`).
-    pub fn open(out: &Path, run_id: &str, clock: &dyn Clock, first_window: &str) -> Result<Self, RecordError> {
+    /// events.csv. `first_window` names the first window (`sample`, `at_rest`); `members`
+    /// is the cluster size (a quorum is a majority of it); causes of elections are looked
+    /// for `horizon` back.
+    pub fn open(out: &Path, run_id: &str, clock: &dyn Clock, first_window: &str, members: usize, horizon: Duration) -> Result<Self, RecordError> {
         let dir = RunDir::open(out, run_id)?;
         let now = clock.now();
         let mut startup = Vec::new();
-        let (s, e) = dir.reopened.clone();
+        let [(_, s), (_, e), _] = dir.reopened.clone();
         if s.rows > 0 || e.rows > 0 {
             startup.push(Event::new(now, "record", "", "reopened", format!("{} sample row(s), {} event row(s) from earlier runs kept", s.rows, e.rows)));
         }
-        for (file, r) in [("samples.csv", &s), ("events.csv", &e)] {
+        for (file, r) in dir.reopened.clone() {
             if r.torn_bytes > 0 {
                 tracing::warn!("{file}: cut a torn last line of {} byte(s) left by an earlier crash", r.torn_bytes);
                 startup.push(Event::new(now, "record", "", "repaired", format!("{file}: cut a torn last line of {} byte(s)", r.torn_bytes)));
             }
         }
-        let mut rec = Recorder { dir, tracker: Tracker::new(), windows: Windows::new(first_window), versions: Vec::new(), rounds: 0 };
+        let mut rec = Recorder {
+            dir,
+            tracker: Tracker::new(),
+            windows: Windows::new(first_window),
+            versions: Vec::new(),
+            rounds: 0,
+            elections: Elections::new(members),
+            evidence: VecDeque::new(),
+            details: Vec::new(),
+            horizon,
+            series: Series::default(),
+        };
         rec.events(&startup)?;
         Ok(rec)
     }
@@ -74,24 +116,108 @@ impl Recorder {
                 self.versions.push(v);
             }
         }
-        self.events(&events)
+        self.events(&events)?;
+        // Health: the rows of an interval that is due.
+        for o in &r.observations {
+            if let Some(m) = o.metrics.ok() {
+                self.series.folds.entry(o.member.clone()).or_default().push(m);
+            }
+        }
+        self.series.since.get_or_insert(r.started);
+        self.series.last = Some(r.started);
+        if self.series.since.is_some_and(|s| s.secs_to(&r.started) >= HEALTH_EVERY.as_secs_f64()) {
+            self.health_rows()?;
+        }
+        // Elections: seen now, attributed once late evidence has had time to arrive.
+        self.elections.push(r, self.windows.current());
+        self.attribute(&r.started, false)
     }
 
-    /// Appends events (logged as they are written).
+    /// Writes health.csv rows for the interval up to the last round, and starts the next.
+    fn health_rows(&mut self) -> Result<(), RecordError> {
+        let (Some(since), Some(last)) = (self.series.since, self.series.last) else { return Ok(()) };
+        if since.secs_to(&last) <= 0.0 {
+            return Ok(());
+        }
+        let el = &self.elections;
+        let peers = |hex: &str| u64::from_str_radix(hex, 16).ok().and_then(|id| el.name(id).map(str::to_owned));
+        let window = self.windows.current().to_owned();
+        let rows: Vec<HealthRow> = self
+            .series
+            .folds
+            .iter()
+            .map(|(n, f)| HealthRow {
+                ts: last.utc,
+                window: window.clone(),
+                member: n.0.clone(),
+                interval_start: since.utc,
+                interval_s: since.secs_to(&last),
+                health: f.figures(peers),
+            })
+            .collect();
+        self.series.folds = self.series.folds.iter().map(|(n, f)| (n.clone(), f.continue_from())).collect();
+        self.series.since = Some(last);
+        self.dir.append_health(&rows)
+    }
+
+    /// Chooses the cause of each election that is ready (all of them when `force`) and
+    /// writes its `election` row.
+    fn attribute(&mut self, now: &Stamp, force: bool) -> Result<(), RecordError> {
+        let ready = self.elections.ready(now, force);
+        if ready.is_empty() {
+            return Ok(());
+        }
+        let evidence = self.evidence.make_contiguous().to_vec();
+        let mut rows = Vec::new();
+        for p in ready {
+            let d = self.elections.detail(&p, &evidence, self.horizon);
+            let pointer = d.cause_event.as_ref().map_or(String::new(), |e| format!(" ({} {} {})", e.source, e.kind, crate::record::ts(e.ts)));
+            let detail = format!(
+                "term {} -> {}, leader {} -> {}, leaderless {}; cause {}{pointer}",
+                d.term_from,
+                d.term_to,
+                d.old_leader.as_deref().unwrap_or("unknown"),
+                d.new_leader.as_deref().unwrap_or("unknown"),
+                d.leaderless_s.map_or("unknown".to_owned(), |s| format!("{s:.3} s")),
+                d.cause
+            );
+            rows.push(Event::stamped(p.observed, "leaderwatch", d.old_leader.as_deref().unwrap_or(""), "election", detail));
+            self.details.push((p.window, d));
+        }
+        self.events(&rows)
+    }
+
+    /// Appends events (logged as they are written); recent ones are kept as evidence.
     pub fn events(&mut self, events: &[Event]) -> Result<(), RecordError> {
         for e in events {
             tracing::info!(source = %e.source, member = %e.member, kind = %e.kind, "{}", e.detail);
         }
-        self.dir.append_events(events)
+        self.dir.append_events(events)?;
+        // Keep what can name a cause: older than horizon + wait it can no longer.
+        let keep = chrono::Duration::from_std(self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).unwrap_or(chrono::Duration::MAX);
+        for e in events.iter().filter(|e| e.member != "" && e.kind != "election") {
+            self.evidence.push_back(e.clone());
+        }
+        if let Some(newest) = self.evidence.iter().map(|e| e.ts).max() {
+            while self.evidence.front().is_some_and(|e| newest - e.ts > keep) || self.evidence.len() > EVIDENCE_CAP {
+                self.evidence.pop_front();
+            }
+        }
+        Ok(())
     }
 
     pub fn event(&mut self, e: Event) -> Result<(), RecordError> {
         self.events(std::slice::from_ref(&e))
     }
 
-    /// Closes the open window and opens `next` at its last round.
-    pub fn next_window(&mut self, full_length: bool, next: &str) {
-        self.windows.next(full_length, next);
+    /// Closes the open window and opens `next` at its last round (health.csv gets the
+    /// closed window's last interval).
+    pub fn next_window(&mut self, full_length: bool, next: &str) -> Result<(), RecordError> {
+        self.health_rows()?;
+        let el = &self.elections;
+        let peers = |hex: &str| u64::from_str_radix(hex, 16).ok().and_then(|id| el.name(id).map(str::to_owned));
+        self.windows.next(full_length, next, &peers);
+        Ok(())
     }
 
     /// The open window's counts so far.
@@ -99,9 +225,34 @@ impl Recorder {
         self.windows.counts()
     }
 
-    /// Closes the open window; returns every window of the run, in order.
-    pub fn close_windows(&mut self, full_length: bool) -> Vec<WindowRecord> {
-        std::mem::replace(&mut self.windows, Windows::new("")).finish(full_length)
+    /// Closes the open window, gives every election seen its cause; returns every window
+    /// of the run, in order.
+    pub fn close_windows(&mut self, full_length: bool) -> Result<Vec<WindowRecord>, RecordError> {
+        self.health_rows()?;
+        if let Some(last) = self.series.last {
+            self.attribute(&last, true)?;
+        }
+        let el = &self.elections;
+        let peers = |hex: &str| u64::from_str_radix(hex, 16).ok().and_then(|id| el.name(id).map(str::to_owned));
+        let mut windows = std::mem::replace(&mut self.windows, Windows::new("")).finish(full_length, &peers);
+        for (name, d) in &self.details {
+            if let Some(w) = windows.iter_mut().rev().find(|w| &w.name == name) {
+                w.elections_detail.push(d.clone());
+            }
+        }
+        Ok(windows)
+    }
+
+    /// Every election attributed so far, with the window it is in.
+    pub fn elections(&self) -> &[(String, ElectionDetail)] {
+        &self.details
+    }
+
+    /// The open window's member health so far.
+    pub fn health(&self) -> BTreeMap<String, crate::baseline::MemberHealth> {
+        let el = &self.elections;
+        let peers = |hex: &str| u64::from_str_radix(hex, 16).ok().and_then(|id| el.name(id).map(str::to_owned));
+        self.windows.health(&peers)
     }
 
     /// etcd versions the Status RPC reported, in the order first seen.

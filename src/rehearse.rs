@@ -60,6 +60,7 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
             election_ms: Some(election),
             timing_source: "rehearse flags (--heartbeat-interval, --election-timeout)".to_owned(),
         },
+        cause_horizon: a.cadence.cause_horizon,
     };
     let cluster = Arc::new(Mutex::new(cluster));
     let disruptor = LocalDisruptor { cluster: cluster.clone(), method, down: a.down, grace: GRACE };

@@ -29,13 +29,15 @@ pub struct SampleConfig {
     pub duration: Option<Duration>,
     pub out: PathBuf,
     pub probe: ProbeConfig,
+    /// How far before an election its cause is looked for.
+    pub cause_horizon: Duration,
 }
 
 /// Runs the sampler until `cfg.duration` or `shutdown`, whichever comes first.
 pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future<Output = ()>) -> Result<Summary> {
     let mut sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
     let run_id = new_run_id(clock.as_ref());
-    let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "sample")?;
+    let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "sample", cfg.members.len(), cfg.cause_horizon)?;
     let started = clock.stamp();
     let names: Vec<String> = cfg.members.iter().map(|m| format!("{}={}", m.name, m.url)).collect();
     rec.event(Event::stamped(
@@ -71,6 +73,8 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
     let ended = clock.stamp();
     let counts = rec.counts();
     let rounds = rec.rounds();
+    let health = rec.health();
+    let elections_detail: Vec<_> = rec.close_windows(true)?.into_iter().flat_map(|w| w.elections_detail).collect();
     let summary = Summary {
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -84,6 +88,9 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         leader_changes: LeaderChanges::from_counts(&counts),
         elections: counts.elections,
         leader_transitions: counts.leader_transitions.clone(),
+        elections_detail,
+        health,
+        cause_horizon_s: cfg.cause_horizon.as_secs_f64(),
         explanation: explain(&counts),
     };
     rec.event(Event::stamped(ended, "leaderwatch", "", "run_ended", format!("{ended_by}; {rounds} round(s)")))?;

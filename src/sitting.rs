@@ -53,6 +53,8 @@ pub struct SittingConfig {
     pub recovery_timeout: Duration,
     /// Kind, description and timing; versions are filled in from the Status RPC.
     pub environment: Environment,
+    /// How far before an election its cause is looked for.
+    pub cause_horizon: Duration,
 }
 
 /// The shutdown future, polled at most to completion once.
@@ -132,7 +134,7 @@ pub async fn run<D: Disruptor>(
     cfg.target.check(&cfg.members).map_err(Error::Usage)?;
     let run_id = new_run_id(clock.as_ref());
     let sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
-    let rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "at_rest")?;
+    let rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "at_rest", cfg.members.len(), cfg.cause_horizon)?;
     let mut s = Sitting {
         cfg: &cfg,
         clock: clock.clone(),
@@ -244,10 +246,10 @@ impl Sitting<'_> {
             self.record(&r)?;
             self.last = Some(r); // what the target is chosen from
         };
-        self.rec.next_window(true, "disruption");
+        self.rec.next_window(true, "disruption").map_err(rec_err)?;
         self.disruption(disruptor, target, was_leader).await?;
         // settle, from the round that closed the disruption
-        self.rec.next_window(true, "settle");
+        self.rec.next_window(true, "settle").map_err(rec_err)?;
         self.progress.phase("settle", Some(cfg.settle));
         let t1 = self.clock.stamp();
         let mut tick = ticker(cfg.interval);
@@ -403,7 +405,7 @@ impl Sitting<'_> {
     /// incomplete.
     fn finish(mut self, cut: Option<Cut>) -> Result<Baseline> {
         let cfg = self.cfg;
-        let windows = self.rec.close_windows(cut.is_none());
+        let windows = self.rec.close_windows(cut.is_none())?;
         let disruption = self.log.take().map(disruption_record);
         let mut environment = cfg.environment.clone();
         environment.members = cfg.members.iter().map(|m| m.name.0.clone()).collect();
@@ -418,6 +420,7 @@ impl Sitting<'_> {
             windows,
             disruption,
             environment,
+            cause_horizon_s: Some(cfg.cause_horizon.as_secs_f64()),
         };
         self.event("", "sitting_ended", cut.as_ref().map_or("complete", |c| c.reason.as_str()).to_owned())?;
         let path = self.rec.write_json(BASELINE, &baseline)?;

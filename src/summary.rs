@@ -1,14 +1,15 @@
-//! `summary.json` (schema_version 1) of a `sample` run, documented in data/README.md.
+//! `summary.json` (schema_version 2) of a `sample` run, documented in data/README.md.
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::baseline::{ElectionDetail, MemberHealth};
 use crate::counts::{Counts, LeaderTransition, MemberCount};
 use crate::member::MemberName;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemberRef {
@@ -41,6 +42,15 @@ pub struct Summary {
     /// Raft-term delta over the run: the best single figure for elections.
     pub elections: Option<u64>,
     pub leader_transitions: Vec<LeaderTransition>,
+    /// Every election of the run with its cause (schema 2).
+    #[serde(default)]
+    pub elections_detail: Vec<ElectionDetail>,
+    /// Each member's health over the whole run, by name (schema 2).
+    #[serde(default)]
+    pub health: BTreeMap<String, MemberHealth>,
+    /// How far before an election its cause was looked for.
+    #[serde(default)]
+    pub cause_horizon_s: f64,
     /// One sentence that puts the three counts side by side for a reader.
     pub explanation: String,
 }

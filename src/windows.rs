@@ -1,17 +1,27 @@
 //! Observation windows that tile a run: every round belongs to exactly one window, and
 //! each window starts from the state the previous one ended in (its boundary round), so
-//! per-member increases, elections and transitions add up to the whole run's. Pure: the
-//! rounds bring their own time.
+//! per-member increases, elections and transitions add up to the whole run's, and each
+//! member's health deltas run from the boundary round's `/metrics` read. Pure: the rounds
+//! bring their own time.
+
+use std::collections::BTreeMap;
 
 use crate::baseline::WindowRecord;
 use crate::clock::Stamp;
 use crate::counts::{LeaderTransition, Window};
+use crate::health::Fold;
+use crate::member::MemberName;
 use crate::round::Round;
+
+/// Turns a peer's hex member id into its name, where known.
+pub type PeerName<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// The window being filled.
 struct Open {
     name: String,
     fold: Window,
+    /// Each member's health since the boundary round.
+    health: BTreeMap<MemberName, Fold>,
     /// The boundary: the previous window's last round, or this window's first.
     first: Option<Stamp>,
     last: Option<Stamp>,
@@ -25,7 +35,7 @@ pub struct Windows {
 
 impl Windows {
     pub fn new(first: &str) -> Self {
-        Windows { closed: Vec::new(), open: Open { name: first.to_owned(), fold: Window::new(), first: None, last: None } }
+        Windows { closed: Vec::new(), open: Open { name: first.to_owned(), fold: Window::new(), health: BTreeMap::new(), first: None, last: None } }
     }
 
     /// Name of the open window: the `phase` of the rounds it owns.
@@ -37,6 +47,11 @@ impl Windows {
     pub fn push(&mut self, r: &Round) -> Vec<LeaderTransition> {
         let mark = self.open.fold.counts_transitions();
         self.open.fold.push(&r.view());
+        for o in &r.observations {
+            if let Some(m) = o.metrics.ok() {
+                self.open.health.entry(o.member.clone()).or_default().push(m);
+            }
+        }
         self.open.first.get_or_insert(r.started);
         self.open.last = Some(r.started);
         self.open.fold.transitions_since(mark).to_vec()
@@ -44,19 +59,25 @@ impl Windows {
 
     /// Closes the open window (`full_length`: it ran as long as planned) and opens `next`,
     /// which starts from the closed window's last state and last round.
-    pub fn next(&mut self, full_length: bool, next: &str) {
-        let open = Open { name: next.to_owned(), fold: self.open.fold.continue_from(), first: self.open.last, last: self.open.last };
+    pub fn next(&mut self, full_length: bool, next: &str, peers: PeerName) {
+        let health = self.open.health.iter().map(|(n, f)| (n.clone(), f.continue_from())).collect();
+        let open = Open { name: next.to_owned(), fold: self.open.fold.continue_from(), health, first: self.open.last, last: self.open.last };
         let done = std::mem::replace(&mut self.open, open);
-        self.closed.extend(record(done, full_length));
+        self.closed.extend(record(done, full_length, peers));
     }
 
     /// Closes the open window and returns them all, in order. A window that owns no round
     /// (the run ended at its boundary) is still listed, cut short; one without even a
     /// boundary (no round at all) is not.
-    pub fn finish(mut self, full_length: bool) -> Vec<WindowRecord> {
+    pub fn finish(mut self, full_length: bool, peers: PeerName) -> Vec<WindowRecord> {
         let open = self.open;
-        self.closed.extend(record(open, full_length));
+        self.closed.extend(record(open, full_length, peers));
         self.closed
+    }
+
+    /// The open window's member health so far (for `sample`'s summary).
+    pub fn health(&self, peers: PeerName) -> BTreeMap<String, crate::baseline::MemberHealth> {
+        self.open.health.iter().map(|(n, f)| (n.0.clone(), f.figures(peers))).collect()
     }
 
     /// The counts of the open window so far (for `sample`'s summary).
@@ -65,7 +86,9 @@ impl Windows {
     }
 }
 
-fn record(w: Open, full_length: bool) -> Option<WindowRecord> {
+fn record(w: Open, full_length: bool, peers: PeerName) -> Option<WindowRecord> {
     let (first, last) = w.first.zip(w.last)?;
-    Some(WindowRecord::new(&w.name, first, last, w.fold.rounds(), &w.fold.counts(), full_length && w.fold.rounds() > 0))
+    let mut r = WindowRecord::new(&w.name, first, last, w.fold.rounds(), &w.fold.counts(), full_length && w.fold.rounds() > 0);
+    r.health = w.health.iter().map(|(n, f)| (n.0.clone(), f.figures(peers))).collect();
+    Some(r)
 }

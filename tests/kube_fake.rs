@@ -49,6 +49,7 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
             out: out.to_owned(),
             recovery_timeout: Duration::from_secs(60),
             environment: Environment { description: "fake API server + local etcd".into(), ..Environment::default() },
+            cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
         },
         evict_timeout: Duration::from_secs(60),
         dry_run,

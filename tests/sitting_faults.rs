@@ -51,6 +51,7 @@ fn config(members: Vec<leaderwatch::member::Member>, out: &Path, s: &Sit) -> Sit
         out: out.to_owned(),
         recovery_timeout: Duration::from_secs(30),
         environment: Environment { kind: "local".into(), description: "test".into(), ..Environment::default() },
+        cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
     }
 }
 

@@ -51,6 +51,7 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
             election_ms: None,
             timing_source: String::new(),
         },
+        cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
     }
 }
 

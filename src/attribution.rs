@@ -1,0 +1,274 @@
+//! Every election and why it happened. Pure: rounds and events.csv rows in,
+//! [`ElectionDetail`]s out; no I/O, no clock (the rounds bring their own time).
+//!
+//! An election is a rise of the highest raft term any member reports. Its cause is the
+//! first of these found among the events in the horizon before it (docs/counting.md):
+//!
+//! 1. `own_disruption`: this sitting signalled or evicted the old leader;
+//! 2. `kubernetes`: the API server reported something done to the old leader's pod or
+//!    node (deletion, DisruptionTarget, a container killed, node not ready, preemption);
+//! 3. `restart`: the old leader's process started again (its start time changed);
+//! 4. `unreachable`: leaderwatch could not reach the old leader;
+//! 5. `stress`: the old leader's heartbeats failed, its applies were slow, or its WAL
+//!    fsync p99 went over etcd's 10 ms;
+//! 6. otherwise `unexplained`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::baseline::{ElectionDetail, EventRef};
+use crate::clock::{mono_secs, Stamp};
+use crate::events::Event;
+use crate::round::Round;
+
+/// How far before an election its cause is looked for, unless `--cause-horizon` says.
+pub const DEFAULT_HORIZON: Duration = Duration::from_secs(30);
+
+/// An election waits this long (in round time) for evidence that is written late but
+/// happened before it: a restart is only seen once the member answers again, and a
+/// probe that timed out is only written when it times out.
+pub const EVIDENCE_WAIT: Duration = Duration::from_secs(10);
+
+/// The disruptor's own actions on a member.
+pub const OWN: [&str; 4] = ["sigterm_sent", "sigkill_sent", "sigstop_sent", "eviction_accepted"];
+/// Pod events from the watcher that take a member away.
+const KUBE_KINDS: [&str; 3] = ["pod_deleted", "pod_deleting", "disruption_target"];
+/// Reasons of core/v1 Events (`k8s_event` rows) that take a member away.
+const KUBE_REASONS: [&str; 8] =
+    ["Killing", "Preempting", "Evicted", "NodeNotReady", "NodeShutdown", "TaintManagerEviction", "BackOff", "Rebooted"];
+
+/// An election seen, waiting for its new leader and for late evidence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pending {
+    /// The window of the round that observed it.
+    pub window: String,
+    pub term_from: u64,
+    pub term_to: u64,
+    pub after: Stamp,
+    pub observed: Stamp,
+    pub old_leader: Option<u64>,
+    pub new_leader: Option<u64>,
+    pub leaderless_s: Option<f64>,
+}
+
+/// Finds elections in a run, one round at a time. O(members) state plus the elections
+/// not yet attributed.
+#[derive(Debug, Clone, Default)]
+pub struct Elections {
+    /// Member count of the cluster (the quorum is a majority of it).
+    members: usize,
+    /// Member id -> name, from the Status answers.
+    names: BTreeMap<u64, String>,
+    max_term: Option<u64>,
+    /// Start of the last round that showed `max_term`.
+    last_at_max: Option<Stamp>,
+    /// The leader the rounds agreed on last (highest term wins, as in counting).
+    leader: Option<u64>,
+    /// Start of the first round of the current stretch without a quorum leader.
+    leaderless_since: Option<Stamp>,
+    pending: Vec<Pending>,
+}
+
+impl Elections {
+    pub fn new(members: usize) -> Self {
+        Elections { members, ..Self::default() }
+    }
+
+    /// A member's name from its id, if a Status answer told it.
+    pub fn name(&self, id: u64) -> Option<&str> {
+        self.names.get(&id).map(String::as_str)
+    }
+
+    /// The leader id that a majority of all members report (`None`: no majority agrees).
+    fn quorum_leader(&self, r: &Round) -> Option<(u64, u64)> {
+        let mut votes: BTreeMap<u64, (usize, u64)> = BTreeMap::new(); // leader -> (count, max term)
+        for s in r.observations.iter().filter_map(|o| o.status.ok()) {
+            if s.leader_id != 0 {
+                let v = votes.entry(s.leader_id).or_default();
+                v.0 += 1;
+                v.1 = v.1.max(s.raft_term);
+            }
+        }
+        let quorum = self.members / 2 + 1;
+        votes.into_iter().find(|(_, (n, _))| *n >= quorum).map(|(l, (_, t))| (l, t))
+    }
+
+    /// One round, in window `window`.
+    pub fn push(&mut self, r: &Round, window: &str) {
+        for o in &r.observations {
+            if let Some(s) = o.status.ok().filter(|s| s.member_id != 0) {
+                self.names.entry(s.member_id).or_insert_with(|| o.member.0.clone());
+            }
+        }
+        if let Some(t) = crate::recovery::max_term(r) {
+            match self.max_term {
+                Some(m) if t > m => self.pending.push(Pending {
+                    window: window.to_owned(),
+                    term_from: m,
+                    term_to: t,
+                    after: self.last_at_max.unwrap_or(r.started),
+                    observed: r.started,
+                    old_leader: self.leader,
+                    new_leader: None,
+                    leaderless_s: None,
+                }),
+                _ => {}
+            }
+            if self.max_term.is_none_or(|m| t >= m) {
+                self.max_term = Some(t);
+                self.last_at_max = Some(r.started);
+            }
+        }
+        if let Some(l) = crate::counts::round_leader(&r.view().points) {
+            self.leader = Some(l);
+        }
+        match self.quorum_leader(r) {
+            None => {
+                self.leaderless_since.get_or_insert(r.started);
+            }
+            Some((l, term)) => {
+                for p in self.pending.iter_mut().filter(|p| p.new_leader.is_none() && term >= p.term_to) {
+                    p.new_leader = Some(l);
+                    p.leaderless_s = Some(self.leaderless_since.map_or(0.0, |s| s.secs_to(&r.started).max(0.0)));
+                }
+                self.leaderless_since = None;
+            }
+        }
+    }
+
+    /// The elections ready for their cause: a quorum agreed on the new leader and
+    /// [`EVIDENCE_WAIT`] has passed since, or `force` (the run is ending).
+    pub fn ready(&mut self, now: &Stamp, force: bool) -> Vec<Pending> {
+        let (done, keep): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition(|p| force || (p.new_leader.is_some() && p.observed.secs_to(now) >= EVIDENCE_WAIT.as_secs_f64()));
+        self.pending = keep;
+        done
+    }
+
+    /// The detail of a ready election, its cause found among `events`.
+    pub fn detail(&self, p: &Pending, events: &[Event], horizon: Duration) -> ElectionDetail {
+        let name = |id: Option<u64>| id.map(|l| self.name(l).map_or_else(|| format!("{l:x}"), str::to_owned));
+        let old = name(p.old_leader);
+        let (cause, event) = attribute(old.as_deref(), &p.observed, events, horizon);
+        ElectionDetail {
+            term_from: p.term_from,
+            term_to: p.term_to,
+            after: p.after.utc,
+            observed_at: p.observed.utc,
+            old_leader: old,
+            new_leader: name(p.new_leader),
+            leaderless_s: p.leaderless_s,
+            cause: cause.to_owned(),
+            cause_event: event.map(|e| EventRef {
+                ts: e.ts,
+                source: e.source.clone(),
+                member: e.member.clone(),
+                kind: e.kind.clone(),
+                detail: e.detail.clone(),
+            }),
+        }
+    }
+}
+
+/// Seconds from event `e` to the election at `at`: monotonic when both have it, else by
+/// the wall clock (Kubernetes events and process start times only have that).
+fn before(e: &Event, at: &Stamp) -> f64 {
+    match e.at {
+        Some(m) => mono_secs(m, at.mono),
+        None => (at.utc - e.ts).num_microseconds().map_or(f64::NAN, |us| us as f64 / 1e6),
+    }
+}
+
+/// The reason of a `k8s_event` row (`"<type> <reason>: <message> ..."`).
+fn k8s_reason(detail: &str) -> &str {
+    detail.split(':').next().and_then(|head| head.split_whitespace().nth(1)).unwrap_or("")
+}
+
+/// The cause of an election observed at `at` whose old leader was `old`, and the
+/// events.csv row it rests on. Pure; `events` in any order.
+pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon: Duration) -> (&'static str, Option<&'a Event>) {
+    let Some(old) = old else { return ("unexplained", None) };
+    let h = horizon.as_secs_f64();
+    let mut mine: Vec<(f64, &Event)> = events.iter().filter(|e| e.member == old).map(|e| (before(e, at), e)).filter(|(d, _)| *d >= 0.0).collect();
+    // Latest first: the closest evidence names the cause.
+    mine.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let within = |d: f64| d <= h;
+    let point = |pred: &dyn Fn(&Event) -> bool| mine.iter().find(|(d, e)| within(*d) && pred(e)).map(|(_, e)| *e);
+    // A state that began before the horizon and was still on counts too.
+    let episode = |start: &str, end: &str| -> Option<&'a Event> {
+        mine.iter().find(|(_, e)| e.kind == start || e.kind == end).filter(|(_, e)| e.kind == start).map(|(_, e)| *e)
+    };
+    if let Some(e) = point(&|e| e.source != "kubernetes" && OWN.contains(&e.kind.as_str())) {
+        return ("own_disruption", Some(e));
+    }
+    if let Some(e) = point(&|e| {
+        e.source == "kubernetes" && (KUBE_KINDS.contains(&e.kind.as_str()) || (e.kind == "k8s_event" && KUBE_REASONS.contains(&k8s_reason(&e.detail))))
+    }) {
+        return ("kubernetes", Some(e));
+    }
+    if let Some(e) = point(&|e| e.kind == "process_restarted") {
+        return ("restart", Some(e));
+    }
+    if let Some(e) = point(&|e| e.kind == "unreachable").or_else(|| episode("unreachable", "back")) {
+        return ("unreachable", Some(e));
+    }
+    if let Some(e) = point(&|e| e.kind == "stress").or_else(|| episode("stress", "stress_over")) {
+        return ("stress", Some(e));
+    }
+    ("unexplained", None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{TimeZone, Utc};
+
+    fn stamp(s: f64) -> Stamp {
+        let base = tokio::time::Instant::now();
+        Stamp { utc: Utc.timestamp_opt(1_000_000, 0).single().expect("t") + chrono::Duration::milliseconds((s * 1000.0) as i64), mono: base }
+    }
+
+    fn ev(t: f64, source: &str, member: &str, kind: &str, detail: &str) -> Event {
+        Event::new(stamp(t).utc, source, member, kind, detail)
+    }
+
+    #[test]
+    fn the_cause_goes_by_precedence_then_by_closeness() {
+        let at = stamp(100.0);
+        let h = DEFAULT_HORIZON;
+        let evs = vec![
+            ev(95.0, "leaderwatch", "etcd-0", "stress", "heartbeat send failures +3"),
+            ev(97.0, "leaderwatch", "etcd-0", "unreachable", "metrics: timeout"),
+            ev(60.0, "local", "etcd-0", "sigkill_sent", "too early: outside the horizon"),
+            ev(99.0, "leaderwatch", "etcd-1", "unreachable", "another member"),
+        ];
+        let (c, e) = attribute(Some("etcd-0"), &at, &evs, h);
+        assert_eq!((c, e.map(|e| e.kind.as_str())), ("unreachable", Some("unreachable")));
+        let mut more = evs.clone();
+        more.push(ev(98.0, "kubernetes", "etcd-0", "k8s_event", "Normal Killing: Stopping container etcd (cluster time x)"));
+        assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, "kubernetes");
+        more.push(ev(90.0, "local", "etcd-0", "sigkill_sent", "SIGKILL"));
+        assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, "own_disruption");
+        // After the election: not its cause.
+        assert_eq!(attribute(Some("etcd-0"), &at, &[ev(101.0, "local", "etcd-0", "sigkill_sent", "")], h).0, "unexplained");
+        assert_eq!(attribute(None, &at, &more, h).0, "unexplained");
+    }
+
+    #[test]
+    fn a_state_still_on_at_the_horizon_counts() {
+        let at = stamp(100.0);
+        let evs = vec![ev(10.0, "leaderwatch", "etcd-0", "stress", "fsync p99 40 ms")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON).0, "stress");
+        let over = vec![evs[0].clone(), ev(20.0, "leaderwatch", "etcd-0", "stress_over", "")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &over, DEFAULT_HORIZON).0, "unexplained");
+    }
+
+    #[test]
+    fn only_reasons_that_take_a_member_away_are_kubernetes_causes() {
+        assert_eq!(k8s_reason("Warning NodeNotReady: Node is not ready (cluster time t)"), "NodeNotReady");
+        let at = stamp(100.0);
+        let pulled = [ev(99.0, "kubernetes", "etcd-0", "k8s_event", "Normal Pulled: image present (cluster time t)")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &pulled, DEFAULT_HORIZON).0, "unexplained");
+    }
+}
