@@ -264,6 +264,60 @@ mod tests {
         assert_eq!(attribute(Some("etcd-0"), &at, &over, DEFAULT_HORIZON).0, "unexplained");
     }
 
+    /// A round at `t` s in which member i reports (leader id, term), or is silent (None).
+    fn round(index: u64, base: &Stamp, t: f64, views: &[Option<(u64, u64)>]) -> Round {
+        use crate::member::MemberName;
+        use crate::probe::{Observation, Part, Status};
+        let at = Stamp { utc: base.utc + chrono::Duration::milliseconds((t * 1000.0) as i64), mono: base.mono + Duration::from_secs_f64(t) };
+        let observations = views
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.map(|(leader, term)| (i, leader, term)))
+            .map(|(i, leader, term)| Observation {
+                member: MemberName(format!("m{i}")),
+                endpoint: String::new(),
+                ts: at.utc,
+                at: at.mono,
+                metrics: Part::Skipped,
+                health: Part::Skipped,
+                status: Part::Ok {
+                    value: Status { member_id: i as u64 + 1, leader_id: leader, raft_term: term, raft_index: 0, raft_applied_index: 0, db_size_bytes: 0, version: String::new(), errors: vec![] },
+                    ms: 1.0,
+                },
+            })
+            .collect();
+        Round { index, started: at, observations, silent: vec![] }
+    }
+
+    #[test]
+    fn an_election_has_its_terms_leaders_and_leaderless_time() {
+        let base = stamp(0.0);
+        let mut el = Elections::new(3);
+        // m0 (id 1) leads in term 2; it goes silent; m1 and m2 lose the leader at 1.2 s,
+        // and agree on m1 (id 2) in term 3 at 1.5 s.
+        let rounds = [
+            round(0, &base, 0.0, &[Some((1, 2)), Some((1, 2)), Some((1, 2))]),
+            round(1, &base, 1.0, &[None, Some((1, 2)), Some((1, 2))]),
+            round(2, &base, 1.2, &[None, Some((0, 2)), Some((1, 2))]),
+            round(3, &base, 1.3, &[None, Some((2, 3)), Some((0, 2))]),
+            round(4, &base, 1.5, &[None, Some((2, 3)), Some((2, 3))]),
+        ];
+        for r in &rounds {
+            el.push(r, "w");
+        }
+        assert!(el.ready(&rounds[4].started, false).is_empty(), "waits for late evidence");
+        let later = Stamp { utc: base.utc, mono: base.mono + Duration::from_secs(12) };
+        let ready = el.ready(&later, false);
+        assert_eq!(ready.len(), 1);
+        let d = el.detail(&ready[0], &[], DEFAULT_HORIZON);
+        assert_eq!((d.term_from, d.term_to), (2, 3));
+        assert_eq!((d.old_leader.as_deref(), d.new_leader.as_deref()), (Some("m0"), Some("m1")));
+        assert_eq!((d.after, d.observed_at), (rounds[2].started.utc, rounds[3].started.utc));
+        // No majority agreed from 1.2 s (round 2) to 1.5 s (round 4).
+        assert!((d.leaderless_s.expect("leaderless") - 0.3).abs() < 1e-9, "{d:?}");
+        assert_eq!(d.cause, "unexplained");
+    }
+
     #[test]
     fn only_reasons_that_take_a_member_away_are_kubernetes_causes() {
         assert_eq!(k8s_reason("Warning NodeNotReady: Node is not ready (cluster time t)"), "NodeNotReady");

@@ -195,7 +195,7 @@ impl Recorder {
         self.dir.append_events(events)?;
         // Keep what can name a cause: older than horizon + wait it can no longer.
         let keep = chrono::Duration::from_std(self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).unwrap_or(chrono::Duration::MAX);
-        for e in events.iter().filter(|e| e.member != "" && e.kind != "election") {
+        for e in events.iter().filter(|e| !e.member.is_empty() && e.kind != "election") {
             self.evidence.push_back(e.clone());
         }
         if let Some(newest) = self.evidence.iter().map(|e| e.ts).max() {

@@ -62,6 +62,38 @@ async fn sigkill_leader_is_one_election_and_raw_sum_plus_two() {
     let ev = events(f.out.path());
     assert!(ev.iter().any(|e| e["kind"] == "unreachable" && e["member"] == format!("m{leader}")));
     assert!(ev.iter().any(|e| e["kind"] == "leader_transition"));
+    // Nothing of leaderwatch's own did it, and the member did not come back: the cause is
+    // that the old leader stopped answering.
+    assert_eq!(s.elections_detail.len(), 1, "{:?}", s.elections_detail);
+    let e = &s.elections_detail[0];
+    assert_eq!((e.cause.as_str(), e.old_leader.clone()), ("unreachable", Some(format!("m{leader}"))), "{e:?}");
+    assert_eq!((e.term_from + 1, e.new_leader.clone()), (e.term_to, Some(format!("m{new}"))), "{e:?}");
+}
+
+/// The acceptance run: the leader frozen by hand under `sample` (SIGSTOP, then
+/// SIGCONT) is an election caused by the old leader being unreachable (or stressed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigstop_of_the_leader_under_sample_is_an_election_caused_by_unreachable() {
+    let mut f = cluster().await;
+    let run = start_sampler(&f, FAST, TIMEOUT);
+    sleep(2_000).await;
+    let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("a leader");
+    f.cluster.freeze(leader).expect("SIGSTOP");
+    sleep(4_000).await;
+    f.cluster.thaw(leader).expect("SIGCONT");
+    f.cluster.wait_healthy(Duration::from_secs(15)).await.expect("healthy again");
+    sleep(2_000).await;
+    let s = run.stop().await;
+
+    let first = s.elections_detail.first().unwrap_or_else(|| panic!("an election: {}", s.explanation));
+    assert_eq!(first.old_leader.as_deref(), Some(format!("m{leader}").as_str()), "{first:?}");
+    assert!(["unreachable", "stress"].contains(&first.cause.as_str()), "{first:?}");
+    let row = first.cause_event.as_ref().expect("cause_event");
+    let ev = events(f.out.path());
+    assert!(ev.iter().any(|e| e["kind"] == row.kind && e["member"] == row.member && e["ts"] == leaderwatch::record::ts(row.ts)), "{row:?}");
+    assert!(ev.iter().any(|e| e["kind"] == "election" && e["detail"].contains(&first.cause)));
+    assert_eq!(s.health.len(), 3, "the run's health per member");
+    assert_eq!(s.health[&format!("m{leader}")].restarts, 0, "frozen, not restarted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

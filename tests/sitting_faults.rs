@@ -153,6 +153,39 @@ fn assert_windows_tile_the_run(dir: &Path, b: &Baseline) {
     assert_eq!(Some(elections), whole.elections, "window elections add up to the run's term delta");
 }
 
+/// One election, in the disruption window, caused by the disruptor's own `signal` on the
+/// old leader (the events.csv row it points to exists); none at rest. Every window has
+/// each member's health, and health.csv has rows in every window.
+fn assert_causes_and_health(dir: &Path, b: &Baseline, signal: &str) {
+    let d = b.disruption.as_ref().expect("disruption");
+    assert!(window(b, "at_rest").elections_detail.is_empty(), "{signal}: nothing at rest");
+    let dis = window(b, "disruption");
+    assert_eq!(dis.elections_detail.len(), 1, "{signal}: {:?}", dis.elections_detail);
+    let e = &dis.elections_detail[0];
+    assert_eq!((e.cause.as_str(), e.old_leader.as_deref()), ("own_disruption", Some(d.target.as_str())), "{e:?}");
+    assert!(e.new_leader.is_some() && e.new_leader != e.old_leader, "{e:?}");
+    assert!(e.leaderless_s.is_some_and(|s| s >= 0.0) && e.after < e.observed_at, "{e:?}");
+    let cause = e.cause_event.as_ref().expect("cause_event");
+    assert_eq!((cause.kind.as_str(), cause.member.as_str()), (signal, d.target.as_str()));
+    let rows = events(dir);
+    assert!(rows.iter().any(|r| r["kind"] == signal && r["ts"] == leaderwatch::record::ts(cause.ts)), "cause_event names an events.csv row");
+    assert_eq!(rows.iter().filter(|r| r["kind"] == "election").count(), 1, "one election row");
+    for w in &b.windows {
+        assert_eq!(w.health.len(), 3, "{}: health of every member", w.name);
+        for (m, h) in &w.health {
+            assert!(h.quota_bytes.is_some_and(|q| q > 0.0) && h.db_size_bytes.is_some_and(|s| s > 0.0), "{}/{m}: {h:?}", w.name);
+            // A quantile is null without observations, never 0.
+            assert!(h.wal_fsyncs.is_none_or(|n| n > 0.0) || h.wal_fsync_p99_s.is_none(), "{}/{m}: {h:?}", w.name);
+        }
+    }
+    let restarts = dis.health[&d.target].restarts;
+    assert_eq!(restarts, u32::from(signal != "sigstop_sent"), "{signal}: restarts of the target in the window");
+    let health = std::fs::read_to_string(dir.join("health.csv")).expect("health.csv");
+    for name in ["at_rest", "disruption", "settle"] {
+        assert!(health.lines().any(|l| l.split(',').nth(2) == Some(name)), "health.csv has {name} rows");
+    }
+}
+
 fn window<'a>(b: &'a Baseline, name: &str) -> &'a leaderwatch::baseline::WindowRecord {
     b.windows.iter().find(|w| w.name == name).unwrap_or_else(|| panic!("no window {name}"))
 }
@@ -181,6 +214,7 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
         let kinds: Vec<String> = events(out.path()).into_iter().map(|e| e["kind"].clone()).collect();
         let signal = format!("{}_sent", method.name());
         assert!(kinds.contains(&signal), "{method:?}: {kinds:?}");
+        assert_causes_and_health(out.path(), &b, &signal);
         if method == Method::Sigstop {
             // Frozen, not restarted: thawed, and its counter did not reset.
             assert!(kinds.contains(&"continued".to_owned()) && !kinds.contains(&"restarted".to_owned()));
@@ -320,4 +354,6 @@ async fn a_wall_clock_step_changes_no_duration() {
     assert!(d.waterfall.iter().all(|s| s.since_previous_s >= 0.0 && s.since_request_s < 30.0), "{:?}", d.waterfall);
     assert!(d.ground_truth.iter().all(|g| g.measured_minus_truth_s.is_none_or(|x| x.abs() < 10.0)), "{:?}", d.ground_truth);
     assert_windows_tile_the_run(out.path(), &b);
+    // The cause is found by the monotonic clock, so the step does not hide it.
+    assert_causes_and_health(out.path(), &b, "sigkill_sent");
 }
