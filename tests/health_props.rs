@@ -1,8 +1,9 @@
 //! The pure member-health maths (src/health.rs): properties of the quantile and the
 //! window deltas, and a cross-check of the quantile against Prometheus itself
-//! (`promtool test rules`, Debian's prometheus package; `make crosscheck`).
+//! (`promtool test rules`, Debian's prometheus package, installed by `make deps`; run by `make test`).
 
-use leaderwatch::health::{quantile, window_delta, Histogram};
+use leaderwatch::health::{quantile, window_delta, Fold, Histogram};
+use leaderwatch::metrics::MemberMetrics;
 use proptest::prelude::*;
 
 /// etcd's WAL fsync buckets (0.001 .. 8.192 s, doubling) and a +Inf bucket.
@@ -46,6 +47,41 @@ proptest! {
         }
     }
 
+    /// Reads of one member, some after a restart (a new process counts from zero): the fold
+    /// counts every observation made in the window exactly once and never goes negative.
+    #[test]
+    fn a_fold_counts_each_observation_once_across_restarts(steps in proptest::collection::vec((per_bucket(), any::<bool>(), 0u32..5), 1..8), first in per_bucket()) {
+        let mut f = Fold::new();
+        let mut cum = first.clone();
+        let mut start = 1.0;
+        let mut hb = 0u32;
+        let read = |cum: &[u32], start: f64, hb: u32| MemberMetrics {
+            process_start_time: Some(start),
+            heartbeat_send_failures_total: Some(f64::from(hb)),
+            wal_fsync: Some(histogram(cum)),
+            ..MemberMetrics::default()
+        };
+        f.push(&read(&cum, start, hb));
+        let (mut want, mut want_hb) = (vec![0u32; 15], 0u32);
+        for (during, restart, failures) in &steps {
+            if *restart {
+                start += 1.0;
+                cum = vec![0; 15];
+                hb = 0;
+            }
+            cum = cum.iter().zip(during).map(|(a, b)| a + b).collect();
+            hb += failures;
+            want = want.iter().zip(during).map(|(a, b)| a + b).collect();
+            want_hb += failures;
+            f.push(&read(&cum, start, hb));
+        }
+        let g = f.figures(|_| None);
+        prop_assert_eq!(g.wal_fsyncs, Some(f64::from(want.iter().sum::<u32>())));
+        prop_assert_eq!(g.heartbeat_send_failures, Some(f64::from(want_hb)));
+        prop_assert_eq!(g.wal_fsync_p99_s, quantile(0.99, &histogram(&want)));
+        prop_assert_eq!(g.restarts as usize, steps.iter().filter(|s| s.1).count());
+    }
+
     #[test]
     fn a_window_without_restart_is_the_difference_of_its_ends(before in per_bucket(), during in per_bucket()) {
         let start = histogram(&before);
@@ -57,10 +93,10 @@ proptest! {
 
 /// Random windows, each quantile computed here and by Prometheus's own
 /// `histogram_quantile(q, b - b offset 1m)` under `promtool test rules`: each test case
-/// expects `abs(prometheus - ours) < 1e-9` to be 1. Run by `make crosscheck`, which installs
-/// Debian's prometheus package; not part of `make test` yet.
+/// expects `abs(prometheus - ours) < 1e-9` to be 1. Ignored by plain `cargo test` (it needs
+/// promtool); `make test` installs Debian's prometheus package and runs it.
 #[test]
-#[ignore = "needs promtool (Debian prometheus); run with `make crosscheck`"]
+#[ignore = "needs promtool (Debian prometheus); `make test` runs it"]
 fn the_quantile_matches_promtool() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, TestRunner};
