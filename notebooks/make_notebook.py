@@ -6,21 +6,30 @@ cells here and run: .tools/venv/bin/python notebooks/make_notebook.py
 import nbformat as nbf
 
 CELLS = [
-    ("md", """# leaderwatch baseline: one run, three figures
+    ("md", """# leaderwatch baseline: one run, four figures
 
 Given a run directory (`RUN_DIR`, default: the committed leader rehearsal), draws
 
-1. each member's `etcd_server_leader_changes_seen_total` and the raft term over time,
-   windows shaded, the disruption and the disruptor's / Kubernetes' events marked;
-2. health and reachability swimlanes per member;
-3. the recovery waterfall (gaps between the recovery steps as bars).
+1. `fig-counters.png`: each member's `etcd_server_leader_changes_seen_total` and the raft
+   term over time, windows shaded, the disruption and the disruptor's / Kubernetes' events
+   marked, and each election marked at the moment it was observed with its term change and
+   cause (`elections_detail` in `baseline.json`, schema 3 on);
+2. `fig-swimlanes.png`: health and reachability swimlanes per member;
+3. `fig-waterfall.png`: the recovery waterfall (gaps between the recovery steps as bars);
+4. `fig-health.png`: member health per interval from `health.csv`: WAL fsync p99 and
+   backend commit p99 per member against the thresholds etcd documents (10 ms / 25 ms) and
+   the etcd mixin alerts on (0.5 s / 0.25 s), and the heartbeat send failures and slow
+   applies per interval. A missing value (no observation in the interval) is a gap, never 0.
 
 The PNGs go next to the run's data (or to `FIG_DIR`). It runs unchanged on a local
-rehearsal and on a Kubernetes run: it reads only `samples.csv`, `events.csv` and
-`baseline.json` (formats in `data/README.md`)."""),
+rehearsal and on a Kubernetes run: it reads only `samples.csv`, `events.csv`,
+`baseline.json` and `health.csv` (formats in `data/README.md`). Runs recorded before
+`health.csv` and election causes existed (baseline.json schema 2) get the first three
+figures, without causes; the notebook says so."""),
     ("code", """import json, os, pathlib
 import matplotlib
 matplotlib.use("Agg")
+import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
 import pandas as pd
 
@@ -38,7 +47,17 @@ events = events[events["run_id"] == run_id].sort_values("ts")
 env = baseline["environment"]["description"]
 disruption = baseline.get("disruption") or {}
 members = sorted(samples["member"].unique())
-print(RUN_DIR.name, "|", env, "|", len(samples), "rows,", len(members), "members")"""),
+# Schema 3 on: every election with its cause; older runs have none.
+elections = [e for w in baseline["windows"] for e in w.get("elections_detail") or []]
+health = None
+if (RUN_DIR / "health.csv").exists():
+    health = pd.read_csv(RUN_DIR / "health.csv", parse_dates=["ts", "interval_start"])
+    health = health[health["run_id"] == run_id]
+print(RUN_DIR.name, "|", env, "|", len(samples), "rows,", len(members), "members")
+if any("elections_detail" in w for w in baseline["windows"]):
+    print("elections:", ", ".join(f"term {e['term_from']}->{e['term_to']} {e['cause']}" for e in elections) or "none")
+else:
+    print(f"elections: causes not recorded (baseline.json schema {baseline.get('schema_version')})")"""),
     ("code", """WINDOW_COLOURS = {"at_rest": "#e8f1fb", "disruption": "#fde8e8", "settle": "#eaf7ea"}
 
 def shade_windows(ax):
@@ -65,6 +84,21 @@ for ax in (ax1, ax2):
 marks = events[events["source"].isin(["local", "kubernetes"]) & (events["kind"] != "k8s_event")]
 for _, e in marks.iterrows():
     ax1.annotate(e["kind"], (e["ts"], ax1.get_ylim()[1]), rotation=90, fontsize=7, va="top", ha="right", color="dimgray")
+# Each election at the moment it was observed, with its cause, written in the raft-term
+# panel where the lines are not: the term steps up at an election, so the text goes low
+# after the marker, or (in the right half, to stay inside) high before it; staggered.
+for k, e in enumerate(elections):
+    at = mdates.date2num(pd.Timestamp(e["observed_at"]))  # a number: the text's y is in axes units
+    for ax in (ax1, ax2):
+        ax.axvline(at, color="purple", linestyle="-.", linewidth=1)
+    ev = e.get("cause_event") or {}
+    why = f" ({ev.get('kind')} {ev.get('member') or ev.get('source')})" if ev else ""
+    before = at > sum(ax2.get_xlim()) / 2
+    y = 0.95 - 0.14 * (k % 3) if before else 0.05 + 0.14 * (k % 3)
+    ax2.annotate(f"term {e['term_from']}→{e['term_to']}: {e['cause']}{why}", (at, y),
+                 xycoords=ax2.get_xaxis_transform(), xytext=(-4 if before else 4, 0), textcoords="offset points",
+                 ha="right" if before else "left", va="top" if before else "bottom", fontsize=8, color="purple",
+                 bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none", alpha=0.8))
 ax1.set_ylabel("leader changes seen (lines offset)")
 ax2.set_ylabel("raft term")
 ax1.legend(loc="upper left", fontsize=8)
@@ -115,7 +149,51 @@ ax.invert_yaxis()
 ax.set_xlabel("seconds since the disruption was requested")
 ax.set_title(f"recovery waterfall: {disruption.get('method', 'no disruption')} of {disruption.get('target', '-')}")
 fig.tight_layout()
-fig.savefig(FIG_DIR / "fig-waterfall.png", dpi=100)
+fig.savefig(FIG_DIR / "fig-waterfall.png", dpi=100)"""),
+    ("code", """# Member health per interval (health.csv, one row per member per interval, drawn at the
+# interval's end). Thresholds: etcd docs (disk and backend guidance) and the etcd mixin
+# alerts etcdHighFsyncDurations (warning) and etcdHighCommitDurations.
+THRESHOLDS = {
+    "wal_fsync_p99_s": [(0.010, "10 ms (etcd docs)"), (0.5, "0.5 s (etcd mixin warning)")],
+    "backend_commit_p99_s": [(0.025, "25 ms (etcd docs)"), (0.25, "0.25 s (etcd mixin)")],
+}
+
+if health is None:
+    print(f"no health.csv in {RUN_DIR.name} (recorded before member health existed): no fig-health.png")
+else:
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(11, 8), sharex=True, height_ratios=[2, 2, 1.2])
+    for ax, col in ((ax1, "wal_fsync_p99_s"), (ax2, "backend_commit_p99_s")):
+        for i, m in enumerate(members):
+            d = health[health["member"] == m].sort_values("ts")
+            # An empty cell is NaN: the line breaks there (a lone value is a lone marker).
+            # Hollow markers of different shapes: members with the same value stay visible.
+            ax.plot(d["ts"], d[col], marker="os^Dv"[i % 5], fillstyle="none", markersize=6, linewidth=1.2, label=m)
+        for y, text in THRESHOLDS[col]:
+            ax.axhline(y, color="gray", linestyle="--", linewidth=1)
+            ax.annotate(text, (1, y), xycoords=ax.get_yaxis_transform(), xytext=(-4, 2), textcoords="offset points",
+                        ha="right", va="bottom", fontsize=8, color="dimgray")
+        ax.set_yscale("log")
+        ax.set_ylim(top=max(ax.get_ylim()[1], 2 * THRESHOLDS[col][-1][0]))  # room for the top label
+        ax.set_ylabel(col.replace("_s", " (s)"))
+    # Counts per interval as a flat segment over the interval; members offset a little so
+    # equal counts stay visible. No segment = not known in that interval.
+    for i, m in enumerate(members):
+        d = health[health["member"] == m]
+        off = 0.06 * (i - (len(members) - 1) / 2)
+        for col, style in (("heartbeat_send_failures", "-"), ("slow_applies", ":")):
+            c = d.dropna(subset=[col])
+            ax3.hlines(c[col] + off, c["interval_start"], c["ts"], color=f"C{i}", linestyle=style, linewidth=2)
+    ax3.plot([], [], color="black", linestyle="-", label="heartbeat send failures")
+    ax3.plot([], [], color="black", linestyle=":", label="slow applies")
+    ax3.set_ylabel("per interval\\n(lines offset)")
+    ax3.legend(loc="upper left", fontsize=8)
+    for ax in (ax1, ax2, ax3):
+        shade_windows(ax)
+        mark_disruption(ax)
+    ax1.legend(loc="upper left", fontsize=8)
+    ax1.set_title(f"{run_id}: member health per interval ({env})")
+    fig.tight_layout()
+    fig.savefig(FIG_DIR / "fig-health.png", dpi=100)
 print(sorted(p.name for p in FIG_DIR.glob("fig-*.png")))"""),
 ]
 

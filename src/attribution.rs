@@ -199,7 +199,7 @@ pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon
     let episode = |start: &str, end: &str| -> Option<&'a Event> {
         mine.iter().find(|(_, e)| e.kind == start || e.kind == end).filter(|(_, e)| e.kind == start).map(|(_, e)| *e)
     };
-    if let Some(e) = point(&|e| e.source != "kubernetes" && OWN.contains(&e.kind.as_str())) {
+    if let Some(e) = point(&|e| OWN.contains(&e.kind.as_str())) {
         return ("own_disruption", Some(e));
     }
     if let Some(e) = point(&|e| {

@@ -108,6 +108,12 @@ async fn measure_leader_target_is_one_election() {
     let dis = b.windows.iter().find(|w| w.name == "disruption").expect("window");
     assert_eq!(dis.elections, Some(1));
     assert_eq!(dis.leader_changes.raw_sum_end, Some(5.0), "{:?}", dis.leader_changes);
+    // The eviction is the cause (regression: the evictor's rows come from source
+    // `kubernetes`, and were once taken for a bystander's Kubernetes event).
+    assert_eq!(dis.elections_detail.len(), 1, "{:?}", dis.elections_detail);
+    let e = &dis.elections_detail[0];
+    let cause = e.cause_event.as_ref().expect("cause_event");
+    assert_eq!((e.cause.as_str(), cause.kind.as_str(), cause.member.as_str()), ("own_disruption", "eviction_accepted", d.target.as_str()), "{e:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
