@@ -8,7 +8,8 @@
 //! 2. `kubernetes`: the API server reported something done to the old leader's pod or
 //!    node (deletion, DisruptionTarget, a container killed, node not ready, preemption);
 //! 3. `restart`: the old leader's process started again (its start time changed);
-//! 4. `unreachable`: leaderwatch could not reach the old leader;
+//! 4. `unreachable`: leaderwatch could not reach the old leader, or its probe went
+//!    unanswered for a second;
 //! 5. `stress`: the old leader's heartbeats failed, its applies were slow, or its WAL
 //!    fsync p99 went over etcd's 10 ms;
 //! 6. otherwise `unexplained`.
@@ -210,7 +211,7 @@ pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon
     if let Some(e) = point(&|e| e.kind == "process_restarted") {
         return ("restart", Some(e));
     }
-    if let Some(e) = point(&|e| e.kind == "unreachable").or_else(|| episode("unreachable", "back")) {
+    if let Some(e) = point(&|e| e.kind == "unreachable" || e.kind == "unresponsive").or_else(|| episode("unreachable", "back")) {
         return ("unreachable", Some(e));
     }
     if let Some(e) = point(&|e| e.kind == "stress").or_else(|| episode("stress", "stress_over")) {
@@ -250,6 +251,9 @@ mod tests {
         assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, "kubernetes");
         more.push(ev(90.0, "local", "etcd-0", "sigkill_sent", "SIGKILL"));
         assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, "own_disruption");
+        // The evictor's own row comes from source `kubernetes`: still our disruption.
+        let evicted = [ev(99.0, "kubernetes", "etcd-0", "eviction_accepted", "")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &evicted, h).0, "own_disruption");
         // After the election: not its cause.
         assert_eq!(attribute(Some("etcd-0"), &at, &[ev(101.0, "local", "etcd-0", "sigkill_sent", "")], h).0, "unexplained");
         assert_eq!(attribute(None, &at, &more, h).0, "unexplained");

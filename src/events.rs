@@ -14,6 +14,7 @@ use crate::health::{counter_delta, quantile, window_delta, WAL_FSYNC_P99_DOCS_S}
 use crate::member::MemberName;
 use crate::metrics::MemberMetrics;
 use crate::probe::Observation;
+use crate::round::Silent;
 
 /// One row of events.csv (run_id is added by the recorder).
 #[derive(Debug, Clone, PartialEq)]
@@ -52,7 +53,14 @@ struct Last {
     /// The last `/metrics` read, for the stress figures of the next one.
     metrics: Option<MemberMetrics>,
     stressed: bool,
+    /// An `unresponsive` row was written in this spell; cleared when the member answers.
+    unresponsive: bool,
 }
+
+/// A probe in flight this long without an answer is an `unresponsive` row: a member that
+/// froze mid-probe can look reachable (a part answered just before) and only time out long
+/// after the election it caused.
+pub const UNRESPONSIVE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// What in the step from `prev` to `now` says the member is under stress (empty: none):
 /// heartbeat send failures or slow applies rose, or the WAL fsync p99 of the step is over
@@ -87,12 +95,28 @@ impl Tracker {
         Self::default()
     }
 
+    /// A member whose probe was still in flight when a round closed: once it has gone
+    /// [`UNRESPONSIVE_AFTER`] without an answer, one `unresponsive` row, stamped with the
+    /// probe's start.
+    pub fn silent(&mut self, s: &Silent) -> Option<Event> {
+        let last = self.last.entry(s.member.clone()).or_default();
+        if last.unresponsive || s.in_flight < UNRESPONSIVE_AFTER {
+            return None;
+        }
+        last.unresponsive = true;
+        Some(Event::stamped(s.since, "leaderwatch", &s.member.0, "unresponsive", format!("no answer for {} ms", s.in_flight.as_millis())))
+    }
+
     /// Events for one new observation. The first observation of a member reports only
     /// what is abnormal (unreachable, unhealthy), so a run starts quietly.
     pub fn observe(&mut self, o: &Observation) -> Vec<Event> {
         let mut out = Vec::new();
         let ev = |kind: &str, detail: String| Event::stamped(Stamp { utc: o.ts, mono: o.at }, "leaderwatch", &o.member.0, kind, detail);
         let last = self.last.entry(o.member.clone()).or_default();
+        // Only an answer ends the spell: a probe that timed out is more of the same.
+        if o.reachable() {
+            last.unresponsive = false;
+        }
 
         let reachable = o.reachable();
         match (last.reachable, reachable) {
@@ -153,5 +177,41 @@ impl Tracker {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::Histogram;
+    use std::time::Duration;
+
+    #[test]
+    fn one_unresponsive_row_per_spell_once_a_probe_is_a_second_old() {
+        let mut t = Tracker::new();
+        let since = Stamp { utc: Utc::now(), mono: tokio::time::Instant::now() };
+        let s = |ms: u64| Silent { member: MemberName("m0".into()), endpoint: String::new(), since, in_flight: Duration::from_millis(ms) };
+        assert_eq!(t.silent(&s(500)), None, "a slow answer is not a spell yet");
+        let e = t.silent(&s(1200)).expect("a spell");
+        assert_eq!((e.kind.as_str(), e.ts), ("unresponsive", since.utc), "stamped with the probe's start");
+        assert_eq!(t.silent(&s(2500)), None, "once per spell");
+    }
+
+    #[test]
+    fn stress_is_failures_slow_applies_or_a_slow_fsync_step() {
+        let m = |hb: f64, slow: f64, fsync: &[(f64, f64)]| MemberMetrics {
+            heartbeat_send_failures_total: Some(hb),
+            slow_apply_total: Some(slow),
+            wal_fsync: Some(Histogram::new(fsync.to_vec())),
+            ..MemberMetrics::default()
+        };
+        let inf = f64::INFINITY;
+        let quiet = m(3.0, 1.0, &[(0.001, 10.0), (0.1, 10.0), (inf, 10.0)]);
+        assert!(stress(&quiet, &m(3.0, 1.0, &[(0.001, 20.0), (0.1, 20.0), (inf, 20.0)]), false).is_empty());
+        let why = stress(&quiet, &m(5.0, 2.0, &[(0.001, 10.0), (0.1, 12.0), (inf, 12.0)]), false);
+        assert_eq!(why.len(), 3, "{why:?}");
+        assert!(why[0].contains("+2") && why[1].contains("+1") && why[2].contains("fsync"), "{why:?}");
+        // After a restart the new counters start from zero: 1 failure, not -2.
+        assert_eq!(stress(&quiet, &m(1.0, 0.0, &[(0.001, 1.0), (0.1, 1.0), (inf, 1.0)]), true), vec!["heartbeat send failures +1".to_owned()]);
     }
 }

@@ -108,6 +108,7 @@ impl Recorder {
         self.dir.append_round(r, self.windows.current())?;
         self.rounds += 1;
         let mut events: Vec<Event> = r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
+        events.extend(r.silent.iter().filter_map(|s| self.tracker.silent(s)));
         for t in self.windows.push(r) {
             events.push(Event::new(t.ts, "leaderwatch", "", "leader_transition", format!("{} -> {} (round {})", t.from, t.to, t.round)));
         }
