@@ -259,6 +259,17 @@ mod tests {
         assert_eq!(attribute(None, &at, &more, h).0, "unexplained");
     }
 
+    /// Regression: a leader frozen by hand under `sample` at 1 s answered `/health` just
+    /// before the freeze, so its only rows before the election were `unresponsive` (its
+    /// probe timed out after the election): the election was once `unexplained`.
+    #[test]
+    fn a_leader_frozen_mid_probe_is_unreachable_not_unexplained() {
+        let at = stamp(33.0);
+        let evs = [ev(31.0, "leaderwatch", "a", "unresponsive", "no answer for 1001 ms"), ev(34.0, "leaderwatch", "a", "unreachable", "timed out")];
+        let (cause, row) = attribute(Some("a"), &at, &evs, DEFAULT_HORIZON);
+        assert_eq!((cause, row.map(|e| e.kind.as_str())), ("unreachable", Some("unresponsive")));
+    }
+
     #[test]
     fn a_state_still_on_at_the_horizon_counts() {
         let at = stamp(100.0);
