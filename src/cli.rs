@@ -27,11 +27,13 @@ pub enum Command {
     /// Sample every member at a fixed interval into samples.csv, events.csv and summary.json.
     #[command(after_help = SAMPLE_EXAMPLES)]
     Sample(SampleArgs),
-    /// Render baseline.json files as the observation-window table; --update splices it into
-    /// a README between <!-- baseline:begin --> and <!-- baseline:end -->.
+    /// Render baseline.json files as the observation-window table (elections with their
+    /// causes) and, for schema 3, the member-health table; --update splices both into a
+    /// README between <!-- baseline:begin --> and <!-- baseline:end -->.
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
-    /// Every window and recovery figure of two baselines side by side, with B − A.
+    /// Every figure of two baselines (windows, causes, member health, recovery) side by
+    /// side, matched by window, member and figure, with B − A.
     #[command(after_help = "Example:\n  leaderwatch compare data/rehearsal-leader-*/baseline.json data/gke-*/baseline.json\n  leaderwatch compare A/baseline.json B/baseline.json -o json")]
     Compare(CompareArgs),
     /// Check the spec's acceptance criteria 2-6 live on the cluster: PASS/FAIL with evidence.
@@ -224,7 +226,8 @@ pub struct ReportArgs {
     /// Replace the table between the baseline markers in this README instead of printing it.
     #[arg(long, value_name = "README.md", conflicts_with = "format")]
     pub update: Option<PathBuf>,
-    /// Output: markdown (the README table) or csv (one row per measurement, for documents).
+    /// Output: markdown (the README tables) or csv (the tidy list: one row per figure per
+    /// window and member, for documents).
     #[arg(long, value_parser = ["markdown", "csv"])]
     pub format: Option<String>,
 }

@@ -158,7 +158,8 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
 
 fn run_compare(a: CompareArgs) -> Result<(), Error> {
     let (ba, bb) = (leaderwatch::report::load(&a.a)?, leaderwatch::report::load(&a.b)?);
-    let diffs = leaderwatch::report::compare(&ba, &bb);
+    let (ma, mb) = (leaderwatch::report::measurements(&a.a, &ba), leaderwatch::report::measurements(&a.b, &bb));
+    let diffs = leaderwatch::report::compare(&ma, &mb);
     if a.output == "json" {
         println!("{}", serde_json::to_string_pretty(&diffs).unwrap_or_default());
     } else {

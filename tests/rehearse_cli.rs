@@ -224,20 +224,30 @@ fn compare_puts_every_figure_side_by_side_with_the_difference() {
 }
 
 #[test]
-fn report_csv_is_one_row_per_measurement_with_its_window() {
+fn report_csv_is_one_row_per_figure_with_its_window() {
     let (a, b) = (committed("leader-sigterm"), committed("follower-sigterm"));
     let o = leaderwatch().arg("report").arg(&a).arg(&b).args(["--format", "csv"]).output().expect("report");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let mut r = csv::Reader::from_reader(o.stdout.as_slice());
     let headers: Vec<String> = r.headers().expect("header").iter().map(str::to_owned).collect();
-    for h in ["measurement", "raw_sum_start", "raw_sum_end", "reset_aware_increase", "elections", "value_s", "window_start", "window_end", "window_s", "environment", "source"] {
-        assert!(headers.iter().any(|x| x == h), "column {h}");
-    }
+    assert_eq!(
+        headers.join(","),
+        "run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s"
+    );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.expect("row")).collect();
-    assert_eq!(rows.len(), 8, "3 windows + the recovery time, per baseline");
     let col = |name: &str| headers.iter().position(|h| h == name).expect("col");
-    let dis = rows.iter().find(|x| x[col("measurement")].contains("disruption") && x[col("elections")] == *"1").expect("leader disruption row");
-    assert_eq!(&dis[col("raw_sum_end")], "5.0");
+    let fig = |w: &str, f: &str| rows.iter().filter(|x| &x[col("window")] == w && &x[col("figure")] == f && x[col("member")].is_empty()).map(|x| x[col("value")].to_owned()).collect::<Vec<_>>();
+    // Each baseline: the three windows' counts and the recovery time.
+    for w in ["at_rest", "disruption", "settle"] {
+        for f in ["raw_sum_start", "raw_sum_end", "reset_aware_increase", "elections", "leader_transitions", "duration_s"] {
+            assert_eq!(fig(w, f).len(), 2, "{w} {f}");
+        }
+    }
+    assert_eq!(fig("recovery", "loss_to_healthy_s").len(), 2);
+    let mut elections = fig("disruption", "elections");
+    elections.sort();
+    assert_eq!(elections, ["0.0", "1.0"], "the follower and the leader rehearsal");
+    assert!(fig("disruption", "raw_sum_end").contains(&"5.0".to_owned()));
     assert!(rows.iter().all(|x| x[col("environment")].starts_with("local loopback")), "labelled where they ran");
     assert!(rows.iter().all(|x| chrono::DateTime::parse_from_rfc3339(&x[col("window_start")]).is_ok()));
 }

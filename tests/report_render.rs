@@ -1,0 +1,237 @@
+//! `leaderwatch report` and `compare` rendering, without etcd: a schema-3 baseline (member
+//! health, elections with causes) and a schema-2 one, rendered from the one list of
+//! measurements (src/report.rs). Fixtures: tests/fixtures/baseline-schema3-sigstop.json (a
+//! real `rehearse --method sigstop` of the leader, etcd 3.5.1) and
+//! tests/fixtures/baseline-schema2-sigkill.json (a copy of the committed
+//! data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use leaderwatch::baseline::{Baseline, ElectionDetail, EventRef, Flag};
+use leaderwatch::report::{self, Measurement};
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+}
+
+fn schema3() -> Baseline {
+    report::load(&fixture("baseline-schema3-sigstop.json")).expect("schema-3 fixture")
+}
+
+fn window<'a>(b: &'a mut Baseline, name: &str) -> &'a mut leaderwatch::baseline::WindowRecord {
+    b.windows.iter_mut().find(|w| w.name == name).unwrap_or_else(|| panic!("window {name}"))
+}
+
+/// The schema-3 fixture with a WAL fsync p99 over etcd's 10 ms on m0 during the disruption,
+/// and a few figures made unknown.
+fn schema3_edited() -> Baseline {
+    let mut b = schema3();
+    let d = window(&mut b, "disruption");
+    let m0 = d.health.get_mut("m0").expect("m0");
+    m0.wal_fsync_p99_s = Some(0.012);
+    m0.over.push(Flag { figure: "wal_fsync_p99_s".into(), value: 0.012, threshold: 0.010, source: "etcd docs".into() });
+    let m1 = window(&mut b, "at_rest").health.get_mut("m1").expect("m1");
+    m1.heartbeat_send_failures = None;
+    m1.slow_read_indexes = None;
+    m1.db_size_bytes = None;
+    m1.quota_bytes = None;
+    b
+}
+
+/// The health-table row of `member` in `window`, split into its cells.
+fn health_row(table: &str, window: &str, member: &str) -> Vec<String> {
+    table
+        .lines()
+        .map(|l| l.split(" | ").map(|c| c.trim_matches(|c| c == '|' || c == ' ').to_owned()).collect::<Vec<_>>())
+        .find(|cells| cells.len() == 11 && cells[1] == window && (cells[2] == member || cells[2].starts_with(&format!("{member} "))))
+        .unwrap_or_else(|| panic!("health row {window}/{member} in\n{table}"))
+}
+
+#[test]
+fn schema3_shows_the_causes_and_a_health_table_with_flags_marked_and_unknowns_as_dashes() {
+    let b = schema3_edited();
+    let text = report::render(&[(PathBuf::from("data/r/baseline.json"), b)], None);
+
+    assert!(text.contains("elections (raft term) 1 (the SIGSTOP of m2) |"), "{text}");
+    assert!(text.contains("elections (raft term) 0 |"), "no causes where there was no election: {text}");
+    assert!(text.contains(report::HEALTH_HEADER), "{text}");
+    // The health table follows the window table after a blank line, labelled as measured.
+    let (windows, health) = text.split_once("\n\n").expect("a blank line before the health table");
+    assert!(!windows.contains("WAL fsync"));
+    assert!(health.starts_with(report::MEASURED), "{health}");
+
+    let m0 = health_row(health, "disruption", "m0");
+    assert_eq!(m0[3], "1.00 ms / **12.0 ms ⚠ > 10.0 ms (etcd docs)** (2 fsyncs)");
+    // The real flag of the fixture: the frozen leader's round trips while settling.
+    let settle = health_row(health, "settle", "m0");
+    assert_eq!(settle[5], "m2: **204 ms ⚠ > 150 ms (etcd mixin etcdMemberCommunicationSlow)**");
+    // Unknown figures read "—", never 0.
+    let m1 = health_row(health, "at_rest", "m1");
+    assert_eq!(m1[3], "— (0 fsyncs)", "no fsync in the window: no quantile");
+    assert_eq!((m1[6].as_str(), m1[9].as_str(), m1[10].as_str()), ("—", "—", "—"), "{m1:?}");
+    assert_eq!((m1[7].as_str(), m1[8].as_str()), ("0", "0"), "known zeros stay 0");
+    // Every member of every window, members sorted.
+    let rows: Vec<(String, String)> = health
+        .lines()
+        .filter(|l| l.starts_with("| 2026"))
+        .map(|l| l.split(" | ").collect::<Vec<_>>())
+        .map(|c| (c[1].to_owned(), c[2].to_owned()))
+        .collect();
+    let want: Vec<(String, String)> = ["at_rest", "disruption", "settle"]
+        .iter()
+        .flat_map(|w| ["m0", "m1", "m2"].map(|m| (w.to_string(), m.to_owned())))
+        .collect();
+    assert_eq!(rows, want);
+}
+
+#[test]
+fn split_votes_and_several_causes_are_listed_per_election() {
+    let mut b = schema3();
+    let d = window(&mut b, "disruption");
+    let first = d.elections_detail[0].clone();
+    d.elections_detail.push(ElectionDetail {
+        term_from: 3,
+        term_to: 5,
+        old_leader: Some("m0".into()),
+        leaderless_s: None,
+        cause: "unreachable".into(),
+        cause_event: Some(EventRef { ts: first.after, source: "leaderwatch".into(), member: "m0".into(), kind: "unreachable".into(), detail: String::new() }),
+        ..first
+    });
+    d.elections = Some(3);
+    let p = PathBuf::from("b.json");
+    let text = report::render(&[(p.clone(), b.clone())], None);
+    assert!(text.contains("elections (raft term) 3 (the SIGSTOP of m2; unreachable m0, term 3 → 5) |"), "{text}");
+
+    let ms = report::measurements(&p, &b);
+    let v = |f: &str| ms.iter().find(|m| m.window == "disruption" && m.member.is_empty() && m.figure == f).unwrap_or_else(|| panic!("{f}")).value;
+    assert_eq!(v("elections_own_disruption"), Some(1.0));
+    assert_eq!(v("elections_unreachable"), Some(2.0), "a split vote counts its terms");
+    assert_eq!(v("elections_unexplained"), Some(0.0));
+    assert_eq!(v("election_1_leaderless_s"), Some(0.0));
+    assert_eq!(v("election_2_leaderless_s"), None);
+    assert_eq!(v("leaderless_s_max"), None, "one unknown election makes the maximum unknown");
+    let causes: f64 = report::CAUSES.iter().filter_map(|c| v(&format!("elections_{c}"))).sum();
+    assert_eq!(Some(causes), v("elections"), "the causes add up to the raft-term delta");
+}
+
+const SCHEMA2_BEFORE: &str = r#"| measurement | value | observation window | environment | source |
+|---|---|---|---|---|
+| leader changes at rest (60 s idle) | **ASSUMPTION-free measurement:** raw sum 3 → 3; reset-aware increase 0; elections (raft term) 0 | 2026-11-30 09:43:38Z – 09:44:38Z (60.0 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
+| leader changes from one disruption until healthy (local-sigkill, target m2 = leader) | **ASSUMPTION-free measurement:** raw sum 3 → 5; reset-aware increase 3; elections (raft term) 1 | 2026-11-30 09:44:38Z – 09:44:43Z (5.1 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
+| leader changes after recovery (30 s settle) | **ASSUMPTION-free measurement:** raw sum 5 → 5; reset-aware increase 0; elections (raft term) 0 | 2026-11-30 09:44:43Z – 09:45:13Z (30.0 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
+| time from member loss to a healthy 3-member endpoint list (local-sigkill, target m2 = leader) | **ASSUMPTION-free measurement:** 5.12 s (request → healthy 5.12 s); of which the member was kept down 5.01 s (exit → restart) | 2026-11-30 09:44:38Z – 09:44:43Z (5.1 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
+| leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
+| leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
+| time from member loss to a healthy 3-member endpoint list | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |"#;
+
+#[test]
+fn schema2_renders_exactly_as_before_and_has_no_health_or_cause_figures() {
+    let b = report::load(&fixture("baseline-schema2-sigkill.json")).expect("schema-2 fixture");
+    assert_eq!(b.schema_version, 2);
+    let path = PathBuf::from("data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json");
+    let text = report::render(&[(path.clone(), b.clone())], None);
+    assert_eq!(text, SCHEMA2_BEFORE);
+    let ms = report::measurements(&path, &b);
+    assert!(ms.iter().all(|m| m.member.is_empty()), "no member health in schema 2");
+    assert!(!ms.iter().any(|m| m.figure.starts_with("elections_") || m.figure.starts_with("election_")), "no causes in schema 2");
+}
+
+#[test]
+fn rendering_is_deterministic_and_update_twice_changes_nothing() {
+    let a = (fixture("baseline-schema3-sigstop.json"), schema3_edited());
+    let b = (fixture("baseline-schema2-sigkill.json"), report::load(&fixture("baseline-schema2-sigkill.json")).expect("fixture"));
+    let one = report::render(&[a.clone(), b.clone()], None);
+    assert_eq!(one, report::render(&[b.clone(), a.clone()], None), "runs by run id, whatever the argument order");
+    assert_eq!(report::render_csv(&[a.clone(), b.clone()]).expect("csv"), report::render_csv(&[b.clone(), a.clone()]).expect("csv"));
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let readme = dir.path().join("README.md");
+    std::fs::write(&readme, format!("# x\n{}\nold\n{}\ntail\n", report::BEGIN, report::END)).expect("write");
+    assert!(report::update(&readme, &[a.clone(), b.clone()]).expect("update"), "first run writes");
+    let once = std::fs::read_to_string(&readme).expect("read");
+    assert!(!report::update(&readme, &[b, a]).expect("update"), "second run changes nothing");
+    assert_eq!(std::fs::read_to_string(&readme).expect("read"), once);
+    let inside = &once[once.find(report::BEGIN).expect("begin")..once.find(report::END).expect("end")];
+    assert!(inside.contains(report::HEALTH_HEADER) && inside.contains("**12.0 ms ⚠"), "both tables between the markers");
+    assert!(once.ends_with(&format!("{}\ntail\n", report::END)));
+}
+
+fn csv_rows(text: &str) -> (Vec<String>, Vec<BTreeMap<String, String>>) {
+    let mut r = csv::Reader::from_reader(text.as_bytes());
+    let headers: Vec<String> = r.headers().expect("header").iter().map(str::to_owned).collect();
+    let rows = r
+        .records()
+        .map(|rec| headers.iter().cloned().zip(rec.expect("row").iter().map(str::to_owned)).collect())
+        .collect();
+    (headers, rows)
+}
+
+type Key = (String, String, String);
+
+fn key(window: &str, member: &str, figure: &str) -> Key {
+    (window.to_owned(), member.to_owned(), figure.to_owned())
+}
+
+#[test]
+fn csv_and_compare_carry_the_health_figures_from_the_same_list() {
+    let path = fixture("baseline-schema3-sigstop.json");
+    let b = schema3_edited();
+    let ms: Vec<Measurement> = report::measurements(&path, &b);
+    let (headers, rows) = csv_rows(&report::render_csv(&[(path.clone(), b.clone())]).expect("csv"));
+    assert_eq!(
+        headers.join(","),
+        "run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s",
+        "the columns documented on report::Measurement"
+    );
+    assert_eq!(rows.len(), ms.len(), "one CSV row per measurement");
+
+    let flagged = rows
+        .iter()
+        .find(|r| r["window"] == "disruption" && r["member"] == "m0" && r["figure"] == "wal_fsync_p99_s")
+        .expect("m0's WAL fsync p99 in the CSV");
+    assert_eq!((flagged["value"].as_str(), flagged["threshold"].as_str(), flagged["over"].as_str()), ("0.012", "0.01", "true"));
+    let unknown = rows.iter().find(|r| r["window"] == "at_rest" && r["member"] == "m1" && r["figure"] == "heartbeat_send_failures").expect("row");
+    assert_eq!(unknown["value"], "", "unknown is empty, not 0");
+    let cause = rows.iter().find(|r| r["window"] == "disruption" && r["figure"] == "election_1_leaderless_s").expect("election row");
+    assert_eq!(cause["note"], "the SIGSTOP of m2");
+    assert!(rows.iter().any(|r| r["figure"] == "peer_rtt_p99_s{m2}" && r["member"] == "m0" && r["over"] == "true"));
+    assert!(rows.iter().any(|r| r["figure"] == "elections_own_disruption" && r["window"] == "disruption" && r["value"] == "1.0"));
+
+    // compare of a file with itself: every (window, member, figure) of the CSV, difference 0.
+    let diffs = report::compare(&ms, &ms);
+    let csv_keys: BTreeSet<Key> = rows.iter().map(|r| key(&r["window"], &r["member"], &r["figure"])).collect();
+    let cmp_keys: BTreeSet<Key> = diffs.iter().map(|d| key(&d.window, &d.member, &d.figure)).collect();
+    assert_eq!(csv_keys, cmp_keys);
+    assert_eq!(csv_keys.len(), rows.len(), "each key once");
+    for d in &diffs {
+        assert_eq!(d.a, d.b, "{d:?}");
+        assert_eq!(d.diff, d.a.map(|_| 0.0), "{d:?}");
+    }
+    assert!(cmp_keys.contains(&key("settle", "m2", "restarts")));
+}
+
+#[test]
+fn the_cli_compare_and_csv_agree_on_the_figures() {
+    let bin = env!("CARGO_BIN_EXE_leaderwatch");
+    let f = fixture("baseline-schema3-sigstop.json");
+    let o = std::process::Command::new(bin).arg("compare").arg(&f).arg(&f).args(["-o", "json"]).output().expect("compare");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let diffs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).expect("json");
+    let o = std::process::Command::new(bin).arg("report").arg(&f).args(["--format", "csv"]).output().expect("report");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let (_, rows) = csv_rows(&String::from_utf8_lossy(&o.stdout));
+    let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+    let cmp: BTreeSet<Key> = diffs.iter().map(|d| (s(&d["window"]), s(&d["member"]), s(&d["figure"]))).collect();
+    let csv: BTreeSet<Key> = rows.iter().map(|r| key(&r["window"], &r["member"], &r["figure"])).collect();
+    assert_eq!(cmp, csv);
+    assert!(diffs.iter().all(|d| d["diff"].is_null() || d["diff"].as_f64() == Some(0.0)));
+    assert!(cmp.contains(&key("disruption", "m2", "heartbeat_send_failures")));
+
+    // The text table puts a member's figure under `window / member`.
+    let o = std::process::Command::new(bin).arg("compare").arg(&f).arg(&f).output().expect("compare");
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("| disruption / m2 | heartbeat_send_failures | 2 | 2 | +0 |"), "{text}");
+    assert!(text.contains("| disruption | elections_own_disruption | 1 | 1 | +0 |"), "{text}");
+}
