@@ -65,6 +65,10 @@ pub struct Elections {
     last_at_max: Option<Stamp>,
     /// The leader the rounds agreed on last (highest term wins, as in counting).
     leader: Option<u64>,
+    /// The leader before a change that no term rise has explained yet: the Status term is
+    /// that of the last applied entry, so after a hand-over the new leader can be named a
+    /// round before its term shows.
+    replaced: Option<u64>,
     /// Start of the first round of the current stretch without a quorum leader.
     leaderless_since: Option<Stamp>,
     pending: Vec<Pending>,
@@ -101,18 +105,22 @@ impl Elections {
                 self.names.entry(s.member_id).or_insert_with(|| o.member.0.clone());
             }
         }
+        let mut rose = false;
         if let Some(t) = crate::recovery::max_term(r) {
             match self.max_term {
-                Some(m) if t > m => self.pending.push(Pending {
-                    window: window.to_owned(),
-                    term_from: m,
-                    term_to: t,
-                    after: self.last_at_max.unwrap_or(r.started),
-                    observed: r.started,
-                    old_leader: self.leader,
-                    new_leader: None,
-                    leaderless_s: None,
-                }),
+                Some(m) if t > m => {
+                    rose = true;
+                    self.pending.push(Pending {
+                        window: window.to_owned(),
+                        term_from: m,
+                        term_to: t,
+                        after: self.last_at_max.unwrap_or(r.started),
+                        observed: r.started,
+                        old_leader: self.replaced.take().or(self.leader),
+                        new_leader: None,
+                        leaderless_s: None,
+                    })
+                }
                 _ => {}
             }
             if self.max_term.is_none_or(|m| t >= m) {
@@ -121,6 +129,11 @@ impl Elections {
             }
         }
         if let Some(l) = crate::counts::round_leader(&r.view().points) {
+            if !rose && self.replaced.is_none() && self.leader.is_some_and(|old| old != l) {
+                self.replaced = self.leader;
+            } else if self.replaced == Some(l) {
+                self.replaced = None; // back to the old leader: nothing to explain
+            }
             self.leader = Some(l);
         }
         match self.quorum_leader(r) {
@@ -331,6 +344,26 @@ mod tests {
         // No majority agreed from 1.2 s (round 2) to 1.5 s (round 4).
         assert!((d.leaderless_s.expect("leaderless") - 0.3).abs() < 1e-9, "{d:?}");
         assert_eq!(d.cause, "unexplained");
+    }
+
+    /// Regression (a committed sigterm rehearsal): the new leader was named a round before
+    /// its term showed (the Status term is the last applied entry's), and the election was
+    /// once given the new leader as its old one, and so no cause.
+    #[test]
+    fn a_hand_over_seen_before_its_term_keeps_the_old_leader() {
+        let base = stamp(0.0);
+        let mut el = Elections::new(3);
+        let rounds = [
+            round(0, &base, 0.0, &[Some((1, 2)), Some((1, 2)), Some((1, 2))]),
+            round(1, &base, 0.1, &[Some((0, 2)), None, Some((3, 2))]),
+            round(2, &base, 0.2, &[Some((3, 3)), None, Some((3, 3))]),
+        ];
+        for r in &rounds {
+            el.push(r, "w");
+        }
+        let ready = el.ready(&rounds[2].started, true);
+        let d = el.detail(&ready[0], &[], DEFAULT_HORIZON);
+        assert_eq!((d.old_leader.as_deref(), d.new_leader.as_deref()), (Some("m0"), Some("m2")), "{d:?}");
     }
 
     #[test]
