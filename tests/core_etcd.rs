@@ -33,7 +33,9 @@ async fn at_rest_no_elections_no_increase_constant_raw_sum() {
     assert!(rows.iter().all(|r| r["reachable"] == "true" && r["health"] == "true" && r["error"].is_empty()));
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(f.out.path().join("summary.json")).expect("summary.json")).expect("json");
-    assert_eq!(summary["schema_version"], 1);
+    assert_eq!(summary["schema_version"], leaderwatch::summary::SCHEMA_VERSION);
+    assert!(summary["elections_detail"].as_array().is_some_and(|e| e.is_empty()), "no election, none listed");
+    assert_eq!(summary["health"].as_object().map(|h| h.len()), Some(3), "health of every member");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
