@@ -181,6 +181,7 @@ impl Elections {
                 kind: e.kind.clone(),
                 detail: e.detail.clone(),
             }),
+            write_unavailable_s: None,
         }
     }
 }

@@ -40,6 +40,10 @@ pub struct WindowRecord {
     /// Each member's health over the window, by member name (schema 3).
     #[serde(default)]
     pub health: BTreeMap<String, MemberHealth>,
+    /// What the canary's writes and reads saw in the window; absent when it did not run
+    /// (at rest, or `--canary off`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<crate::client::ClientFigures>,
 }
 
 /// One member's health over one window (or one health.csv interval), from the deltas of
@@ -101,6 +105,11 @@ pub struct ElectionDetail {
     pub cause: String,
     /// The events.csv row the cause points to.
     pub cause_event: Option<EventRef>,
+    /// The canary's write unavailability that overlaps the election (the longest gap
+    /// between successful writes around it, minus the cadence); absent when the canary was
+    /// not running then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_unavailable_s: Option<f64>,
 }
 
 /// Names one events.csv row.
@@ -127,6 +136,7 @@ impl WindowRecord {
             leader_transitions: c.leader_transitions.clone(),
             elections_detail: Vec::new(),
             health: BTreeMap::new(),
+            client: None,
         }
     }
 }

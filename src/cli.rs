@@ -180,6 +180,21 @@ pub struct CadenceArgs {
     /// an unreachable or stressed leader) is looked for.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub cause_horizon: Duration,
+    /// The canary: from the disruption request to the end of settle, one linearizable write
+    /// (a Put of __leaderwatch/canary/<run_id> under a 30 s lease, revoked at exit) and one
+    /// linearizable read every --fast-interval, into canary.csv (`on` or `off`).
+    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
+    pub canary: String,
+    /// Deadline of each canary op.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub canary_timeout: Duration,
+}
+
+impl CadenceArgs {
+    /// The canary's deadline, or `None` when it is off.
+    pub fn canary(&self) -> Option<Duration> {
+        (self.canary == "on").then_some(self.canary_timeout)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -287,7 +302,16 @@ pub struct SampleArgs {
     /// or stressed leader) is looked for.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub cause_horizon: Duration,
-    /// Run directory: samples.csv, events.csv, health.csv, summary.json.
+    /// Also run the canary: each interval one linearizable write (a Put of
+    /// __leaderwatch/canary/<run_id> under a 30 s lease, revoked at exit) and one
+    /// linearizable read, into canary.csv. Off by default: it adds a small write load.
+    #[arg(long)]
+    pub canary: bool,
+    /// Deadline of each canary op.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub canary_timeout: Duration,
+    /// Run directory: samples.csv, events.csv, health.csv, canary.csv (with --canary),
+    /// summary.json.
     #[arg(long)]
     pub out: PathBuf,
     /// CA bundle (PEM) for https:// members, used by HTTP and gRPC alike.

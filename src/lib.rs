@@ -10,6 +10,8 @@
 
 pub mod attribution;
 pub mod baseline;
+pub mod canary;
+pub mod client;
 pub mod cli;
 pub mod clock;
 pub mod counts;

@@ -70,6 +70,7 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
             with_metrics: true,
         },
         cause_horizon: a.cause_horizon,
+        canary: a.canary.then_some(a.canary_timeout),
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     sample::run(cfg, clock, shutdown_signal()).await.map(|_| ())
@@ -118,6 +119,7 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
             recovery_timeout: a.recovery_timeout,
             environment: Environment { description: a.environment, ..Environment::default() },
             cause_horizon: a.cadence.cause_horizon,
+            canary: a.cadence.canary(),
         },
         evict_timeout: a.evict_timeout,
         dry_run: a.dry_run,

@@ -225,7 +225,8 @@ pub fn http_client(cfg: &ProbeConfig) -> Result<reqwest::Client, String> {
     b.build().map_err(|e| format!("HTTP client: {}", error_chain(&e)))
 }
 
-fn etcd_options(cfg: &ProbeConfig, member: &Member) -> Result<ConnectOptions, String> {
+/// Connect options for an etcd client of `member` (TLS from `cfg` for an https:// member).
+pub(crate) fn etcd_options(cfg: &ProbeConfig, member: &Member) -> Result<ConnectOptions, String> {
     let mut o = ConnectOptions::new()
         .with_connect_timeout(cfg.timeout)
         .with_timeout(cfg.timeout);

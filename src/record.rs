@@ -17,6 +17,18 @@ use crate::round::{Round, Silent};
 pub const SAMPLES: &str = "samples.csv";
 pub const EVENTS: &str = "events.csv";
 pub const HEALTH: &str = "health.csv";
+pub const CANARY: &str = "canary.csv";
+
+pub const CANARY_HEADER: [&str; 10] = ["started", "run_id", "window", "kind", "delay_ms", "latency_ms", "ok", "error", "member", "done"];
+
+/// One canary op as canary.csv writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanaryRow {
+    pub op: crate::canary::Op,
+    pub window: String,
+    /// The member that answered: its name, its hex id if the name is not known, or empty.
+    pub member: String,
+}
 
 pub const SAMPLES_HEADER: [&str; 30] = [
     "ts",
@@ -316,6 +328,8 @@ pub struct RunDir {
     samples: CsvFile,
     events: CsvFile,
     health: CsvFile,
+    /// Opened on the first op: a run without the canary has no canary.csv.
+    canary: Option<CsvFile>,
     /// What reopening found in samples.csv, events.csv and health.csv.
     pub reopened: [(&'static str, Reopened); 3],
 }
@@ -327,7 +341,7 @@ impl RunDir {
         let (samples, rs) = CsvFile::open(dir.join(SAMPLES), &SAMPLES_HEADER)?;
         let (events, re) = CsvFile::open(dir.join(EVENTS), &EVENTS_HEADER)?;
         let (health, rh) = CsvFile::open(dir.join(HEALTH), &HEALTH_HEADER)?;
-        Ok(RunDir { dir: dir.to_owned(), run_id: run_id.to_owned(), samples, events, health, reopened: [(SAMPLES, rs), (EVENTS, re), (HEALTH, rh)] })
+        Ok(RunDir { dir: dir.to_owned(), run_id: run_id.to_owned(), samples, events, health, canary: None, reopened: [(SAMPLES, rs), (EVENTS, re), (HEALTH, rh)] })
     }
 
     pub fn dir(&self) -> &Path {
@@ -403,12 +417,47 @@ impl RunDir {
         self.health.flush()
     }
 
+    /// Appends canary.csv rows (creating or reopening the file on the first) and flushes.
+    pub fn append_canary(&mut self, rows: &[CanaryRow]) -> Result<(), RecordError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if self.canary.is_none() {
+            let (f, found) = CsvFile::open(self.dir.join(CANARY), &CANARY_HEADER)?;
+            if found.torn_bytes > 0 {
+                tracing::warn!("{CANARY}: cut a torn last line of {} byte(s) left by an earlier crash", found.torn_bytes);
+            }
+            self.canary = Some(f);
+        }
+        let Some(f) = self.canary.as_mut() else { return Ok(()) };
+        for r in rows {
+            let o = &r.op;
+            let rec = [
+                ts(o.started.utc),
+                self.run_id.clone(),
+                r.window.clone(),
+                o.kind.as_str().to_owned(),
+                ms(o.delay_ms()),
+                ms(o.latency_ms()),
+                o.ok.to_string(),
+                one_line(&o.error),
+                r.member.clone(),
+                ts(o.done.utc),
+            ];
+            f.w.write_record(&rec).map_err(|source| RecordError::Csv { path: f.path.clone(), source })?;
+        }
+        f.flush()
+    }
+
     /// Flushes every file and asks the OS to put them on disk.
     pub fn sync(&mut self) -> Result<(), RecordError> {
         self.samples.flush()?;
         self.events.flush()?;
         self.health.flush()?;
-        for f in [&self.samples, &self.events, &self.health] {
+        if let Some(c) = self.canary.as_mut() {
+            c.flush()?;
+        }
+        for f in [&self.samples, &self.events, &self.health].into_iter().chain(self.canary.as_ref()) {
             f.w.get_ref().sync_all().map_err(io_err(&f.path))?;
         }
         Ok(())

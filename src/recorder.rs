@@ -18,7 +18,8 @@ use crate::counts::Counts;
 use crate::events::{Event, Tracker};
 use crate::health::Fold;
 use crate::member::MemberName;
-use crate::record::{HealthRow, RecordError, RunDir};
+use crate::canary::{Kind, Op};
+use crate::record::{CanaryRow, HealthRow, RecordError, RunDir};
 use crate::round::Round;
 use crate::windows::Windows;
 
@@ -57,6 +58,10 @@ pub struct Recorder {
     details: Vec<(String, ElectionDetail)>,
     horizon: Duration,
     series: Series,
+    /// The canary's start and cadence, once it runs.
+    canary: Option<(Stamp, f64)>,
+    /// Completions of the recent successful canary writes, for each election's cost.
+    write_oks: VecDeque<Stamp>,
 }
 
 impl Recorder {
@@ -89,6 +94,8 @@ impl Recorder {
             details: Vec::new(),
             horizon,
             series: Series::default(),
+            canary: None,
+            write_oks: VecDeque::new(),
         };
         rec.events(&startup)?;
         Ok(rec)
@@ -171,10 +178,15 @@ impl Recorder {
         let evidence = self.evidence.make_contiguous().to_vec();
         let mut rows = Vec::new();
         for p in ready {
-            let d = self.elections.detail(&p, &evidence, self.horizon);
+            let mut d = self.elections.detail(&p, &evidence, self.horizon);
+            if let Some((from, cadence)) = self.canary {
+                let oks = self.write_oks.make_contiguous();
+                d.write_unavailable_s = crate::client::unavailable_over(from, oks, p.after, p.observed, cadence);
+            }
             let pointer = d.cause_event.as_ref().map_or(String::new(), |e| format!(" ({} {} {})", e.source, e.kind, crate::record::ts(e.ts)));
+            let writes = d.write_unavailable_s.map_or(String::new(), |w| format!(", writes unavailable {w:.3} s"));
             let detail = format!(
-                "term {} -> {}, leader {} -> {}, leaderless {}; cause {}{pointer}",
+                "term {} -> {}, leader {} -> {}, leaderless {}{writes}; cause {}{pointer}",
                 d.term_from,
                 d.term_to,
                 d.old_leader.as_deref().unwrap_or("unknown"),
@@ -186,6 +198,51 @@ impl Recorder {
             self.details.push((p.window, d));
         }
         self.events(&rows)
+    }
+
+    /// The canary starts now, one op of each kind every `cadence`: its intervals start here.
+    pub fn canary_started(&mut self, at: Stamp, cadence: Duration) {
+        self.canary = Some((at, cadence.as_secs_f64()));
+        self.windows.canary_started(at, cadence.as_secs_f64());
+    }
+
+    /// The canary's finished ops: canary.csv rows, the open window's client figures, and
+    /// the successful writes kept for the elections' cost.
+    pub fn canary(&mut self, ops: &[Op]) -> Result<(), RecordError> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let window = self.windows.current().to_owned();
+        let rows: Vec<CanaryRow> = ops
+            .iter()
+            .map(|op| CanaryRow {
+                op: op.clone(),
+                window: window.clone(),
+                member: match op.member_id {
+                    0 => String::new(),
+                    id => self.elections.name(id).map_or_else(|| format!("{id:x}"), str::to_owned),
+                },
+            })
+            .collect();
+        self.dir.append_canary(&rows)?;
+        for op in ops {
+            self.windows.push_op(op);
+            if op.ok && op.kind == Kind::Write {
+                self.write_oks.push_back(op.done);
+            }
+        }
+        // Ops arrive in completion order per kind; keep the writes in order.
+        self.write_oks.make_contiguous().sort_by_key(|s| s.mono);
+        let keep = (self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).as_secs_f64();
+        if let Some(newest) = self.write_oks.back().copied() {
+            while self.write_oks.len() > 1 && self.write_oks.front().is_some_and(|t| t.secs_to(&newest) > keep) {
+                // The dropped write becomes the start of the first gap still kept.
+                if let (Some(old), Some((from, c))) = (self.write_oks.pop_front(), self.canary) {
+                    self.canary = Some((if old.mono > from.mono { old } else { from }, c));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Appends events (logged as they are written); recent ones are kept as evidence.
@@ -247,6 +304,11 @@ impl Recorder {
     /// Every election attributed so far, with the window it is in.
     pub fn elections(&self) -> &[(String, ElectionDetail)] {
         &self.details
+    }
+
+    /// The open window's client figures so far.
+    pub fn client(&self) -> Option<crate::client::ClientFigures> {
+        self.windows.client()
     }
 
     /// The open window's member health so far.

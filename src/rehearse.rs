@@ -61,6 +61,7 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
             timing_source: "rehearse flags (--heartbeat-interval, --election-timeout)".to_owned(),
         },
         cause_horizon: a.cadence.cause_horizon,
+        canary: a.cadence.canary(),
     };
     let cluster = Arc::new(Mutex::new(cluster));
     let disruptor = LocalDisruptor { cluster: cluster.clone(), method, down: a.down, grace: GRACE };

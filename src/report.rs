@@ -12,6 +12,7 @@ use std::path::{Component, Path, PathBuf};
 use chrono::{DateTime, Utc};
 
 use crate::baseline::{Baseline, Disruption, ElectionDetail, EventRef, Flag, MemberHealth, WindowRecord};
+use crate::client::ClientFigures;
 use crate::record::{write_atomic, RecordError};
 use crate::Error;
 
@@ -39,6 +40,8 @@ pub const CAUSES: [&str; 6] = ["own_disruption", "kubernetes", "restart", "unrea
 
 /// The `window` of the recovery figures (they span member loss to healthy, not a window).
 pub const RECOVERY: &str = "recovery";
+/// The `window` of the row "client writes unavailable during the disruption".
+pub const CLIENT: &str = "client";
 
 /// Reads and checks one baseline.json.
 pub fn load(path: &Path) -> Result<Baseline, Error> {
@@ -152,6 +155,10 @@ impl Place<'_> {
 ///   `backend_commits`, `backend_commit_p99_s`, `peer_rtt_p99_s{<peer>}` per peer,
 ///   `heartbeat_send_failures`, `slow_applies`, `proposals_failed`, `slow_read_indexes`,
 ///   `db_size_bytes`, `quota_bytes`, `restarts`;
+/// - per window with the canary: `client_<write|read>_<ops|failures|availability|p50_s|
+///   p99_s|max_s|longest_unavailable_s>`;
+/// - `client` (the disruption window's canary writes): `write_longest_unavailable_s`,
+///   `write_ops`, `write_failures`, `write_p99_s`, and `election_<n>_write_unavailable_s`;
 /// - `recovery`: `loss_to_healthy_s`, `request_to_healthy_s`, `kept_down_s`, `attempts`,
 ///   `blocked_s`.
 pub fn measurements(path: &Path, b: &Baseline) -> Vec<Measurement> {
@@ -179,14 +186,83 @@ pub fn measurements(path: &Path, b: &Baseline) -> Vec<Measurement> {
             out.push(at.figure("", figure, value, unit));
         }
         out.extend(election_figures(&at, w));
+        if let Some(c) = &w.client {
+            out.extend(client_figures(&at, c));
+        }
         for (member, h) in &w.health {
             out.extend(health_figures(&at, member, h));
         }
     }
     if let Some(d) = &b.disruption {
+        out.extend(client_row(b, &source, d));
         out.extend(recovery_figures(b, source, d));
     }
     out
+}
+
+/// Per window, what the canary saw: `client_<kind>_<figure>` for write and read.
+fn client_figures(at: &Place, c: &ClientFigures) -> Vec<Measurement> {
+    let mut out = Vec::new();
+    for (kind, k) in [("write", &c.write), ("read", &c.read)] {
+        for (figure, value, unit) in [
+            ("ops", Some(k.ops as f64), COUNT),
+            ("failures", Some(k.failures as f64), COUNT),
+            ("availability", k.availability, ""),
+            ("p50_s", k.p50_ms.map(|v| v / 1000.0), SECONDS),
+            ("p99_s", k.p99_ms.map(|v| v / 1000.0), SECONDS),
+            ("max_s", k.max_ms.map(|v| v / 1000.0), SECONDS),
+            ("longest_unavailable_s", k.longest_unavailable_s, SECONDS),
+        ] {
+            out.push(at.figure("", &format!("client_{kind}_{figure}"), value, unit));
+        }
+    }
+    out
+}
+
+/// The row "client writes unavailable during the disruption": the disruption window's
+/// canary writes (absent without the canary).
+fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
+    let Some((w, c)) = b.windows.iter().find(|w| w.name == "disruption").and_then(|w| w.client.as_ref().map(|c| (w, c))) else {
+        return Vec::new();
+    };
+    let role = if d.target_was_leader { "leader" } else { "follower" };
+    let at = Place {
+        b,
+        source: source.to_owned(),
+        window: CLIENT,
+        label: format!("client writes unavailable during the disruption (canary, {}, target {} = {role})", d.method, d.target),
+        start: w.start,
+        end: Some(w.end),
+        secs: Some(w.duration_s),
+    };
+    let mut out = vec![
+        at.figure("", "write_longest_unavailable_s", c.write.longest_unavailable_s, SECONDS),
+        at.figure("", "write_ops", Some(c.write.ops as f64), COUNT),
+        at.figure("", "write_failures", Some(c.write.failures as f64), COUNT),
+        at.figure("", "write_p99_s", c.write.p99_ms.map(|v| v / 1000.0), SECONDS),
+    ];
+    for (i, e) in w.elections_detail.iter().enumerate() {
+        let mut m = at.figure("", &format!("election_{}_write_unavailable_s", i + 1), e.write_unavailable_s, SECONDS);
+        m.note = cause_phrase(e);
+        out.push(m);
+    }
+    out
+}
+
+/// The client row's value cell.
+fn client_cell(rows: &[&Measurement]) -> String {
+    let mut v = match value(rows, "write_longest_unavailable_s") {
+        Some(u) => format!("{u:.2} s longest without a successful write"),
+        None => "no successful write in the window".to_owned(),
+    };
+    if let (Some(ops), Some(failed)) = (value(rows, "write_ops"), value(rows, "write_failures")) {
+        v.push_str(&format!(" ({failed:.0} of {ops:.0} writes failed"));
+        if let Some(p99) = value(rows, "write_p99_s") {
+            v.push_str(&format!("; p99 {}", ms(p99)));
+        }
+        v.push(')');
+    }
+    v
 }
 
 fn election_figures(at: &Place, w: &WindowRecord) -> Vec<Measurement> {
@@ -501,7 +577,11 @@ fn window_rows(ms: &[Measurement], link: &str) -> Vec<String> {
     let mut out = Vec::new();
     for rows in groups(ms).iter().filter(|g| g.first().is_some_and(|m| m.member.is_empty())) {
         let Some(first) = rows.first() else { continue };
-        let value = if first.window == RECOVERY { recovery_cell(rows) } else { counts_cell(rows) };
+        let value = match first.window.as_str() {
+            RECOVERY => recovery_cell(rows),
+            CLIENT => client_cell(rows),
+            _ => counts_cell(rows),
+        };
         out.push(format!("| {} | {MEASURED} {value} | {} | {} | {link} |", first.label, span(first), first.environment));
     }
     out
@@ -846,6 +926,7 @@ mod tests {
                 kind: k.to_owned(),
                 detail: if k == "k8s_event" { "Normal Killing: Stopping container etcd".to_owned() } else { String::new() },
             }),
+            write_unavailable_s: None,
         }
     }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::time::MissedTickBehavior;
 
+use crate::canary::{Canary, CanaryConfig};
 use crate::clock::Clock;
 use crate::events::Event;
 use crate::member::Member;
@@ -31,6 +32,8 @@ pub struct SampleConfig {
     pub probe: ProbeConfig,
     /// How far before an election its cause is looked for.
     pub cause_horizon: Duration,
+    /// The canary's deadline per op; `None`: no canary (the default for `sample`).
+    pub canary: Option<Duration>,
 }
 
 /// Runs the sampler until `cfg.duration` or `shutdown`, whichever comes first.
@@ -49,6 +52,21 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
     ))?;
     tracing::info!(run_id, out = %cfg.out.display(), members = cfg.members.len(), "sampling");
 
+    let mut canary = match cfg.canary {
+        Some(timeout) => match Canary::start(&cfg.members, &cfg.probe, CanaryConfig { every: cfg.interval, timeout }, &run_id, clock.clone()).await {
+            Ok(c) => {
+                rec.canary_started(clock.stamp(), cfg.interval);
+                rec.event(Event::stamped(clock.stamp(), "leaderwatch", "", "canary_started", format!("{} every {}", c.key(), humantime::format_duration(cfg.interval))))?;
+                Some(c)
+            }
+            // Sampling does not need it: go on without, and say so.
+            Err(e) => {
+                rec.event(Event::stamped(clock.stamp(), "leaderwatch", "", "canary_failed", e))?;
+                None
+            }
+        },
+        None => None,
+    };
     let mut ticker = tokio::time::interval(cfg.interval);
     ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
     tokio::pin!(shutdown);
@@ -67,13 +85,20 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
             r = sampler.round_within(Some(cfg.interval)) => r,
         };
         rec.round(&round)?;
+        if let Some(c) = canary.as_mut() {
+            rec.canary(&c.drain())?;
+        }
     };
     sampler.abort();
+    if let Some(c) = canary.take() {
+        rec.canary(&c.stop().await)?;
+    }
 
     let ended = clock.stamp();
     let counts = rec.counts();
     let rounds = rec.rounds();
     let health = rec.health();
+    let client = rec.client();
     let elections_detail: Vec<_> = rec.close_windows(true)?.into_iter().flat_map(|w| w.elections_detail).collect();
     let summary = Summary {
         schema_version: SCHEMA_VERSION,
@@ -90,6 +115,7 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         leader_transitions: counts.leader_transitions.clone(),
         elections_detail,
         health,
+        client,
         cause_horizon_s: cfg.cause_horizon.as_secs_f64(),
         explanation: explain(&counts),
     };

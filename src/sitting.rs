@@ -7,7 +7,9 @@
 //! The windows tile the run (src/windows.rs): every round is in exactly one, and each
 //! starts from the state the previous one ended in. The disruptor runs as its own task and
 //! reports over a channel; the recovery is judged by the pure [`RecoveryTracker`]; the loop
-//! here only moves data between them and the recorder. Whatever ends the sitting (a
+//! here only moves data between them and the recorder. From the request to the end of
+//! settle the canary (src/canary.rs) writes and reads through one client, so that each
+//! window and each election says what it cost a client. Whatever ends the sitting (a
 //! signal, a failed disruption, no recovery), baseline.json is written with what was
 //! measured, marked `incomplete`.
 
@@ -22,6 +24,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Interval, MissedTickBehavior};
 
 use crate::baseline::{Baseline, Disruption, Environment, GroundTruth, Step, BASELINE, COMPLETE, INCOMPLETE, SCHEMA_VERSION};
+use crate::canary::{Canary, CanaryConfig, Kind};
 use crate::clock::{mono_secs, Clock, Stamp};
 use crate::disrupt::{Disruptor, Report, Reporter};
 use crate::events::Event;
@@ -55,6 +58,8 @@ pub struct SittingConfig {
     pub environment: Environment,
     /// How far before an election its cause is looked for.
     pub cause_horizon: Duration,
+    /// The canary's deadline per op; `None`: no canary (`--canary off`).
+    pub canary: Option<Duration>,
 }
 
 /// The shutdown future, polled at most to completion once.
@@ -96,6 +101,8 @@ struct DisruptionLog {
     steps: Vec<Event>,
     attempts: u32,
     blocked_s: f64,
+    /// Completions of the canary's successful writes (for `writes_ok` in the waterfall).
+    write_oks: Vec<Stamp>,
 }
 
 fn ticker(every: Duration) -> Interval {
@@ -118,6 +125,7 @@ struct Sitting<'a> {
     /// Highest raft term seen so far: a higher one after the request is an election.
     max_term: Option<u64>,
     log: Option<DisruptionLog>,
+    canary: Option<Canary>,
 }
 
 /// Runs one sitting and writes `baseline.json` however it ends. A sitting that was
@@ -146,6 +154,7 @@ pub async fn run<D: Disruptor>(
         last: None,
         max_term: None,
         log: None,
+        canary: None,
     };
     s.event("", "sitting_started", format!(
         "idle {}, settle {}, target {:?}",
@@ -156,6 +165,13 @@ pub async fn run<D: Disruptor>(
     let ended = s.phases(disruptor).await;
     s.progress.finish();
     s.sampler.abort();
+    // Revoke the canary's lease whatever ended the sitting, and keep its last ops.
+    if let Some(c) = s.canary.take() {
+        let ops = c.stop().await;
+        if let Err(e) = s.canary_ops(ops) {
+            return Err(e.into());
+        }
+    }
     let ended = match ended {
         Ok(()) => None,
         Err(Ok(cut)) => Some(cut),
@@ -192,9 +208,20 @@ impl Sitting<'_> {
         }
     }
 
-    /// Records a round (and the watchers' events so far) in the open window.
+    /// Records the canary's finished ops.
+    fn canary_ops(&mut self, ops: Vec<crate::canary::Op>) -> std::result::Result<(), crate::record::RecordError> {
+        if let Some(log) = self.log.as_mut() {
+            log.write_oks.extend(ops.iter().filter(|o| o.ok && o.kind == Kind::Write).map(|o| o.done));
+        }
+        self.rec.canary(&ops)
+    }
+
+    /// Records a round (and the watchers' events and the canary's ops so far) in the open
+    /// window.
     fn record(&mut self, r: &Round) -> Phase {
         self.rec.round(r).map_err(rec_err)?;
+        let ops = self.canary.as_mut().map(Canary::drain).unwrap_or_default();
+        self.canary_ops(ops).map_err(rec_err)?;
         let side: Vec<Event> = match self.side.as_mut() {
             Some(rx) => std::iter::from_fn(|| rx.try_recv().ok()).collect(),
             None => Vec::new(),
@@ -268,6 +295,20 @@ impl Sitting<'_> {
         let cfg = self.cfg;
         let n = cfg.members.len();
         let method = disruptor.method();
+        if let Some(timeout) = cfg.canary {
+            let c = CanaryConfig { every: cfg.fast_interval, timeout };
+            let run_id = self.rec.run_id().to_owned();
+            match Canary::start(&cfg.members, &cfg.probe, c, &run_id, self.clock.clone()).await {
+                Ok(c) => {
+                    self.rec.canary_started(self.clock.stamp(), cfg.fast_interval);
+                    self.event("", "canary_started", format!("{} every {}, deadline {}", c.key(), humantime::format_duration(cfg.fast_interval), humantime::format_duration(timeout)))
+                        .map_err(Err)?;
+                    self.canary = Some(c);
+                }
+                // The sitting's own figures do not need it: go on without, and say so.
+                Err(e) => self.event("", "canary_failed", e).map_err(Err)?,
+            }
+        }
         let requested = self.clock.stamp();
         let role = if was_leader { "leader" } else { "follower" };
         self.rec
@@ -275,7 +316,7 @@ impl Sitting<'_> {
             .map_err(rec_err)?;
         self.progress.phase(&format!("disruption of {target} ({method})"), None);
         let tracker = RecoveryTracker::new(target.clone(), n, requested, self.max_term, cfg.recovery_timeout);
-        self.log = Some(DisruptionLog { target: target.clone(), was_leader, method, requested, tracker, steps: Vec::new(), attempts: 0, blocked_s: 0.0 });
+        self.log = Some(DisruptionLog { target: target.clone(), was_leader, method, requested, tracker, steps: Vec::new(), attempts: 0, blocked_s: 0.0, write_oks: Vec::new() });
 
         let (tx, mut rx) = mpsc::unbounded_channel();
         let mut task: Option<JoinHandle<Result<()>>> = Some(tokio::spawn(disruptor.disrupt(target.clone(), Reporter::new(tx, self.clock.clone(), source_of(&self.cfg.environment)))));
@@ -476,6 +517,12 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
         if let Some(m) = m {
             steps.push((since(&m.at), m.at.utc, label.to_owned()));
         }
+    }
+    // The first canary write that completed after the member was lost (after the request
+    // when its loss was not seen): when a lock could be granted again.
+    let lost = t.lost.map_or(req, |m| m.at);
+    if let Some(w) = log.write_oks.iter().filter(|w| w.mono > lost.mono).min_by_key(|w| w.mono) {
+        steps.push((since(w), w.utc, "writes_ok (canary)".to_owned()));
     }
     steps.retain(|(s, _, _)| *s >= 0.0);
     steps.sort_by(|a, b| a.0.total_cmp(&b.0));

@@ -51,6 +51,9 @@ pub struct Summary {
     /// How far before an election its cause was looked for.
     #[serde(default)]
     pub cause_horizon_s: f64,
+    /// What the canary saw over the run (`--canary`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<crate::client::ClientFigures>,
     /// One sentence that puts the three counts side by side for a reader.
     pub explanation: String,
 }

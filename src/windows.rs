@@ -7,6 +7,8 @@
 use std::collections::BTreeMap;
 
 use crate::baseline::WindowRecord;
+use crate::canary::Op;
+use crate::client::ClientFold;
 use crate::clock::Stamp;
 use crate::counts::{LeaderTransition, Window};
 use crate::health::Fold;
@@ -22,6 +24,8 @@ struct Open {
     fold: Window,
     /// Each member's health since the boundary round.
     health: BTreeMap<MemberName, Fold>,
+    /// The canary's ops that completed while the window was open.
+    client: ClientFold,
     /// The boundary: the previous window's last round, or this window's first.
     first: Option<Stamp>,
     last: Option<Stamp>,
@@ -35,7 +39,7 @@ pub struct Windows {
 
 impl Windows {
     pub fn new(first: &str) -> Self {
-        Windows { closed: Vec::new(), open: Open { name: first.to_owned(), fold: Window::new(), health: BTreeMap::new(), first: None, last: None } }
+        Windows { closed: Vec::new(), open: Open { name: first.to_owned(), fold: Window::new(), health: BTreeMap::new(), client: ClientFold::default(), first: None, last: None } }
     }
 
     /// Name of the open window: the `phase` of the rounds it owns.
@@ -61,7 +65,8 @@ impl Windows {
     /// which starts from the closed window's last state and last round.
     pub fn next(&mut self, full_length: bool, next: &str, peers: PeerName) {
         let health = self.open.health.iter().map(|(n, f)| (n.clone(), f.continue_from())).collect();
-        let open = Open { name: next.to_owned(), fold: self.open.fold.continue_from(), health, first: self.open.last, last: self.open.last };
+        let client = self.open.client.continue_from();
+        let open = Open { name: next.to_owned(), fold: self.open.fold.continue_from(), health, client, first: self.open.last, last: self.open.last };
         let done = std::mem::replace(&mut self.open, open);
         self.closed.extend(record(done, full_length, peers));
     }
@@ -73,6 +78,21 @@ impl Windows {
         let open = self.open;
         self.closed.extend(record(open, full_length, peers));
         self.closed
+    }
+
+    /// The canary started at `at`, one op of each kind every `cadence_s`.
+    pub fn canary_started(&mut self, at: Stamp, cadence_s: f64) {
+        self.open.client.started(at, cadence_s);
+    }
+
+    /// A canary op, in the window open when it is recorded.
+    pub fn push_op(&mut self, op: &Op) {
+        self.open.client.push(op);
+    }
+
+    /// The open window's client figures so far (for `sample`'s summary).
+    pub fn client(&self) -> Option<crate::client::ClientFigures> {
+        self.open.client.figures()
     }
 
     /// The open window's member health so far (for `sample`'s summary).
@@ -90,5 +110,6 @@ fn record(w: Open, full_length: bool, peers: PeerName) -> Option<WindowRecord> {
     let (first, last) = w.first.zip(w.last)?;
     let mut r = WindowRecord::new(&w.name, first, last, w.fold.rounds(), &w.fold.counts(), full_length && w.fold.rounds() > 0);
     r.health = w.health.iter().map(|(n, f)| (n.0.clone(), f.figures(peers))).collect();
+    r.client = w.client.figures();
     Some(r)
 }

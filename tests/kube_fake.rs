@@ -50,6 +50,7 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
             recovery_timeout: Duration::from_secs(60),
             environment: Environment { description: "fake API server + local etcd".into(), ..Environment::default() },
             cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+            canary: None,
         },
         evict_timeout: Duration::from_secs(60),
         dry_run,

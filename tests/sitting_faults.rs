@@ -52,6 +52,7 @@ fn config(members: Vec<leaderwatch::member::Member>, out: &Path, s: &Sit) -> Sit
         recovery_timeout: Duration::from_secs(30),
         environment: Environment { kind: "local".into(), description: "test".into(), ..Environment::default() },
         cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+        canary: Some(Duration::from_secs(1)),
     }
 }
 
@@ -72,7 +73,23 @@ async fn sit_with(
     let side = during(out.path().to_owned());
     let r = sitting::run(cfg, d, clock, None, shutdown).await;
     side.abort();
+    if r.is_ok() {
+        // A clean exit leaves nothing of the canary behind.
+        let members = cluster.lock().await.members();
+        assert_eq!(canary_keys(&members).await, 0, "a key under __leaderwatch/ outlived the sitting");
+    }
     (r, out)
+}
+
+/// Keys under `__leaderwatch/`, read through one client of every member.
+async fn canary_keys(members: &[leaderwatch::member::Member]) -> usize {
+    let urls: Vec<&str> = members.iter().map(|m| m.url.as_str()).collect();
+    let mut c = etcd_client::Client::connect(urls, None).await.expect("etcd client");
+    let r = tokio::time::timeout(Duration::from_secs(5), c.get("__leaderwatch/", Some(etcd_client::GetOptions::new().with_prefix())))
+        .await
+        .expect("get within 5 s")
+        .expect("get");
+    r.kvs().len()
 }
 
 async fn sit(s: Sit) -> (leaderwatch::Result<Baseline>, tempfile::TempDir) {
@@ -192,6 +209,7 @@ fn window<'a>(b: &'a Baseline, name: &str) -> &'a leaderwatch::baseline::WindowR
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run() {
+    let mut cost = BTreeMap::new();
     for (method, down) in [(Method::Sigterm, 2), (Method::Sigkill, 2), (Method::Sigstop, 3)] {
         let (r, out) = sit(Sit { method, down: Duration::from_secs(down), timeout: Duration::from_secs(3), ..Sit::default() }).await;
         let b = r.unwrap_or_else(|e| panic!("{method:?}: {e}"));
@@ -215,6 +233,7 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
         let signal = format!("{}_sent", method.name());
         assert!(kinds.contains(&signal), "{method:?}: {kinds:?}");
         assert_causes_and_health(out.path(), &b, &signal);
+        cost.insert(method.name(), assert_the_canary(out.path(), &b));
         if method == Method::Sigstop {
             // Frozen, not restarted: thawed, and its counter did not reset.
             assert!(kinds.contains(&"continued".to_owned()) && !kinds.contains(&"restarted".to_owned()));
@@ -242,6 +261,32 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
             assert!(silent > 0, "the frozen member was recorded as silent");
         }
     }
+    // What the election cost a client: a crash or a freeze waits for an election timeout,
+    // a graceful hand-over does not.
+    assert!(cost["sigkill"] > 0.0, "{cost:?}");
+    assert!(cost["sigterm"] < cost["sigkill"], "{cost:?}");
+}
+
+/// The canary ran from the request to the end: a canary.csv row for every op the
+/// disruption and settle windows count, none at rest; returns the election's write cost.
+fn assert_the_canary(dir: &Path, b: &Baseline) -> f64 {
+    assert!(window(b, "at_rest").client.is_none(), "the canary does not run at rest");
+    let text = std::fs::read_to_string(dir.join("canary.csv")).expect("canary.csv");
+    let mut rows = csv::Reader::from_reader(text.as_bytes());
+    let windows: Vec<String> = rows.records().map(|r| r.expect("row")[2].to_owned()).collect();
+    for name in ["disruption", "settle"] {
+        let c = window(b, name).client.as_ref().unwrap_or_else(|| panic!("{name}: client figures"));
+        let ops = c.write.ops + c.read.ops;
+        assert_eq!(windows.iter().filter(|w| *w == name).count() as u64, ops, "{name}: one row per op");
+        assert!(c.write.ops > 0 && c.read.ops > 0 && c.write.availability.is_some(), "{name}: {c:?}");
+    }
+    assert_eq!(windows.len(), windows.iter().filter(|w| *w == "disruption" || *w == "settle").count());
+    let e = &window(b, "disruption").elections_detail[0];
+    let cost = e.write_unavailable_s.unwrap_or_else(|| panic!("write_unavailable_s: {e:?}"));
+    assert!(cost >= 0.0);
+    let d = b.disruption.as_ref().expect("disruption");
+    assert!(d.waterfall.iter().any(|s| s.step == "writes_ok (canary)"), "{:?}", d.waterfall);
+    cost
 }
 
 /// The shutdown future and the task that fires it when `phase` has begun.

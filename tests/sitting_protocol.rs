@@ -52,6 +52,7 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
             timing_source: String::new(),
         },
         cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+        canary: None,
     }
 }
 

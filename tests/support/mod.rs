@@ -103,6 +103,7 @@ pub fn start_sampler(f: &Fixture, interval: Duration, timeout: Duration) -> Runn
         out: f.out.path().to_owned(),
         probe: ProbeConfig { timeout, ..ProbeConfig::default() },
         cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+        canary: None,
     };
     let (tx, rx) = oneshot::channel::<()>();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

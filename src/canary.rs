@@ -1,0 +1,243 @@
+//! The canary: what an election costs a client of the lock service. One etcd client that
+//! knows every member (as dlock's does), and two loops on it: each tick one linearizable
+//! write (a Put of `__leaderwatch/canary/<run_id>` under a lease) and one linearizable read
+//! (a Get of that key), each op with its own deadline and one op of each kind in flight at
+//! a time. An op still running at the next tick delays that tick; the delay is recorded.
+//!
+//! Nothing outlives the run by more than [`LEASE_TTL_S`]: every Put carries a lease of that
+//! TTL, a fresh one every [`LEASE_RENEW`] (no keep-alive stream to lose), and a clean stop
+//! revokes them, which deletes the key.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use etcd_client::{Client, KvClient, LeaseClient, PutOptions};
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::clock::{Clock, Stamp};
+use crate::member::Member;
+use crate::probe::{etcd_options, ProbeConfig};
+
+/// Every key the canary writes starts with this.
+pub const PREFIX: &str = "__leaderwatch/canary/";
+/// The lease of every canary Put: the longest the key can outlive a crashed leaderwatch.
+pub const LEASE_TTL_S: i64 = 30;
+/// A fresh lease this often (well inside the TTL), so no keep-alive is needed.
+pub const LEASE_RENEW: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Write,
+    Read,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Write => "write",
+            Kind::Read => "read",
+        }
+    }
+}
+
+/// One op and how it went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Op {
+    pub kind: Kind,
+    /// When its tick was due: later than that, the previous op of its kind held it up.
+    pub due: Stamp,
+    pub started: Stamp,
+    pub done: Stamp,
+    pub ok: bool,
+    /// One line; empty when `ok`.
+    pub error: String,
+    /// The member that answered, from the response header (0 = not known).
+    pub member_id: u64,
+}
+
+impl Op {
+    pub fn latency_ms(&self) -> f64 {
+        self.started.secs_to(&self.done) * 1000.0
+    }
+
+    /// How long the previous op of this kind held this one up.
+    pub fn delay_ms(&self) -> f64 {
+        (self.due.secs_to(&self.started) * 1000.0).max(0.0)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct CanaryConfig {
+    /// One write and one read per tick.
+    pub every: Duration,
+    /// Deadline of each op.
+    pub timeout: Duration,
+}
+
+/// The leases granted so far (newest last) and when the newest was granted.
+#[derive(Default)]
+struct Leases {
+    ids: Vec<i64>,
+    newest: Option<Instant>,
+}
+
+/// The running canary: its two loops and the ops they report.
+pub struct Canary {
+    key: String,
+    client: Client,
+    timeout: Duration,
+    leases: Arc<Mutex<Leases>>,
+    loops: Vec<JoinHandle<()>>,
+    rx: UnboundedReceiver<Op>,
+}
+
+/// One line from an etcd client error.
+fn one_line(e: &etcd_client::Error) -> String {
+    e.to_string().replace(['\n', '\r'], " ")
+}
+
+impl Canary {
+    /// Connects one client to every member and starts the two loops. The key is
+    /// `__leaderwatch/canary/<run_id>`.
+    pub async fn start(members: &[Member], probe: &ProbeConfig, cfg: CanaryConfig, run_id: &str, clock: Arc<dyn Clock>) -> Result<Canary, String> {
+        let first = members.first().ok_or("the canary needs at least one member")?;
+        let opts = etcd_options(&ProbeConfig { timeout: cfg.timeout, ..probe.clone() }, first)?;
+        let urls: Vec<&str> = members.iter().map(|m| m.url.as_str()).collect();
+        let client = tokio::time::timeout(cfg.timeout, Client::connect(urls, Some(opts)))
+            .await
+            .map_err(|_| format!("canary: no connection within {}", humantime::format_duration(cfg.timeout)))?
+            .map_err(|e| format!("canary: {}", one_line(&e)))?;
+        let key = format!("{PREFIX}{run_id}");
+        let leases = Arc::new(Mutex::new(Leases::default()));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let write = Writer { kv: client.kv_client(), lease: client.lease_client(), key: key.clone(), leases: leases.clone() };
+        let read = Reader { kv: client.kv_client(), key: key.clone() };
+        let loops = vec![
+            tokio::spawn(run(Kind::Write, write, cfg.clone(), clock.clone(), tx.clone())),
+            tokio::spawn(run(Kind::Read, read, cfg.clone(), clock, tx)),
+        ];
+        Ok(Canary { key, client, timeout: cfg.timeout, leases, loops, rx })
+    }
+
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The ops finished since the last call.
+    pub fn drain(&mut self) -> Vec<Op> {
+        std::iter::from_fn(|| self.rx.try_recv().ok()).collect()
+    }
+
+    /// Stops both loops, revokes every lease it granted (which deletes the key) and deletes
+    /// the key in case a Put landed without one; returns the last ops. A failure to clean
+    /// up is logged: the leases expire within [`LEASE_TTL_S`] anyway.
+    pub async fn stop(mut self) -> Vec<Op> {
+        for l in &self.loops {
+            l.abort();
+        }
+        for l in std::mem::take(&mut self.loops) {
+            let _ = l.await;
+        }
+        let ops = self.drain();
+        let ids = self.leases.lock().map(|l| l.ids.clone()).unwrap_or_default();
+        let mut lease = self.client.lease_client();
+        let mut kv = self.client.kv_client();
+        let t = self.timeout.max(Duration::from_secs(2));
+        for id in ids {
+            match tokio::time::timeout(t, lease.revoke(id)).await {
+                Ok(Ok(_)) => {}
+                // Already expired, or revoked with an earlier one: nothing left to delete.
+                Ok(Err(e)) if one_line(&e).contains("not found") => {}
+                Ok(Err(e)) => tracing::warn!("canary: revoking lease {id:x}: {} (it expires within {LEASE_TTL_S} s)", one_line(&e)),
+                Err(_) => tracing::warn!("canary: revoking lease {id:x} timed out (it expires within {LEASE_TTL_S} s)"),
+            }
+        }
+        if let Err(e) = tokio::time::timeout(t, kv.delete(self.key.clone(), None)).await.map_err(|_| "timed out".to_owned()).and_then(|r| r.map_err(|e| one_line(&e))) {
+            tracing::warn!("canary: deleting {}: {e}", self.key);
+        }
+        ops
+    }
+}
+
+impl Drop for Canary {
+    fn drop(&mut self) {
+        for l in &self.loops {
+            l.abort();
+        }
+    }
+}
+
+/// One op of one kind: `Ok(member id)` or a one-line error.
+trait DoOp: Send + 'static {
+    fn op(&mut self, at: Stamp) -> impl std::future::Future<Output = Result<u64, String>> + Send;
+}
+
+struct Writer {
+    kv: KvClient,
+    lease: LeaseClient,
+    key: String,
+    leases: Arc<Mutex<Leases>>,
+}
+
+impl DoOp for Writer {
+    async fn op(&mut self, at: Stamp) -> Result<u64, String> {
+        let (id, fresh) = self.leases.lock().map(|l| (l.ids.last().copied(), l.newest.is_some_and(|t| t.elapsed() < LEASE_RENEW))).unwrap_or((None, false));
+        let id = match (id, fresh) {
+            (Some(id), true) => id,
+            _ => {
+                let g = self.lease.grant(LEASE_TTL_S, None).await.map_err(|e| format!("lease grant: {}", one_line(&e)))?;
+                if let Ok(mut l) = self.leases.lock() {
+                    l.ids.push(g.id());
+                    l.newest = Some(Instant::now());
+                    // Older leases carry no key any more (each Put moves it to the newest).
+                    let keep = l.ids.len().saturating_sub(8);
+                    l.ids.drain(..keep);
+                }
+                g.id()
+            }
+        };
+        let value = crate::record::ts(at.utc);
+        let r = self.kv.put(self.key.clone(), value, Some(PutOptions::new().with_lease(id))).await.map_err(|e| one_line(&e))?;
+        Ok(r.header().map_or(0, |h| h.member_id()))
+    }
+}
+
+struct Reader {
+    kv: KvClient,
+    key: String,
+}
+
+impl DoOp for Reader {
+    async fn op(&mut self, _at: Stamp) -> Result<u64, String> {
+        // Linearizable (the default): it needs a leader, as a lock check does.
+        let r = self.kv.get(self.key.clone(), None).await.map_err(|e| one_line(&e))?;
+        Ok(r.header().map_or(0, |h| h.member_id()))
+    }
+}
+
+/// The loop of one kind: an op per tick, each bounded by the deadline; a late op delays
+/// the next tick rather than overlapping it.
+async fn run<D: DoOp>(kind: Kind, mut d: D, cfg: CanaryConfig, clock: Arc<dyn Clock>, tx: UnboundedSender<Op>) {
+    let mut tick = tokio::time::interval(cfg.every);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        let due_at = tick.tick().await;
+        let started = clock.stamp();
+        let lag = started.mono.saturating_duration_since(due_at);
+        let due = Stamp { utc: started.utc - chrono::Duration::from_std(lag).unwrap_or_default(), mono: due_at };
+        let result = match tokio::time::timeout(cfg.timeout, d.op(started)).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("timed out after {}", humantime::format_duration(cfg.timeout))),
+        };
+        let done = clock.stamp();
+        let (ok, error, member_id) = match result {
+            Ok(m) => (true, String::new(), m),
+            Err(e) => (false, e, 0),
+        };
+        if tx.send(Op { kind, due, started, done, ok, error, member_id }).is_err() {
+            return;
+        }
+    }
+}
