@@ -40,6 +40,8 @@ pub use crate::recovery::{healthy_list, resolve_target, Target, CATCH_UP_BOUND};
 
 /// How long the sitting keeps sampling (fast) for a single leader when at_rest ends.
 pub const TARGET_WAIT: Duration = Duration::from_secs(10);
+/// How long the request waits for the canary's first successful write.
+pub const CANARY_READY: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub struct SittingConfig {
@@ -208,6 +210,27 @@ impl Sitting<'_> {
         }
     }
 
+    /// Waits (recording its ops) until the canary has written once, at most `within`.
+    async fn canary_ready(&mut self, within: Duration) -> Phase<bool> {
+        let t0 = self.clock.stamp();
+        loop {
+            let ops = self.canary.as_mut().map(Canary::drain).unwrap_or_default();
+            let written = ops.iter().any(|o| o.ok && o.kind == Kind::Write);
+            self.canary_ops(ops).map_err(rec_err)?;
+            if written {
+                return Ok(true);
+            }
+            if t0.mono.elapsed() >= within {
+                return Ok(false);
+            }
+            tokio::select! {
+                biased;
+                _ = self.stop.wait() => return Err(self.interrupted("the disruption")),
+                _ = tokio::time::sleep(Duration::from_millis(10)) => {}
+            }
+        }
+    }
+
     /// Records the canary's finished ops.
     fn canary_ops(&mut self, ops: Vec<crate::canary::Op>) -> std::result::Result<(), crate::record::RecordError> {
         if let Some(log) = self.log.as_mut() {
@@ -304,6 +327,12 @@ impl Sitting<'_> {
                     self.event("", "canary_started", format!("{} every {}, deadline {}", c.key(), humantime::format_duration(cfg.fast_interval), humantime::format_duration(timeout)))
                         .map_err(Err)?;
                     self.canary = Some(c);
+                    // Its first write (a lease grant and a Put) lands before the request, so
+                    // what follows starts from a known-good client, not from its set-up.
+                    if !self.canary_ready(CANARY_READY).await? {
+                        self.event("", "canary_not_ready", format!("no successful canary write within {}; disrupting anyway", humantime::format_duration(CANARY_READY)))
+                            .map_err(Err)?;
+                    }
                 }
                 // The sitting's own figures do not need it: go on without, and say so.
                 Err(e) => self.event("", "canary_failed", e).map_err(Err)?,
