@@ -50,7 +50,8 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
             recovery_timeout: Duration::from_secs(60),
             environment: Environment { description: "fake API server + local etcd".into(), ..Environment::default() },
             cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
-            canary: None,
+            // On, as `measure` runs by default: the canary goes through the same reach.
+            canary: Some(Duration::from_secs(1)),
         },
         evict_timeout: Duration::from_secs(60),
         dry_run,
@@ -115,6 +116,8 @@ async fn measure_leader_target_is_one_election() {
     let e = &dis.elections_detail[0];
     let cause = e.cause_event.as_ref().expect("cause_event");
     assert_eq!((e.cause.as_str(), cause.kind.as_str(), cause.member.as_str()), ("own_disruption", "eviction_accepted", d.target.as_str()), "{e:?}");
+    let c = dis.client.as_ref().expect("the canary ran through the disruption");
+    assert!(c.write.ops > 0 && e.write_unavailable_s.is_some(), "{c:?} {e:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -332,6 +335,9 @@ async fn measure_through_the_built_in_port_forward_follows_the_recreated_pod() {
     for r in rows.iter().rev().take(3) {
         assert!(r["error"].is_empty() && !r["raft_term"].is_empty(), "{r:?}");
     }
+    // So did the canary's client of all members.
+    let settle = b.windows.iter().find(|w| w.name == "settle").and_then(|w| w.client.clone()).expect("canary in settle");
+    assert!(settle.write.ops > 0 && settle.write.availability.is_some_and(|a| a > 0.9), "{settle:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
