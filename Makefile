@@ -79,6 +79,7 @@ bench: deps build
 	@[ -x /usr/bin/time ] || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq time; }
 	@# The benchmark runs its own Prometheus on a free port; a daemon on :9090 is left alone.
 	bench/prometheus-vs-leaderwatch.sh
+	bench/canary-cost.sh
 
 # The member-health quantile against Prometheus's own histogram_quantile (promtool test
 # rules, Debian's prometheus package, installed by deps-apt).
