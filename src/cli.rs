@@ -57,6 +57,8 @@ Examples:
   leaderwatch measure --target follower --out /data/gke-$(date -u +%Y%m%dT%H%M%SZ)
   # everything but the eviction (server-side dry run)
   leaderwatch measure --dry-run --out /tmp/dry
+  # without the canary's writes to dlock's etcd (no client figures then)
+  leaderwatch measure --canary off --out /data/gke-no-canary
 Exit codes: 0 complete, 2 bad input, 3 output, 5 incomplete (interrupted, eviction blocked past
 --evict-timeout, or no recovery), 6 Kubernetes API unusable, 7 preflight failed (nothing evicted).";
 
@@ -150,6 +152,7 @@ Examples:
   leaderwatch rehearse --target follower --idle 5m --settle 1m --out data/rehearsal-follower
   leaderwatch rehearse --method sigkill      # a crash of the leader: a timeout election
   leaderwatch rehearse --method sigstop --down 3s   # the leader frozen for 3 s
+  leaderwatch rehearse --canary off          # counters only, no client writes and reads
   ETCD_BIN=/usr/bin/etcd leaderwatch rehearse --members 5
 
 The etcd binary comes from --etcd-bin, ETCD_BIN, .tools/bin/etcd (make deps), or PATH.
@@ -263,6 +266,10 @@ Examples:
   # three local members, 20 minutes, 1 s interval
   leaderwatch sample --endpoint m0=http://127.0.0.1:2379 --endpoint m1=http://127.0.0.1:22379 \\
       --endpoint m2=http://127.0.0.1:32379 --duration 20m --out data/local-at-rest
+
+  # the same, with a client's writes and reads every second (canary.csv)
+  leaderwatch sample --endpoint m0=http://127.0.0.1:2379 --endpoint m1=http://127.0.0.1:22379 \\
+      --endpoint m2=http://127.0.0.1:32379 --canary --out data/local-canary
 
   # the dlock members through three port-forwards (run each in its own terminal)
   kubectl -n dlock port-forward pod/dlock-etcd-0 23790:2379
