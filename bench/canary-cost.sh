@@ -19,35 +19,9 @@ done
 etcd_version=$("$ETCD" --version | awk 'NR == 1 {print $3}')
 echo "local loopback, etcd $etcd_version, 3 members, $(nproc) vCPU, $(date -u)"
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Free loopback ports for 3 clients and 3 peers.
-mapfile -t ports < <(python3 - <<'PY'
-import socket
-ss = [socket.socket() for _ in range(6)]
-for s in ss: s.bind(("127.0.0.1", 0))
-for s in ss: print(s.getsockname()[1])
-PY
-)
-cluster=""
-for i in 0 1 2; do cluster+="m$i=http://127.0.0.1:${ports[$((3 + i))]},"; done
-cluster=${cluster%,}
-for i in 0 1 2; do
-  c=${ports[$i]}; p=${ports[$((3 + i))]}
-  "$ETCD" --name "m$i" --data-dir "$work/m$i" --listen-client-urls "http://127.0.0.1:$c" \
-    --advertise-client-urls "http://127.0.0.1:$c" --listen-peer-urls "http://127.0.0.1:$p" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$p" --initial-cluster "$cluster" \
-    --initial-cluster-state new --initial-cluster-token canary-cost >"$work/m$i.log" 2>&1 &
-  pids+=($!)
-done
-endpoints="http://127.0.0.1:${ports[0]},http://127.0.0.1:${ports[1]},http://127.0.0.1:${ports[2]}"
+# shellcheck source=bench/local-cluster.sh
+. "$(dirname "$0")/local-cluster.sh"
+start_cluster canary-cost
 healthy=0
 for _ in $(seq 1 150); do
   if "$ETCDCTL" --endpoints "$endpoints" --command-timeout 2s endpoint health >/dev/null 2>&1; then

@@ -12,40 +12,9 @@ for b in "$ETCD" "$LW" "$PROM" /usr/bin/time; do
   [ -x "$b" ] || { echo "bench: $b missing (make deps / make build / apt-get install prometheus time)" >&2; exit 2; }
 done
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-# Free loopback ports for 3 clients and 3 peers.
-mapfile -t ports < <(python3 - <<'PY'
-import socket
-ss = [socket.socket() for _ in range(7)]
-for s in ss: s.bind(("127.0.0.1", 0))
-for s in ss: print(s.getsockname()[1])
-PY
-)
-cluster=""
-for i in 0 1 2; do cluster+="m$i=http://127.0.0.1:${ports[$((3 + i))]},"; done
-cluster=${cluster%,}
-for i in 0 1 2; do
-  c=${ports[$i]}; p=${ports[$((3 + i))]}
-  "$ETCD" --name "m$i" --data-dir "$work/m$i" --listen-client-urls "http://127.0.0.1:$c" \
-    --advertise-client-urls "http://127.0.0.1:$c" --listen-peer-urls "http://127.0.0.1:$p" \
-    --initial-advertise-peer-urls "http://127.0.0.1:$p" --initial-cluster "$cluster" \
-    --initial-cluster-state new --initial-cluster-token bench >"$work/m$i.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 1 100); do
-  ok=0
-  for i in 0 1 2; do curl -sf "http://127.0.0.1:${ports[$i]}/health" >/dev/null && ok=$((ok + 1)); done
-  [ "$ok" -eq 3 ] && break
-  sleep 0.2
-done
+# shellcheck source=bench/local-cluster.sh
+. "$(dirname "$0")/local-cluster.sh"
+start_cluster bench 1 # the extra port is Prometheus's
 
 cat >"$work/prometheus.yml" <<YML
 global:

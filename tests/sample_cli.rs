@@ -135,18 +135,6 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
     assert!(err.contains("plain-file") && err.lines().count() == 1, "{err}");
 }
 
-/// Keys under `__leaderwatch/`, through one client of every member.
-async fn canary_keys(f: &support::Fixture) -> usize {
-    let members = f.cluster.members();
-    let urls: Vec<&str> = members.iter().map(|m| m.url.as_str()).collect();
-    let mut c = etcd_client::Client::connect(urls, None).await.expect("etcd client");
-    let r = tokio::time::timeout(Duration::from_secs(5), c.get("__leaderwatch/", Some(etcd_client::GetOptions::new().with_prefix())))
-        .await
-        .expect("get within 5 s")
-        .expect("get");
-    r.kvs().len()
-}
-
 /// `sample --canary` writes and reads into canary.csv and removes its key on a clean exit;
 /// killed with SIGKILL (no clean-up at all), its key is gone within the lease TTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,18 +147,18 @@ async fn the_canary_key_never_outlives_leaderwatch_by_more_than_its_ttl() {
     assert!(ok("write") >= 5 && ok("read") >= 5, "{text}");
     let s = summary(f.out.path());
     assert!(s["client"]["write"]["ops"].as_u64().is_some_and(|n| n >= 5), "{}", s["client"]);
-    assert_eq!(canary_keys(&f).await, 0, "a clean exit revokes the lease");
+    assert_eq!(support::canary_keys(&f.cluster.members()).await, 0, "a clean exit revokes the lease");
 
     let mut child = spawn_sample(&f, &["--canary"]);
     let t0 = Instant::now();
-    while canary_keys(&f).await == 0 {
+    while support::canary_keys(&f.cluster.members()).await == 0 {
         assert!(t0.elapsed() < Duration::from_secs(10), "the canary never wrote its key");
         sleep(100).await;
     }
     child.kill().expect("SIGKILL");
     let killed = Instant::now();
     let _ = child.wait();
-    while canary_keys(&f).await > 0 {
+    while support::canary_keys(&f.cluster.members()).await > 0 {
         let ttl = Duration::from_secs(leaderwatch::canary::LEASE_TTL_S as u64);
         // etcd expires leases on the leader's clock, checked every 500 ms.
         assert!(killed.elapsed() < ttl + Duration::from_secs(3), "the key outlived leaderwatch by more than the TTL");

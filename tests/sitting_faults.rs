@@ -20,7 +20,7 @@ use leaderwatch::local::{LocalCluster, LocalOptions};
 use leaderwatch::member::MemberName;
 use leaderwatch::probe::ProbeConfig;
 use leaderwatch::sitting::{self, SittingConfig, Target};
-use support::{events, one_cluster_at_a_time, samples};
+use support::{canary_keys, events, one_cluster_at_a_time, samples};
 use tokio::sync::Mutex;
 
 type Row = HashMap<String, String>;
@@ -79,17 +79,6 @@ async fn sit_with(
         assert_eq!(canary_keys(&members).await, 0, "a key under __leaderwatch/ outlived the sitting");
     }
     (r, out)
-}
-
-/// Keys under `__leaderwatch/`, read through one client of every member.
-async fn canary_keys(members: &[leaderwatch::member::Member]) -> usize {
-    let urls: Vec<&str> = members.iter().map(|m| m.url.as_str()).collect();
-    let mut c = etcd_client::Client::connect(urls, None).await.expect("etcd client");
-    let r = tokio::time::timeout(Duration::from_secs(5), c.get("__leaderwatch/", Some(etcd_client::GetOptions::new().with_prefix())))
-        .await
-        .expect("get within 5 s")
-        .expect("get");
-    r.kvs().len()
 }
 
 async fn sit(s: Sit) -> (leaderwatch::Result<Baseline>, tempfile::TempDir) {

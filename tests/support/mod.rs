@@ -18,6 +18,17 @@ use tokio::task::JoinHandle;
 
 static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
+/// Keys under `__leaderwatch/` (the canary's), read through one client of every member.
+pub async fn canary_keys(members: &[leaderwatch::member::Member]) -> usize {
+    let urls: Vec<&str> = members.iter().map(|m| m.url.as_str()).collect();
+    let mut c = etcd_client::Client::connect(urls, None).await.expect("etcd client");
+    let r = tokio::time::timeout(Duration::from_secs(5), c.get("__leaderwatch/", Some(etcd_client::GetOptions::new().with_prefix())))
+        .await
+        .expect("get within 5 s")
+        .expect("get");
+    r.kvs().len()
+}
+
 /// A started 3-member cluster and the guard that keeps other tests' clusters away.
 pub struct Fixture {
     pub cluster: LocalCluster,

@@ -1,0 +1,51 @@
+# shellcheck shell=bash
+# Sourced by the bench scripts: a fresh 3-member etcd on free 127.0.0.1 ports, stopped and
+# removed on exit. `start_cluster TOKEN EXTRA` sets `work` (a temp dir), `pids`, `ports`
+# (3 client ports, 3 peer ports, then EXTRA more free ports for the caller) and `endpoints`
+# (the three client URLs, comma-separated); it returns once every member answers /health.
+# Needs ETCD (the etcd binary).
+
+start_cluster() {
+  local token=$1 extra=${2:-0}
+  work=$(mktemp -d)
+  pids=()
+  trap stop_cluster EXIT
+  # Free loopback ports for 3 clients, 3 peers and the caller's extra ones.
+  mapfile -t ports < <(python3 - "$((6 + extra))" <<'PY'
+import socket, sys
+ss = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in ss: s.bind(("127.0.0.1", 0))
+for s in ss: print(s.getsockname()[1])
+PY
+)
+  local cluster="" i c p
+  for i in 0 1 2; do cluster+="m$i=http://127.0.0.1:${ports[$((3 + i))]},"; done
+  cluster=${cluster%,}
+  for i in 0 1 2; do
+    c=${ports[$i]}; p=${ports[$((3 + i))]}
+    "$ETCD" --name "m$i" --data-dir "$work/m$i" --listen-client-urls "http://127.0.0.1:$c" \
+      --advertise-client-urls "http://127.0.0.1:$c" --listen-peer-urls "http://127.0.0.1:$p" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$p" --initial-cluster "$cluster" \
+      --initial-cluster-state new --initial-cluster-token "$token" >"$work/m$i.log" 2>&1 &
+    pids+=($!)
+  done
+  # shellcheck disable=SC2034 # for the caller
+  endpoints="http://127.0.0.1:${ports[0]},http://127.0.0.1:${ports[1]},http://127.0.0.1:${ports[2]}"
+  local ok
+  for _ in $(seq 1 150); do
+    ok=0
+    for i in 0 1 2; do curl -sf "http://127.0.0.1:${ports[$i]}/health" >/dev/null && ok=$((ok + 1)); done
+    [ "$ok" -eq 3 ] && return 0
+    sleep 0.2
+  done
+  echo "bench: the cluster did not become healthy:" >&2
+  tail -n 5 "$work"/m*.log >&2
+  return 1
+}
+
+stop_cluster() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work"
+}
