@@ -84,6 +84,11 @@ impl Elections {
         self.names.get(&id).map(String::as_str)
     }
 
+    /// A member's name from its hex id (the `To` label of the peer metrics).
+    pub fn peer_name(&self, hex: &str) -> Option<String> {
+        u64::from_str_radix(hex, 16).ok().and_then(|id| self.name(id)).map(str::to_owned)
+    }
+
     /// The leader id that a majority of all members report (`None`: no majority agrees).
     fn quorum_leader(&self, r: &Round) -> Option<(u64, u64)> {
         let mut votes: BTreeMap<u64, (usize, u64)> = BTreeMap::new(); // leader -> (count, max term)

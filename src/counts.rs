@@ -104,12 +104,19 @@ pub enum Reset {
     Dropped,
 }
 
+/// Did the process restart between two reads of `process_start_time_seconds`?
+pub fn restarted(prev_start: Option<f64>, now_start: Option<f64>) -> bool {
+    matches!((prev_start, now_start), (Some(a), Some(b)) if (a - b).abs() > SAME_START_EPSILON)
+}
+
 /// Did the counter reset between `(prev, prev_start)` and `(now, now_start)`?
 pub fn reset_between(prev: f64, prev_start: Option<f64>, now: f64, now_start: Option<f64>) -> Option<Reset> {
-    match (prev_start, now_start) {
-        (Some(a), Some(b)) if (a - b).abs() > SAME_START_EPSILON => Some(Reset::Restarted),
-        _ if now < prev => Some(Reset::Dropped),
-        _ => None,
+    if restarted(prev_start, now_start) {
+        Some(Reset::Restarted)
+    } else if now < prev {
+        Some(Reset::Dropped)
+    } else {
+        None
     }
 }
 

@@ -152,7 +152,7 @@ impl Tracker {
                     out.push(ev("counter_reset", format!("{prev} -> {now} ({why})")));
                 }
             }
-            let restarted = matches!((last.start_time, m.process_start_time), (Some(a), Some(b)) if (a - b).abs() > 1e-3);
+            let restarted = crate::counts::restarted(last.start_time, m.process_start_time);
             if let (true, Some(start)) = (restarted, m.process_start_time) {
                 // Stamped with the restart itself (the member's own clock), not when it was seen.
                 let at = DateTime::from_timestamp_micros((start * 1e6) as i64).unwrap_or(o.ts);

@@ -158,7 +158,7 @@ impl Fold {
     /// One more `/metrics` read of this member.
     pub fn push(&mut self, m: &MemberMetrics) {
         if let Some(prev) = &self.prev {
-            let restarted = matches!((prev.process_start_time, m.process_start_time), (Some(a), Some(b)) if (a - b).abs() > 1e-3);
+            let restarted = crate::counts::restarted(prev.process_start_time, m.process_start_time);
             self.restarts += u32::from(restarted);
             let pair = |a: &Option<Histogram>, b: &Option<Histogram>| match (a, b) {
                 (Some(a), Some(b)) => window_delta(a, b, restarted),

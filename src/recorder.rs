@@ -148,7 +148,7 @@ impl Recorder {
             return Ok(());
         }
         let el = &self.elections;
-        let peers = |hex: &str| u64::from_str_radix(hex, 16).ok().and_then(|id| el.name(id).map(str::to_owned));
+        let peers = |hex: &str| el.peer_name(hex);
         let window = self.windows.current().to_owned();
         let rows: Vec<HealthRow> = self
             .series
@@ -175,10 +175,10 @@ impl Recorder {
         if ready.is_empty() {
             return Ok(());
         }
-        let evidence = self.evidence.make_contiguous().to_vec();
+        let evidence = self.evidence.make_contiguous();
         let mut rows = Vec::new();
         for p in ready {
-            let mut d = self.elections.detail(&p, &evidence, self.horizon);
+            let mut d = self.elections.detail(&p, evidence, self.horizon);
             if let Some((from, cadence)) = self.canary {
                 let oks = self.write_oks.make_contiguous();
                 d.write_unavailable_s = crate::client::unavailable_over(from, oks, p.after, p.observed, cadence);
@@ -273,7 +273,7 @@ impl Recorder {
     pub fn next_window(&mut self, full_length: bool, next: &str) -> Result<(), RecordError> {
         self.health_rows()?;
         let el = &self.elections;
-        let peers = |hex: &str| u64::from_str_radix(hex, 16).ok().and_then(|id| el.name(id).map(str::to_owned));
+        let peers = |hex: &str| el.peer_name(hex);
         self.windows.next(full_length, next, &peers);
         Ok(())
     }
@@ -291,7 +291,7 @@ impl Recorder {
             self.attribute(&last, true)?;
         }
         let el = &self.elections;
-        let peers = |hex: &str| u64::from_str_radix(hex, 16).ok().and_then(|id| el.name(id).map(str::to_owned));
+        let peers = |hex: &str| el.peer_name(hex);
         let mut windows = std::mem::replace(&mut self.windows, Windows::new("")).finish(full_length, &peers);
         for (name, d) in &self.details {
             if let Some(w) = windows.iter_mut().rev().find(|w| &w.name == name) {
@@ -314,7 +314,7 @@ impl Recorder {
     /// The open window's member health so far.
     pub fn health(&self) -> BTreeMap<String, crate::baseline::MemberHealth> {
         let el = &self.elections;
-        let peers = |hex: &str| u64::from_str_radix(hex, 16).ok().and_then(|id| el.name(id).map(str::to_owned));
+        let peers = |hex: &str| el.peer_name(hex);
         self.windows.health(&peers)
     }
 
