@@ -271,6 +271,10 @@ Examples:
   leaderwatch sample --endpoint m0=http://127.0.0.1:2379 --endpoint m1=http://127.0.0.1:22379 \\
       --endpoint m2=http://127.0.0.1:32379 --canary --out data/local-canary
 
+  # a sitting's fast phase: health and Status every 100 ms, /metrics every second
+  leaderwatch sample --endpoint m0=http://127.0.0.1:2379 --endpoint m1=http://127.0.0.1:22379 \\
+      --endpoint m2=http://127.0.0.1:32379 --interval 100ms --metrics-interval 1s --out data/fast
+
   # the dlock members through three port-forwards (run each in its own terminal)
   kubectl -n dlock port-forward pod/dlock-etcd-0 23790:2379
   kubectl -n dlock port-forward pod/dlock-etcd-1 23791:2379
@@ -302,6 +306,11 @@ pub struct SampleArgs {
     /// Stop after this long; without it, run until Ctrl-C / SIGTERM.
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
+    /// Read /metrics (the page that costs etcd the most to serve) only this often, in
+    /// whole intervals; /health and the Status RPC still run every --interval. Default:
+    /// every round. E.g. `--interval 100ms --metrics-interval 1s` is a sitting's fast phase.
+    #[arg(long, value_parser = parse_duration)]
+    pub metrics_interval: Option<Duration>,
     /// Bound on each part of a probe (metrics, health, status RPC).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub timeout: Duration,

@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use crate::baseline::{Flag, MemberHealth};
+pub use crate::metrics::Histogram;
 use crate::metrics::MemberMetrics;
 
 /// etcd docs: WAL fsync p99 should stay under 10 ms.
@@ -28,26 +29,6 @@ pub const BACKEND_COMMIT_P99_MIXIN_S: f64 = 0.25;
 pub const PEER_RTT_P99_MIXIN_S: f64 = 0.15;
 /// The backend is this close to its quota (NOSPACE refuses writes at the quota).
 pub const DB_QUOTA_FRACTION: f64 = 0.8;
-
-/// A cumulative histogram at one instant: `(upper bound, cumulative count)`, as
-/// `<name>_bucket{le=...}` reports it. The `+Inf` bucket holds the total count.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Histogram {
-    pub buckets: Vec<(f64, f64)>,
-}
-
-impl Histogram {
-    /// Sorted by upper bound (a page may list them in any order).
-    pub fn new(mut buckets: Vec<(f64, f64)>) -> Self {
-        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
-        Histogram { buckets }
-    }
-
-    /// Observations so far: the `+Inf` bucket's count, if there is one.
-    pub fn count(&self) -> Option<f64> {
-        self.buckets.last().filter(|(le, _)| *le == f64::INFINITY).map(|(_, c)| *c)
-    }
-}
 
 /// How a counter moved from `start` to `end`, Prometheus `increase()` without
 /// extrapolation: a drop is a restart, and the new value counts from zero.

@@ -59,9 +59,21 @@ fn fail(e: &Error) -> ! {
 
 async fn run_sample(a: SampleArgs) -> Result<(), Error> {
     let members = parse_members(&a.endpoints).map_err(Error::Usage)?;
+    let metrics_every = match a.metrics_interval {
+        None => 1,
+        Some(m) if m < a.interval => {
+            return Err(Error::Usage(format!(
+                "--metrics-interval {} is shorter than --interval {}",
+                humantime::format_duration(m),
+                humantime::format_duration(a.interval)
+            )))
+        }
+        Some(m) => (m.as_nanos() / a.interval.as_nanos()).max(1) as u64,
+    };
     let cfg = SampleConfig {
         members,
         interval: a.interval,
+        metrics_every,
         duration: a.duration,
         out: a.out,
         probe: ProbeConfig {

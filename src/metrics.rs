@@ -9,7 +9,6 @@ use std::io;
 
 use prometheus_parse::{Scrape, Value};
 
-use crate::health::Histogram;
 
 const LEADER_CHANGES: &str = "etcd_server_leader_changes_seen_total";
 const HAS_LEADER: &str = "etcd_server_has_leader";
@@ -45,6 +44,26 @@ const WANTED: [&str; 12] = [
 
 /// The histograms behind member health, read by [`bucket_line`] (not prometheus-parse).
 const BUCKETS: [&str; 3] = [WAL_FSYNC_BUCKET, BACKEND_COMMIT_BUCKET, PEER_RTT_BUCKET];
+
+/// A cumulative histogram at one instant: `(upper bound, cumulative count)`, as
+/// `<name>_bucket{le=...}` reports it. The `+Inf` bucket holds the total count.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Histogram {
+    pub buckets: Vec<(f64, f64)>,
+}
+
+impl Histogram {
+    /// Sorted by upper bound (a page may list them in any order).
+    pub fn new(mut buckets: Vec<(f64, f64)>) -> Self {
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        Histogram { buckets }
+    }
+
+    /// Observations so far: the `+Inf` bucket's count, if there is one.
+    pub fn count(&self) -> Option<f64> {
+        self.buckets.last().filter(|(le, _)| *le == f64::INFINITY).map(|(_, c)| *c)
+    }
+}
 
 /// What one member's `/metrics` says. `None` means the page did not carry that value.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -83,87 +102,157 @@ pub enum MetricsError {
     NoLeaderChanges,
 }
 
-/// The metric name of a sample line, or of a `# TYPE`/`# HELP` line.
-fn line_name(line: &str) -> Option<&str> {
-    let line = line.trim_start();
-    if let Some(rest) = line.strip_prefix('#') {
-        let mut parts = rest.split_whitespace();
-        return match parts.next() {
-            Some("TYPE") | Some("HELP") => parts.next(),
-            _ => None,
-        };
+/// The metric name of a sample line (bytes up to `{` or whitespace); `None` for a comment.
+fn sample_name(line: &[u8]) -> Option<&[u8]> {
+    if line.first() == Some(&b'#') {
+        return None;
     }
-    let end = line.find(|c: char| c == '{' || c.is_whitespace()).unwrap_or(line.len());
+    let end = line.iter().position(|&b| b == b'{' || b == b' ' || b == b'\t').unwrap_or(line.len());
     Some(&line[..end])
 }
 
-/// Reduces a Prometheus text page to [`MemberMetrics`]. The one entry point for metrics
-/// parsing: callers never see prometheus-parse.
-pub fn extract(text: &str) -> Result<MemberMetrics, MetricsError> {
-    // Sample lines only: `# TYPE` lines change nothing for unlabelled values (a counter
-    // parses as untyped with the same value), and every wanted name starts with e or p.
-    let mut buckets: BTreeMap<(&str, &str), Vec<(f64, f64)>> = BTreeMap::new();
-    let lines = text
-        .lines()
-        .filter(|l| l.starts_with(['e', 'p']))
-        .filter(|l| match line_name(l) {
-            Some(n) if BUCKETS.contains(&n) => {
-                if let Some((peer, le, v)) = bucket_line(l) {
-                    buckets.entry((n, peer)).or_default().push((le, v));
-                }
-                false
-            }
-            Some(n) => WANTED.contains(&n),
-            None => false,
-        })
-        .map(|l| Ok::<_, io::Error>(l.to_owned()));
-    // Parsing from in-memory lines cannot fail with an I/O error.
-    let scrape = Scrape::parse(lines).unwrap_or(Scrape { docs: Default::default(), samples: vec![] });
+/// Reduces a whole Prometheus text page to [`MemberMetrics`]: [`Extractor`] fed at once.
+pub fn extract(page: impl AsRef<[u8]>) -> Result<MemberMetrics, MetricsError> {
+    let mut e = Extractor::default();
+    e.feed(page.as_ref());
+    e.finish()
+}
 
-    let mut m = MemberMetrics::default();
-    for ((name, peer), b) in buckets {
-        let h = Histogram::new(b);
-        match name {
-            WAL_FSYNC_BUCKET => m.wal_fsync = Some(h),
-            BACKEND_COMMIT_BUCKET => m.backend_commit = Some(h),
-            _ if !peer.is_empty() => {
-                m.peer_rtt.insert(peer.to_owned(), h);
+/// Longest line kept across two chunks; longer lines are not etcd's and are skipped.
+const MAX_LINE: usize = 64 * 1024;
+
+/// Reads a page as it arrives, chunk by chunk, keeping only the wanted lines: the probe
+/// never holds the ~160 KB page, and nothing is copied but those lines. The one entry
+/// point for metrics parsing: callers never see prometheus-parse.
+///
+/// Works on raw bytes: at most ~100 of a page's ~1,600 lines are wanted, so only those are
+/// checked as UTF-8 and parsed (validating and splitting the whole page as text was a
+/// quarter of a full round's CPU). A wanted line that is not UTF-8 is skipped, as the
+/// parser would skip it.
+#[derive(Debug, Default)]
+pub struct Extractor {
+    /// The unfinished last line of the chunks so far, when it may be wanted.
+    partial: Vec<u8>,
+    /// The unfinished last line is not wanted (or too long): drop bytes up to its end.
+    skipping: bool,
+    buckets: BTreeMap<(&'static str, String), Vec<(f64, f64)>>,
+    wanted: Vec<String>,
+}
+
+impl Extractor {
+    /// The next bytes of the page, split anywhere.
+    pub fn feed(&mut self, mut chunk: &[u8]) {
+        if self.skipping || !self.partial.is_empty() {
+            let Some(i) = memchr::memchr(b'\n', chunk) else {
+                self.hold(chunk);
+                return;
+            };
+            self.hold(&chunk[..i]);
+            if !std::mem::take(&mut self.skipping) {
+                let line = std::mem::take(&mut self.partial);
+                self.line(&line);
+                self.partial = line; // keep the allocation for the next split line
+                self.partial.clear();
             }
-            _ => {}
+            chunk = &chunk[i + 1..];
+        }
+        let mut start = 0;
+        while let Some(i) = memchr::memchr(b'\n', &chunk[start..]) {
+            self.line(&chunk[start..start + i]);
+            start += i + 1;
+        }
+        self.hold(&chunk[start..]);
+    }
+
+    /// Keeps the start of an unfinished line if it may be wanted.
+    fn hold(&mut self, bytes: &[u8]) {
+        if self.skipping || bytes.is_empty() {
+            return;
+        }
+        let first = self.partial.first().or(bytes.first());
+        if !matches!(first, Some(b'e' | b'p')) || self.partial.len() + bytes.len() > MAX_LINE {
+            self.partial.clear();
+            self.skipping = true;
+            return;
+        }
+        self.partial.extend_from_slice(bytes);
+    }
+
+    /// One complete line (without its newline).
+    fn line(&mut self, line: &[u8]) {
+        // Every wanted name starts with e or p; `# TYPE` lines change nothing for
+        // unlabelled values (a counter parses as untyped with the same value).
+        if !matches!(line.first(), Some(b'e' | b'p')) {
+            return;
+        }
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(name) = sample_name(line) else { return };
+        if let Some(&family) = BUCKETS.iter().find(|b| b.as_bytes() == name) {
+            if let Some((peer, le, v)) = std::str::from_utf8(line).ok().and_then(bucket_line) {
+                self.buckets.entry((family, peer.to_owned())).or_default().push((le, v));
+            }
+        } else if WANTED.iter().any(|w| w.as_bytes() == name) {
+            if let Ok(text) = std::str::from_utf8(line) {
+                self.wanted.push(text.to_owned());
+            }
         }
     }
-    for s in &scrape.samples {
-        // Only unlabelled series are used: etcd exports these families without labels.
-        if !s.labels.is_empty() {
-            continue;
+
+    /// The values of the page fed so far (its last line need not end in a newline).
+    pub fn finish(mut self) -> Result<MemberMetrics, MetricsError> {
+        if !self.skipping && !self.partial.is_empty() {
+            let line = std::mem::take(&mut self.partial);
+            self.line(&line);
         }
-        let v = match s.value {
-            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
-            Value::Histogram(_) | Value::Summary(_) => continue,
-        };
-        if !v.is_finite() {
-            continue;
+        // Parsing from in-memory lines cannot fail with an I/O error.
+        let lines = self.wanted.into_iter().map(Ok::<_, io::Error>);
+        let scrape = Scrape::parse(lines).unwrap_or(Scrape { docs: Default::default(), samples: vec![] });
+        let buckets = self.buckets;
+        let mut m = MemberMetrics::default();
+        for ((name, peer), b) in buckets {
+            let h = Histogram::new(b);
+            match name {
+                WAL_FSYNC_BUCKET => m.wal_fsync = Some(h),
+                BACKEND_COMMIT_BUCKET => m.backend_commit = Some(h),
+                _ if !peer.is_empty() => {
+                    m.peer_rtt.insert(peer, h);
+                }
+                _ => {}
+            }
         }
-        match s.metric.as_str() {
-            LEADER_CHANGES => m.leader_changes_seen_total = Some(v),
-            HAS_LEADER => m.has_leader = Some(v != 0.0),
-            IS_LEADER => m.is_leader = Some(v != 0.0),
-            PROCESS_START => m.process_start_time = Some(v),
-            HEARTBEAT_FAILURES => m.heartbeat_send_failures_total = Some(v),
-            SLOW_APPLY => m.slow_apply_total = Some(v),
-            WAL_FSYNC_SUM => m.wal_fsync_sum = Some(v),
-            WAL_FSYNC_COUNT => m.wal_fsync_count = Some(v),
-            PROPOSALS_FAILED => m.proposals_failed_total = Some(v),
-            SLOW_READ_INDEXES => m.slow_read_indexes_total = Some(v),
-            DB_SIZE => m.db_total_size_bytes = Some(v),
-            QUOTA => m.quota_backend_bytes = Some(v),
-            _ => {}
+        for s in &scrape.samples {
+            // Only unlabelled series are used: etcd exports these families without labels.
+            if !s.labels.is_empty() {
+                continue;
+            }
+            let v = match s.value {
+                Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => v,
+                Value::Histogram(_) | Value::Summary(_) => continue,
+            };
+            if !v.is_finite() {
+                continue;
+            }
+            match s.metric.as_str() {
+                LEADER_CHANGES => m.leader_changes_seen_total = Some(v),
+                HAS_LEADER => m.has_leader = Some(v != 0.0),
+                IS_LEADER => m.is_leader = Some(v != 0.0),
+                PROCESS_START => m.process_start_time = Some(v),
+                HEARTBEAT_FAILURES => m.heartbeat_send_failures_total = Some(v),
+                SLOW_APPLY => m.slow_apply_total = Some(v),
+                WAL_FSYNC_SUM => m.wal_fsync_sum = Some(v),
+                WAL_FSYNC_COUNT => m.wal_fsync_count = Some(v),
+                PROPOSALS_FAILED => m.proposals_failed_total = Some(v),
+                SLOW_READ_INDEXES => m.slow_read_indexes_total = Some(v),
+                DB_SIZE => m.db_total_size_bytes = Some(v),
+                QUOTA => m.quota_backend_bytes = Some(v),
+                _ => {}
+            }
         }
+        if m.leader_changes_seen_total.is_none() {
+            return Err(MetricsError::NoLeaderChanges);
+        }
+        Ok(m)
     }
-    if m.leader_changes_seen_total.is_none() {
-        return Err(MetricsError::NoLeaderChanges);
-    }
-    Ok(m)
 }
 
 /// One `<name>_bucket{[To="<peer>",]le="<bound>"} <count>` line -> (peer or "", bound,
@@ -197,11 +286,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn line_name_reads_samples_and_type_lines() {
-        assert_eq!(line_name("etcd_server_has_leader 1"), Some("etcd_server_has_leader"));
-        assert_eq!(line_name("x{a=\"b\"} 2"), Some("x"));
-        assert_eq!(line_name("# TYPE etcd_server_is_leader gauge"), Some("etcd_server_is_leader"));
-        assert_eq!(line_name("# random comment"), None);
+    fn sample_name_reads_sample_lines_only() {
+        assert_eq!(sample_name(b"etcd_server_has_leader 1"), Some(&b"etcd_server_has_leader"[..]));
+        assert_eq!(sample_name(b"x{a=\"b\"} 2"), Some(&b"x"[..]));
+        assert_eq!(sample_name(b"x\t3"), Some(&b"x"[..]));
+        assert_eq!(sample_name(b"# TYPE etcd_server_is_leader gauge"), None);
+    }
+
+    #[test]
+    fn crlf_lines_and_bytes_that_are_not_utf8_elsewhere_do_not_matter() {
+        let mut page = b"# HELP go_x \xff\xfe not UTF-8\r\ngo_x{a=\"\xff\"} 1\r\n".to_vec();
+        page.extend_from_slice(b"etcd_server_leader_changes_seen_total 3\r\netcd_server_is_leader 1\r\n");
+        page.extend_from_slice(b"etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 5\r\n");
+        page.extend_from_slice(b"etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 6\r\n");
+        page.extend_from_slice(b"etcd_server_has_leader \xff1\n"); // a wanted line, not UTF-8: skipped
+        let m = extract(&page).expect("page has the counter");
+        assert_eq!(m.leader_changes_seen_total, Some(3.0));
+        assert_eq!(m.is_leader, Some(true));
+        assert_eq!(m.has_leader, None);
+        assert!(m.wal_fsync.is_some());
     }
 
     #[test]

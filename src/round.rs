@@ -112,6 +112,11 @@ impl Sampler {
         self.with_metrics = on;
     }
 
+    /// The index the next round will have.
+    pub fn next_index(&self) -> u64 {
+        self.next
+    }
+
     /// A round that waits for every member (each probe is bounded by its own timeout).
     pub async fn round(&mut self) -> Round {
         self.round_within(None).await

@@ -26,6 +26,9 @@ pub struct SampleConfig {
     /// Time between round starts; a round waits at most this long for a member, so one
     /// silent member never slows the others.
     pub interval: Duration,
+    /// Rounds between two reads of `/metrics` (1: every round). The page is what costs
+    /// etcd the most to serve; health and Status are read every round regardless.
+    pub metrics_every: u64,
     /// `None`: until a signal.
     pub duration: Option<Duration>,
     pub out: PathBuf,
@@ -79,6 +82,7 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         if cfg.duration.is_some_and(|d| started.mono.elapsed() >= d) {
             break "duration";
         }
+        sampler.set_with_metrics(sampler.next_index() % cfg.metrics_every.max(1) == 0);
         let round = tokio::select! {
             biased;
             _ = &mut shutdown => break "signal",

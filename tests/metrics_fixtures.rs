@@ -90,3 +90,61 @@ fn prometheus_full(text: &str) -> impl Fn(&str) -> Option<f64> + '_ {
             .and_then(|v| v.trim().parse().ok())
     }
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The probe feeds a page chunk by chunk as it arrives: wherever the chunks split it
+    /// (inside a line, a name, a CRLF, or one byte at a time), the values are those of the
+    /// whole page.
+    #[test]
+    fn a_page_fed_in_any_chunks_gives_the_whole_pages_values(
+        cuts in proptest::collection::vec(0usize..170_000, 0..40),
+        crlf in proptest::bool::ANY,
+    ) {
+        use leaderwatch::metrics::Extractor;
+        let mut text = page("metrics-etcd-3.5.1-leader.txt");
+        if crlf {
+            text = text.replace('\n', "\r\n");
+        }
+        let bytes = text.as_bytes();
+        let whole = extract(bytes);
+        let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+        cuts.sort_unstable();
+        let mut e = Extractor::default();
+        let mut at = 0;
+        for c in cuts {
+            e.feed(&bytes[at..c]);
+            at = c;
+        }
+        e.feed(&bytes[at..]);
+        proptest::prop_assert_eq!(e.finish(), whole);
+    }
+}
+
+#[test]
+fn a_page_fed_one_byte_at_a_time_gives_the_whole_pages_values() {
+    let text = page("metrics-etcd-3.5.1.txt");
+    let mut e = leaderwatch::metrics::Extractor::default();
+    for b in text.as_bytes().chunks(1) {
+        e.feed(b);
+    }
+    let m = e.finish().expect("page");
+    assert_eq!(Ok(m.clone()), extract(&text));
+    assert!(m.wal_fsync.is_some() && !m.peer_rtt.is_empty());
+}
+
+#[test]
+fn a_line_longer_than_any_of_etcds_is_skipped_not_kept() {
+    let mut page = b"etcd_server_leader_changes_seen_total 2\n".to_vec();
+    let long = format!("etcd_server_has_leader{{x=\"{}\"}} 1\n", "a".repeat(100_000));
+    let mut e = leaderwatch::metrics::Extractor::default();
+    e.feed(&page);
+    for c in long.as_bytes().chunks(4096) {
+        e.feed(c);
+    }
+    page.clear();
+    e.feed(b"etcd_server_is_leader 1\n");
+    let m = e.finish().expect("counter");
+    assert_eq!((m.leader_changes_seen_total, m.is_leader, m.has_leader), (Some(2.0), Some(true), None));
+}

@@ -110,6 +110,7 @@ pub fn start_sampler(f: &Fixture, interval: Duration, timeout: Duration) -> Runn
     let cfg = SampleConfig {
         members: f.cluster.members(),
         interval,
+        metrics_every: 1,
         duration: None,
         out: f.out.path().to_owned(),
         probe: ProbeConfig { timeout, ..ProbeConfig::default() },
