@@ -4,6 +4,8 @@
 //! 2. One round (metrics + health + Status RPC per member, and without metrics) against
 //!    real local clusters of 3, 5 and 7 members: CPU of this process per round, latency.
 //! CPU is getrusage(RUSAGE_SELF) user+sys, so it includes tokio and TLS-free HTTP/gRPC.
+//! Goals: the cost per member flat from 3 to 7 members (7-member cost per member within
+//! 1.2x of the 3-member one). Appends its figures to $BENCH_SUMMARY when set.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -43,13 +45,14 @@ fn main() {
     });
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let mut per_member: Vec<(usize, &str, f64)> = Vec::new();
     rt.block_on(async {
         for members in [3usize, 5, 7] {
             let cluster = LocalCluster::start(LocalOptions { members, ..LocalOptions::default() })
                 .await
                 .expect("local etcd cluster (run `make deps`)");
             let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-            for (label, with_metrics) in [("full round (metrics+health+status)", true), ("fast round (health+status)", false)] {
+            for (label, with_metrics) in [("full", true), ("fast", false)] {
                 let cfg = ProbeConfig { with_metrics, ..ProbeConfig::default() };
                 let mut sampler = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
                 for _ in 0..20 {
@@ -67,13 +70,37 @@ fn main() {
                 let c = (cpu() - c0) / n;
                 lat.sort();
                 let q = |p: f64| lat[((lat.len() as f64 - 1.0) * p) as usize].as_secs_f64() * 1e3;
+                let ms = c.as_secs_f64() * 1e3;
                 println!(
-                    "{members}-member {label:<36} {:>8.3} ms CPU/round  latency p50 {:.2} ms p99 {:.2} ms (n={n})",
-                    c.as_secs_f64() * 1e3,
+                    "{members}-member {label} round {ms:>8.3} ms CPU/round, {:.3} ms per member  latency p50 {:.2} ms p99 {:.2} ms (n={n})",
+                    ms / members as f64,
                     q(0.5),
                     q(0.99)
                 );
+                per_member.push((members, label, ms / members as f64));
             }
         }
     });
+    summary(&per_member);
+}
+
+/// The flatness of the cost per member, 3 -> 7 members, into $BENCH_SUMMARY.
+fn summary(per_member: &[(usize, &str, f64)]) {
+    let Ok(path) = std::env::var("BENCH_SUMMARY") else { return };
+    let mut lines = String::new();
+    for label in ["full", "fast"] {
+        let at = |n: usize| per_member.iter().find(|(m, l, _)| *m == n && *l == label).map(|(_, _, c)| *c);
+        if let (Some(c3), Some(c7)) = (at(3), at(7)) {
+            let ratio = c7 / c3;
+            let met = if ratio <= 1.2 { "met" } else { "NOT met" };
+            lines.push_str(&format!(
+                "| CPU per member of a {label} round, 7 members / 3 members (core bench, probes only) | {ratio:.2} ({c7:.3} / {c3:.3} ms) | flat: <= 1.2 | {met} |\n"
+            ));
+        }
+    }
+    use std::io::Write as _;
+    let written = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| f.write_all(lines.as_bytes()));
+    if let Err(e) = written {
+        eprintln!("bench: cannot append to {path}: {e}");
+    }
 }

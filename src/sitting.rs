@@ -387,10 +387,11 @@ impl Sitting<'_> {
                 }
                 _ = tick.tick() => {}
             }
-            // Once the target is back, every round reads the counters: the round that
-            // closes this window must show a restarted member's new counter.
-            let back = self.log.as_ref().is_some_and(|l| l.tracker.back.is_some());
-            self.sampler.set_with_metrics(back || k.is_multiple_of(every));
+            // The round that closes this window must show a restarted member's new counter:
+            // the extra full round below sees to that. Reading every page at the fast
+            // interval once the target was back cost each member ten /metrics pages a
+            // second until the list was healthy (README, Benchmarks: observer cost).
+            self.sampler.set_with_metrics(k.is_multiple_of(every));
             k += 1;
             let r = tokio::select! {
                 biased;

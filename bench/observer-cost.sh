@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# The observer effect: the CPU each etcd member spends because it is being watched. On one
+# fresh local 3-member cluster, back to back, PHASE seconds each (default 60):
+#   idle       nothing watches the members
+#   prometheus Prometheus scrapes /metrics of every member every 1 s (the reference)
+#   fast       leaderwatch as in a sitting's fast phase: /health and Status every 100 ms,
+#              /metrics every 1 s (`sample --interval 100ms --metrics-interval 1s`)
+#   probes     the fast phase without /metrics: /health and Status every 100 ms only
+#   canary     the fast phase plus the canary (one write and one read every 100 ms)
+#   idle       again, so drift across the run shows
+# Each member's CPU (utime + stime from /proc/<pid>/stat) is read before and after each
+# phase; "added" is a phase's CPU minus the mean of the two idle phases. Goal: what leaderwatch
+# adds to each member is no more than what Prometheus adds. A benchmark, not a test.
+# Appends its figures to $BENCH_SUMMARY when set (see the Makefile's bench target).
+set -euo pipefail
+
+PHASE=${PHASE:-60}
+ETCD=${ETCD_BIN:-.tools/bin/etcd}
+LW=${LW:-target/release/leaderwatch}
+PROM=${PROM:-/usr/bin/prometheus}
+for b in "$ETCD" "$LW" "$PROM"; do
+  [ -x "$b" ] || { echo "bench: $b missing (make deps / make build / apt-get install prometheus)" >&2; exit 2; }
+done
+
+# shellcheck source=bench/local-cluster.sh
+. "$(dirname "$0")/local-cluster.sh"
+start_cluster observer 1 # the extra port is Prometheus's
+echo "observer cost: local loopback, etcd $("$ETCD" --version | awk 'NR == 1 {print $3}'), 3 members, $(nproc) vCPU, ${PHASE} s per phase, $(date -u +%FT%TZ)"
+sleep 5 # the first election and member publishes are over
+
+hz=$(getconf CLK_TCK)
+member_cpu() { # the three members' CPU seconds, one per line
+  local i
+  for i in 0 1 2; do
+    [ -r "/proc/${pids[$i]}/stat" ] || { echo "bench: etcd m$i (pid ${pids[$i]}) is gone" >&2; exit 1; }
+    # Fields counted after the ")" that ends comm: utime and stime are the 12th and 13th.
+    sed 's/.*) //' "/proc/${pids[$i]}/stat" | awk -v hz="$hz" '{ printf "%.3f\n", ($12 + $13) / hz }'
+  done
+}
+calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
+members="--endpoint m0=http://127.0.0.1:${ports[0]} --endpoint m1=http://127.0.0.1:${ports[1]} --endpoint m2=http://127.0.0.1:${ports[2]}"
+
+cat >"$work/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: etcd
+    static_configs:
+      - targets: ["127.0.0.1:${ports[0]}", "127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"]
+YML
+
+# run NAME COMMAND...: member CPU over PHASE seconds while COMMAND runs (nothing for idle).
+run() {
+  local name=$1; shift
+  echo "bench: phase $name" >&2
+  member_cpu >"$work/$name.before"
+  if [ $# -gt 0 ]; then
+    "$@" >"$work/$name.log" 2>&1 &
+    local p=$!
+    sleep "$PHASE"
+    kill -TERM "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  else
+    sleep "$PHASE"
+  fi
+  member_cpu >"$work/$name.after"
+  paste "$work/$name.before" "$work/$name.after" | awk '{ printf "%.3f\n", $2 - $1 }' >"$work/$name.cpu"
+}
+
+run idle1
+# shellcheck disable=SC2086 # $members is a list of options
+run prometheus "$PROM" --config.file="$work/prometheus.yml" --storage.tsdb.path="$work/tsdb" \
+  --web.listen-address="127.0.0.1:${ports[6]}"
+# shellcheck disable=SC2086
+run fast "$LW" sample --interval 100ms --metrics-interval 1s --out "$work/fast" $members
+# shellcheck disable=SC2086
+run probes "$LW" sample --interval 100ms --metrics-interval 1h --out "$work/probes" $members
+# shellcheck disable=SC2086
+run canary "$LW" sample --interval 100ms --metrics-interval 1s --canary --out "$work/canary" $members
+run idle2
+[ -s "$work/canary/canary.csv" ] || { echo "bench: the canary phase wrote no canary.csv" >&2; exit 1; }
+
+mapfile -t i1 <"$work/idle1.cpu"; mapfile -t i2 <"$work/idle2.cpu"
+mapfile -t pr <"$work/prometheus.cpu"; mapfile -t fa <"$work/fast.cpu"; mapfile -t po <"$work/probes.cpu"
+mapfile -t ca <"$work/canary.cpu"
+pct() { calc "100 * $1 / $PHASE"; }
+echo
+echo "| member | idle (mean of 2), CPU s | added by Prometheus, 1 s scrape | added by the fast phase | by /health + Status alone | by the fast phase + canary |"
+echo "|---|---|---|---|---|---|"
+max_p=-1; max_f=-1; max_c=-1; sum_f=0; sum_c=0
+for i in 0 1 2; do
+  idle=$(calc "(${i1[$i]} + ${i2[$i]}) / 2")
+  p=$(calc "${pr[$i]} - $idle"); f=$(calc "${fa[$i]} - $idle"); o=$(calc "${po[$i]} - $idle"); c=$(calc "${ca[$i]} - $idle")
+  echo "| m$i | $idle (${i1[$i]}, ${i2[$i]}) | $p s ($(pct "$p") % of a core) | $f s ($(pct "$f") %) | $o s ($(pct "$o") %) | $c s ($(pct "$c") %) |"
+  max_p=$(calc "($p > $max_p) ? $p : $max_p"); max_f=$(calc "($f > $max_f) ? $f : $max_f"); max_c=$(calc "($c > $max_c) ? $c : $max_c")
+  sum_f=$(calc "$sum_f + ${fa[$i]}"); sum_c=$(calc "$sum_c + ${ca[$i]}")
+done
+ops=$(($(wc -l <"$work/canary/canary.csv") - 1))
+requests=$(( 3 * PHASE * 10 ))
+echo
+echo "per request, all three members' CPU: /metrics page $(calc "1000 * ($(calc "${pr[0]} + ${pr[1]} + ${pr[2]}") - $(calc "${i1[0]} + ${i1[1]} + ${i1[2]} + ${i2[0]} + ${i2[1]} + ${i2[2]}") / 2) / (3 * $PHASE)") ms;" \
+  "/health + Status $(calc "1000 * ($(calc "${po[0]} + ${po[1]} + ${po[2]}") - $(calc "${i1[0]} + ${i1[1]} + ${i1[2]} + ${i2[0]} + ${i2[1]} + ${i2[2]}") / 2) / $requests") ms;" \
+  "canary op $(calc "1000 * ($sum_c - $sum_f) / $ops") ms ($ops ops)"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+verdict() { awk "BEGIN { print ($1 <= $2) ? \"met\" : \"NOT met\" }"; }
+if [ -n "${BENCH_SUMMARY:-}" ]; then
+  {
+    echo "| CPU added to the busiest member by the fast phase, ${PHASE} s | $max_f s | <= Prometheus at 1 s: $max_p s | $(verdict "$max_f" "$max_p") |"
+    echo "| CPU added to the busiest member by the fast phase + canary, ${PHASE} s | $max_c s | <= Prometheus at 1 s: $max_p s | $(verdict "$max_c" "$max_p") |"
+  } >>"$BENCH_SUMMARY"
+fi
