@@ -3,7 +3,8 @@
 # removed on exit. `start_cluster TOKEN EXTRA` sets `work` (a temp dir), `pids`, `ports`
 # (3 client ports, 3 peer ports, then EXTRA more free ports for the caller) and `endpoints`
 # (the three client URLs, comma-separated); it returns once every member answers /health.
-# Needs ETCD (the etcd binary).
+# Needs ETCD (the etcd binary). `prometheus_config FILE` writes a Prometheus config that
+# scrapes the three members every second.
 
 start_cluster() {
   local token=$1 extra=${2:-0}
@@ -48,4 +49,16 @@ stop_cluster() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
+}
+
+prometheus_config() {
+  cat >"$1" <<YML
+global:
+  scrape_interval: 1s
+  scrape_timeout: 1s
+scrape_configs:
+  - job_name: etcd
+    static_configs:
+      - targets: ["127.0.0.1:${ports[0]}", "127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"]
+YML
 }

@@ -40,15 +40,7 @@ member_cpu() { # the three members' CPU seconds, one per line
 calc() { awk "BEGIN { printf \"%.3f\", $1 }"; }
 members="--endpoint m0=http://127.0.0.1:${ports[0]} --endpoint m1=http://127.0.0.1:${ports[1]} --endpoint m2=http://127.0.0.1:${ports[2]}"
 
-cat >"$work/prometheus.yml" <<YML
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-scrape_configs:
-  - job_name: etcd
-    static_configs:
-      - targets: ["127.0.0.1:${ports[0]}", "127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"]
-YML
+prometheus_config "$work/prometheus.yml"
 
 # run NAME COMMAND...: member CPU over PHASE seconds while COMMAND runs (nothing for idle).
 run() {

@@ -17,15 +17,7 @@ done
 . "$(dirname "$0")/local-cluster.sh"
 start_cluster bench 1 # the extra port is Prometheus's
 
-cat >"$work/prometheus.yml" <<YML
-global:
-  scrape_interval: 1s
-  scrape_timeout: 1s
-scrape_configs:
-  - job_name: etcd
-    static_configs:
-      - targets: ["127.0.0.1:${ports[0]}", "127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"]
-YML
+prometheus_config "$work/prometheus.yml"
 
 metric() { # file, field -> value
   awk -F': ' -v k="$2" '$1 ~ k {print $2}' "$1" | head -n1
