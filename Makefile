@@ -71,7 +71,7 @@ test-rust: deps
 	$(CARGO) test --locked --test health_props -- --ignored the_quantile_matches_promtool
 	$(CARGO) test --locked --benches --no-run
 
-# Benchmarks (not tests), about 25 minutes: binary size, the core (3/5/7 members), a 100k-round
+# Benchmarks (not tests), about 35 minutes (14 of them building): binary size, the core (3/5/7 members), a 100k-round
 # soak, `sample` as a user runs it, Prometheus side by side (Debian's prometheus package,
 # installed by deps-apt) over 60 s and 300 s, and the observer cost on the members. Each
 # appends its figures, with their goals, to $(BENCH_SUMMARY), printed at the end.
