@@ -277,11 +277,20 @@ async fn read_capped(mut resp: reqwest::Response, cap: usize, timeout: Duration)
     let mut body = Vec::with_capacity(hint);
     while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
         if body.len() + chunk.len() > cap {
-            return Err(format!("body larger than the {} MiB cap", cap / (1024 * 1024)));
+            return Err(too_large(cap));
         }
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+/// The error for a body over `cap` bytes, with the cap in MiB or KiB (the /health cap is 64 KiB).
+fn too_large(cap: usize) -> String {
+    if cap >= 1024 * 1024 {
+        format!("body larger than the {} MiB cap", cap / (1024 * 1024))
+    } else {
+        format!("body larger than the {} KiB cap", cap / 1024)
+    }
 }
 
 fn ms_since(t: Instant) -> f64 {
@@ -368,7 +377,7 @@ impl Prober {
             while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, self.cfg.timeout))? {
                 read += chunk.len();
                 if read > METRICS_BODY_CAP {
-                    return Err(format!("body larger than the {} MiB cap", METRICS_BODY_CAP / (1024 * 1024)));
+                    return Err(too_large(METRICS_BODY_CAP));
                 }
                 page.feed(&chunk);
             }
@@ -458,6 +467,12 @@ mod tests {
         assert_eq!(h, Health { healthy: false, reason: "RAFT NO LEADER".into() });
         let h = parse_health(200, br#"{"health":"true"}"#).expect("3.4 has no reason");
         assert!(h.healthy && h.reason.is_empty());
+    }
+
+    #[test]
+    fn the_cap_is_named_in_the_unit_it_was_set_in() {
+        assert_eq!(too_large(METRICS_BODY_CAP), "body larger than the 16 MiB cap");
+        assert_eq!(too_large(HEALTH_BODY_CAP), "body larger than the 64 KiB cap");
     }
 
     #[test]
