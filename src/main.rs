@@ -68,7 +68,7 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
                 humantime::format_duration(a.interval)
             )))
         }
-        Some(m) => (m.as_nanos() / a.interval.as_nanos()).max(1) as u64,
+        Some(m) => leaderwatch::round::rounds_per_page(m, a.interval),
     };
     let cfg = SampleConfig {
         members,

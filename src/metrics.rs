@@ -9,7 +9,6 @@ use std::io;
 
 use prometheus_parse::{Scrape, Value};
 
-
 const LEADER_CHANGES: &str = "etcd_server_leader_changes_seen_total";
 const HAS_LEADER: &str = "etcd_server_has_leader";
 const IS_LEADER: &str = "etcd_server_is_leader";
@@ -207,9 +206,8 @@ impl Extractor {
         // Parsing from in-memory lines cannot fail with an I/O error.
         let lines = self.wanted.into_iter().map(Ok::<_, io::Error>);
         let scrape = Scrape::parse(lines).unwrap_or(Scrape { docs: Default::default(), samples: vec![] });
-        let buckets = self.buckets;
         let mut m = MemberMetrics::default();
-        for ((name, peer), b) in buckets {
+        for ((name, peer), b) in self.buckets {
             let h = Histogram::new(b);
             match name {
                 WAL_FSYNC_BUCKET => m.wal_fsync = Some(h),

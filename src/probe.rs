@@ -271,16 +271,24 @@ fn http_error(e: &reqwest::Error, timeout: Duration) -> String {
     }
 }
 
-/// Reads at most `cap` bytes of the body; more is an error, not a truncation.
-async fn read_capped(mut resp: reqwest::Response, cap: usize, timeout: Duration) -> Result<Vec<u8>, String> {
-    let hint = resp.content_length().map_or(1024, |n| n as usize).min(cap);
-    let mut body = Vec::with_capacity(hint);
+/// Hands each chunk of the body to `each` as it arrives; more than `cap` bytes in all is
+/// an error, not a truncation.
+async fn read_chunks(mut resp: reqwest::Response, cap: usize, timeout: Duration, mut each: impl FnMut(&[u8])) -> Result<(), String> {
+    let mut read = 0;
     while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
-        if body.len() + chunk.len() > cap {
+        read += chunk.len();
+        if read > cap {
             return Err(too_large(cap));
         }
-        body.extend_from_slice(&chunk);
+        each(&chunk);
     }
+    Ok(())
+}
+
+/// Reads at most `cap` bytes of the body; more is an error, not a truncation.
+async fn read_capped(resp: reqwest::Response, cap: usize, timeout: Duration) -> Result<Vec<u8>, String> {
+    let mut body = Vec::with_capacity(resp.content_length().map_or(1024, |n| n as usize).min(cap));
+    read_chunks(resp, cap, timeout, |chunk| body.extend_from_slice(chunk)).await?;
     Ok(body)
 }
 
@@ -367,20 +375,13 @@ impl Prober {
     /// The page is extracted as its chunks arrive: the ~160 KB body is never held whole.
     async fn metrics(&self) -> Part<MemberMetrics> {
         timed(self.cfg.timeout, async {
-            let mut resp = self.send(&self.metrics_url).await?;
+            let resp = self.send(&self.metrics_url).await?;
             let code = resp.status().as_u16();
             if !(200..300).contains(&code) {
                 return Err(format!("HTTP {code}"));
             }
             let mut page = metrics::Extractor::default();
-            let mut read = 0;
-            while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, self.cfg.timeout))? {
-                read += chunk.len();
-                if read > METRICS_BODY_CAP {
-                    return Err(too_large(METRICS_BODY_CAP));
-                }
-                page.feed(&chunk);
-            }
+            read_chunks(resp, METRICS_BODY_CAP, self.cfg.timeout, |chunk| page.feed(chunk)).await?;
             page.finish().map_err(|e| e.to_string())
         })
         .await

@@ -76,6 +76,12 @@ pub fn point(o: &Observation) -> Point {
     }
 }
 
+/// How many rounds of `round_every` make one read of `/metrics` every `page_every` (at
+/// least 1): the page is what costs etcd the most to serve, so it may be read less often.
+pub fn rounds_per_page(page_every: Duration, round_every: Duration) -> u64 {
+    (page_every.as_nanos() / round_every.as_nanos().max(1)).max(1) as u64
+}
+
 /// Builds one prober per member (bad TLS files are reported here, before any round).
 pub fn probers(members: &[Member], cfg: &ProbeConfig, clock: &Arc<dyn Clock>) -> Result<Vec<Prober>> {
     let http = http_client(cfg).map_err(Error::Usage)?;

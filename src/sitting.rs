@@ -369,7 +369,7 @@ impl Sitting<'_> {
         let cfg = self.cfg;
         let n = cfg.members.len();
         // /metrics (the expensive page) once per slow interval; health and status every round.
-        let every = (cfg.interval.as_millis() / cfg.fast_interval.as_millis().max(1)).max(1) as u64;
+        let every = crate::round::rounds_per_page(cfg.interval, cfg.fast_interval);
         let mut tick = ticker(cfg.fast_interval);
         let mut k = 0u64;
         loop {
