@@ -144,6 +144,10 @@ pub struct MeasureArgs {
     /// Run directory.
     #[arg(long)]
     pub out: PathBuf,
+    /// Serve leaderwatch's own /metrics (OpenMetrics) and /healthz on HOST:PORT for the
+    /// whole sitting, e.g. 0.0.0.0:9464 (the address goes to events.csv).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 const REHEARSE_EXAMPLES: &str = "\
@@ -286,6 +290,16 @@ Examples:
 Ctrl-C or SIGTERM ends the run and writes summary.json. Re-running with the same --out
 appends (new run_id) after repairing a line torn by a crash.";
 
+/// `--retain`: a duration of at least one day, in whole days (rounded up).
+pub fn parse_retain(s: &str) -> Result<u32, String> {
+    let d = parse_duration(s)?;
+    const DAY: u64 = 86_400;
+    if d.as_secs() < DAY {
+        return Err(format!("{s:?}: keep at least 1d (the files are daily)"));
+    }
+    u32::try_from(d.as_secs().div_ceil(DAY)).map_err(|_| format!("{s:?}: too long"))
+}
+
 /// Parses a humantime duration such as `1s`, `250ms`, `20m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration ({e}); use e.g. 500ms, 1s, 20m"))?;
@@ -327,9 +341,19 @@ pub struct SampleArgs {
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub canary_timeout: Duration,
     /// Run directory: samples.csv, events.csv, health.csv, canary.csv (with --canary),
-    /// summary.json.
+    /// summary.json. samples.csv, health.csv and canary.csv hold the current UTC day; a
+    /// day that is over becomes samples-YYYY-MM-DD.csv.gz (and so on).
     #[arg(long)]
     pub out: PathBuf,
+    /// Keep the daily files of this many days before the current one (rounded up to whole
+    /// days); older ones are deleted, whole files only. events.csv and summary.json are
+    /// never deleted.
+    #[arg(long, default_value = "30d", value_parser = parse_retain)]
+    pub retain: u32,
+    /// Serve leaderwatch's own /metrics (OpenMetrics) and /healthz on HOST:PORT, e.g.
+    /// 0.0.0.0:9464 in a pod, 127.0.0.1:0 for any free port (the address goes to events.csv).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub metrics_addr: Option<std::net::SocketAddr>,
     /// CA bundle (PEM) for https:// members, used by HTTP and gRPC alike.
     #[arg(long)]
     pub cacert: Option<PathBuf>,

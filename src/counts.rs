@@ -222,6 +222,14 @@ impl Window {
         &self.transitions[mark.min(self.transitions.len())..]
     }
 
+    /// Raft-term delta so far; `None` until a member answered the Status RPC.
+    pub fn elections(&self) -> Option<u64> {
+        match (self.first_term, self.max_term) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        }
+    }
+
     /// The counts so far.
     pub fn counts(&self) -> Counts {
         let per_member: BTreeMap<MemberName, MemberCount> =
@@ -235,10 +243,7 @@ impl Window {
             raw_sum_end: sum(|c| c.end),
             reset_aware_increase: per_member.values().map(|c| c.increase).sum(),
             per_member,
-            elections: match (self.first_term, self.max_term) {
-                (Some(a), Some(b)) => Some(b - a),
-                _ => None,
-            },
+            elections: self.elections(),
             leader_transitions: self.transitions.clone(),
         }
     }

@@ -83,6 +83,8 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
         },
         cause_horizon: a.cause_horizon,
         canary: a.canary.then_some(a.canary_timeout),
+        metrics_addr: a.metrics_addr,
+        rotation: Some(leaderwatch::rotate::Rotation { retain_days: a.retain }),
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     sample::run(cfg, clock, shutdown_signal()).await.map(|_| ())
@@ -132,6 +134,7 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
             environment: Environment { description: a.environment, ..Environment::default() },
             cause_horizon: a.cadence.cause_horizon,
             canary: a.cadence.canary(),
+            metrics_addr: a.metrics_addr,
         },
         evict_timeout: a.evict_timeout,
         dry_run: a.dry_run,

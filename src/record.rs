@@ -7,11 +7,12 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
 use serde::Serialize;
 
 use crate::events::Event;
 use crate::probe::Observation;
+use crate::rotate::Rotation;
 use crate::round::{Round, Silent};
 
 pub const SAMPLES: &str = "samples.csv";
@@ -268,6 +269,8 @@ fn silent_row<'a>(s: &'a Silent, round: &Round, run_id: &'a str, phase: &'a str)
 struct CsvFile {
     path: PathBuf,
     w: csv::Writer<File>,
+    /// UTC day of its first row (rotation closes the file when a later day starts).
+    day: Option<NaiveDate>,
 }
 
 /// What reopening found in one file.
@@ -308,12 +311,32 @@ impl CsvFile {
             found.rows = text.iter().filter(|b| **b == b'\n').count().saturating_sub(1) as u64;
         }
         let needs_header = text.is_empty();
+        let day = crate::rotate::first_row_day(&text);
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(f);
         if needs_header {
             w.write_record(header).map_err(|source| RecordError::Csv { path: path.clone(), source })?;
             w.flush().map_err(io_err(&path))?;
         }
-        Ok((CsvFile { path, w }, found))
+        Ok((CsvFile { path, w, day }, found))
+    }
+
+    /// Before rows of `day` are written: with rotation on and a live file of an earlier
+    /// day, closes it (renamed to its day) and starts a new one. Returns the closed file.
+    fn roll(&mut self, rotation: Option<Rotation>, day: NaiveDate, header: &[&str]) -> Result<Option<PathBuf>, RecordError> {
+        let prev = self.day.get_or_insert(day);
+        if rotation.is_none() || day <= *prev {
+            return Ok(None);
+        }
+        let prev = *prev;
+        self.flush()?;
+        self.w.get_ref().sync_all().map_err(io_err(&self.path))?;
+        let dir = self.path.parent().unwrap_or(Path::new(".")).to_owned();
+        let live = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let closed = crate::rotate::close(&dir, &live, prev).map_err(io_err(&self.path))?;
+        let (mut next, _) = CsvFile::open(self.path.clone(), header)?;
+        next.day = Some(day);
+        *self = next;
+        Ok(Some(closed))
     }
 
     fn flush(&mut self) -> Result<(), RecordError> {
@@ -332,7 +355,21 @@ pub struct RunDir {
     canary: Option<CsvFile>,
     /// What reopening found in samples.csv, events.csv and health.csv.
     pub reopened: [(&'static str, Reopened); 3],
+    /// `sample`'s daily files; `None`: one file each, forever (a sitting).
+    rotation: Option<Rotation>,
+    /// Compression and retention run off the sampling path, one pass at a time.
+    housekeeping: Option<std::thread::JoinHandle<crate::rotate::Done>>,
+    /// A day closed while a pass was running: run another after it.
+    housekeeping_due: Option<NaiveDate>,
+    /// What rotation did, for events.csv (the recorder takes them).
+    notes: Vec<Event>,
+    /// The newest row's time, for those notes.
+    last_ts: Option<DateTime<Utc>>,
 }
+
+/// The files that rotate: those written every round or interval. events.csv does not:
+/// it grows only with changes, and a month of it is what the rate of elections rests on.
+const ROTATED: [&str; 3] = [SAMPLES, HEALTH, CANARY];
 
 impl RunDir {
     /// Creates or reopens `dir`, repairing torn last lines.
@@ -341,7 +378,94 @@ impl RunDir {
         let (samples, rs) = CsvFile::open(dir.join(SAMPLES), &SAMPLES_HEADER)?;
         let (events, re) = CsvFile::open(dir.join(EVENTS), &EVENTS_HEADER)?;
         let (health, rh) = CsvFile::open(dir.join(HEALTH), &HEALTH_HEADER)?;
-        Ok(RunDir { dir: dir.to_owned(), run_id: run_id.to_owned(), samples, events, health, canary: None, reopened: [(SAMPLES, rs), (EVENTS, re), (HEALTH, rh)] })
+        Ok(RunDir {
+            dir: dir.to_owned(),
+            run_id: run_id.to_owned(),
+            samples,
+            events,
+            health,
+            canary: None,
+            reopened: [(SAMPLES, rs), (EVENTS, re), (HEALTH, rh)],
+            rotation: None,
+            housekeeping: None,
+            housekeeping_due: None,
+            notes: Vec::new(),
+            last_ts: None,
+        })
+    }
+
+    /// Turns daily rotation on: a live file of a day before `today` (a restart after
+    /// midnight) is closed at its first row of a later day, and closed files are
+    /// compressed and pruned now and at every rotation.
+    pub fn rotate_daily(&mut self, rotation: Rotation, today: NaiveDate) {
+        self.rotation = Some(rotation);
+        if self.dir.join(CANARY).exists() {
+            // A canary.csv of an earlier run must rotate too, even if this run writes none.
+            if let Ok((f, _)) = CsvFile::open(self.dir.join(CANARY), &CANARY_HEADER) {
+                self.canary = Some(f);
+            }
+        }
+        self.housekeeping_due = Some(today);
+        self.housekeep();
+    }
+
+    /// Rolls `which` to `day` if due; notes and housekeeping follow a rotation.
+    fn roll(&mut self, which: &str, day: NaiveDate, ts: DateTime<Utc>) -> Result<(), RecordError> {
+        let rotation = self.rotation;
+        self.last_ts = Some(ts);
+        let closed = match which {
+            SAMPLES => self.samples.roll(rotation, day, &SAMPLES_HEADER)?,
+            HEALTH => self.health.roll(rotation, day, &HEALTH_HEADER)?,
+            _ => match self.canary.as_mut() {
+                Some(c) => c.roll(rotation, day, &CANARY_HEADER)?,
+                None => None,
+            },
+        };
+        if let Some(closed) = closed {
+            let name = closed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            self.notes.push(Event::new(ts, "record", "", "rotated", format!("{which}: the rows before {day} are in {name}")));
+            self.housekeeping_due = Some(day);
+        }
+        self.housekeep();
+        Ok(())
+    }
+
+    /// Collects a finished pass (its notes) and starts the one that is due.
+    fn housekeep(&mut self) {
+        if self.housekeeping.as_ref().is_some_and(|h| h.is_finished()) {
+            self.collect();
+        }
+        let (Some(rotation), None, Some(due)) = (self.rotation, self.housekeeping.as_ref(), self.housekeeping_due.take()) else { return };
+        let dir = self.dir.clone();
+        self.housekeeping = Some(std::thread::spawn(move || crate::rotate::housekeep(&dir, &ROTATED, due, rotation)));
+    }
+
+    fn collect(&mut self) {
+        let Some(h) = self.housekeeping.take() else { return };
+        // Stamped with the newest row's time: the recorder's clock, not the system's.
+        let ts = self.last_ts.unwrap_or_else(Utc::now);
+        let done = h.join().unwrap_or_else(|_| crate::rotate::Done { failed: vec!["housekeeping panicked".into()], ..Default::default() });
+        let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        for (from, from_len, to, to_len) in &done.compressed {
+            self.notes.push(Event::new(ts, "record", "", "compressed", format!("{} ({from_len} bytes) -> {} ({to_len} bytes)", name(from), name(to))));
+        }
+        for p in &done.deleted {
+            self.notes.push(Event::new(ts, "record", "", "deleted", format!("{} (older than --retain)", name(p))));
+        }
+        for f in &done.failed {
+            tracing::warn!("housekeeping: {f}");
+            self.notes.push(Event::new(ts, "record", "", "housekeeping_failed", f.clone()));
+        }
+    }
+
+    /// Waits for a running compression/retention pass (at the end of a run).
+    pub fn finish_housekeeping(&mut self) {
+        self.collect();
+    }
+
+    /// What rotation and housekeeping did since the last call, for events.csv.
+    pub fn take_notes(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.notes)
     }
 
     pub fn dir(&self) -> &Path {
@@ -355,6 +479,8 @@ impl RunDir {
     /// Appends one row per member of `round` (answers, then silent members) and flushes
     /// them to the OS.
     pub fn append_round(&mut self, round: &Round, phase: &str) -> Result<(), RecordError> {
+        // A round belongs to the day it started, so that its rows stay in one file.
+        self.roll(SAMPLES, round.started.utc.date_naive(), round.started.utc)?;
         let path = &self.samples.path;
         for o in &round.observations {
             let row = sample_row(o, round, &self.run_id, phase);
@@ -384,9 +510,8 @@ impl RunDir {
 
     /// Appends health.csv rows and flushes them.
     pub fn append_health(&mut self, rows: &[HealthRow]) -> Result<(), RecordError> {
-        if rows.is_empty() {
-            return Ok(());
-        }
+        let Some(first) = rows.first() else { return Ok(()) };
+        self.roll(HEALTH, first.ts.date_naive(), first.ts)?;
         let opt = |v: Option<f64>| v.filter(|v| v.is_finite());
         for r in rows {
             let h = &r.health;
@@ -429,6 +554,8 @@ impl RunDir {
             }
             self.canary = Some(f);
         }
+        let first = rows[0].op.started.utc;
+        self.roll(CANARY, first.date_naive(), first)?;
         let Some(f) = self.canary.as_mut() else { return Ok(()) };
         for r in rows {
             let o = &r.op;

@@ -16,6 +16,7 @@ use crate::baseline::{ElectionDetail, WindowRecord};
 use crate::clock::{Clock, Stamp};
 use crate::counts::Counts;
 use crate::events::{Event, Tracker};
+use crate::exporter::Exporter;
 use crate::health::Fold;
 use crate::member::MemberName;
 use crate::canary::{Kind, Op};
@@ -62,6 +63,8 @@ pub struct Recorder {
     canary: Option<(Stamp, f64)>,
     /// Completions of the recent successful canary writes, for each election's cost.
     write_oks: VecDeque<Stamp>,
+    /// `--metrics-addr`: fed what is recorded, as it is recorded.
+    exporter: Option<Exporter>,
 }
 
 impl Recorder {
@@ -96,6 +99,7 @@ impl Recorder {
             series: Series::default(),
             canary: None,
             write_oks: VecDeque::new(),
+            exporter: None,
         };
         rec.events(&startup)?;
         Ok(rec)
@@ -103,6 +107,25 @@ impl Recorder {
 
     pub fn run_id(&self) -> &str {
         self.dir.run_id()
+    }
+
+    /// `sample`'s daily files (record.rs, rotate.rs), from `today` on.
+    pub fn rotate_daily(&mut self, rotation: crate::rotate::Rotation, today: chrono::NaiveDate) -> Result<(), RecordError> {
+        self.dir.rotate_daily(rotation, today);
+        self.notes()
+    }
+
+    /// Writes what rotation and housekeeping did to events.csv.
+    fn notes(&mut self) -> Result<(), RecordError> {
+        let notes = self.dir.take_notes();
+        self.events(&notes)
+    }
+
+    /// From now on, every round, health interval and canary op also goes to `e`; the
+    /// address it serves on goes to events.csv.
+    pub fn export_to(&mut self, e: Exporter, bound: std::net::SocketAddr, at: Stamp) -> Result<(), RecordError> {
+        self.exporter = Some(e);
+        self.event(Event::stamped(at, "leaderwatch", "", "metrics_serving", format!("http://{bound}/metrics")))
     }
 
     /// Rounds recorded so far in this run.
@@ -113,7 +136,11 @@ impl Recorder {
     /// Records one round in the open window: its rows, then what it changed.
     pub fn round(&mut self, r: &Round) -> Result<(), RecordError> {
         self.dir.append_round(r, self.windows.current())?;
+        self.notes()?;
         self.rounds += 1;
+        if let Some(e) = self.exporter.as_mut() {
+            e.round(r);
+        }
         let mut events: Vec<Event> = r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
         events.extend(r.silent.iter().filter_map(|s| self.tracker.silent(s)));
         for t in self.windows.push(r) {
@@ -165,6 +192,9 @@ impl Recorder {
             .collect();
         self.series.folds = self.series.folds.iter().map(|(n, f)| (n.clone(), f.continue_from())).collect();
         self.series.since = Some(last);
+        if let Some(e) = self.exporter.as_mut() {
+            e.health(&rows);
+        }
         self.dir.append_health(&rows)
     }
 
@@ -225,6 +255,9 @@ impl Recorder {
             })
             .collect();
         self.dir.append_canary(&rows)?;
+        if let Some(e) = self.exporter.as_mut() {
+            e.canary(ops);
+        }
         for op in ops {
             self.windows.push_op(op);
             if op.ok && op.kind == Kind::Write {
@@ -325,6 +358,8 @@ impl Recorder {
 
     /// Flushes both CSV files to disk, then writes `name` atomically.
     pub fn write_json<T: Serialize>(&mut self, name: &str, value: &T) -> Result<PathBuf, RecordError> {
+        self.dir.finish_housekeeping();
+        self.notes()?;
         self.dir.sync()?;
         self.dir.write_json(name, value)
     }

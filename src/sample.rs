@@ -37,11 +37,20 @@ pub struct SampleConfig {
     pub cause_horizon: Duration,
     /// The canary's deadline per op; `None`: no canary (the default for `sample`).
     pub canary: Option<Duration>,
+    /// Serve leaderwatch's own /metrics and /healthz here (`--metrics-addr`).
+    pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Daily files and their retention; `None`: one samples.csv forever.
+    pub rotation: Option<crate::rotate::Rotation>,
 }
 
 /// Runs the sampler until `cfg.duration` or `shutdown`, whichever comes first.
 pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future<Output = ()>) -> Result<Summary> {
     let mut sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
+    // Bound before anything is written: a taken port is bad input, not a half-started run.
+    let exporter = match cfg.metrics_addr {
+        Some(addr) => Some(crate::exporter::start(addr, cfg.interval).await?),
+        None => None,
+    };
     let run_id = new_run_id(clock.as_ref());
     let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "sample", cfg.members.len(), cfg.cause_horizon)?;
     let started = clock.stamp();
@@ -53,6 +62,12 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         "run_started",
         format!("interval {}; members {}", humantime::format_duration(cfg.interval), names.join(" ")),
     ))?;
+    if let Some(r) = cfg.rotation {
+        rec.rotate_daily(r, clock.now().date_naive())?;
+    }
+    if let Some((e, bound)) = exporter {
+        rec.export_to(e, bound, clock.stamp())?;
+    }
     tracing::info!(run_id, out = %cfg.out.display(), members = cfg.members.len(), "sampling");
 
     let mut canary = match cfg.canary {

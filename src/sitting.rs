@@ -62,6 +62,8 @@ pub struct SittingConfig {
     pub cause_horizon: Duration,
     /// The canary's deadline per op; `None`: no canary (`--canary off`).
     pub canary: Option<Duration>,
+    /// Serve leaderwatch's own /metrics and /healthz here (`measure --metrics-addr`).
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 /// The shutdown future, polled at most to completion once.
@@ -144,7 +146,14 @@ pub async fn run<D: Disruptor>(
     cfg.target.check(&cfg.members).map_err(Error::Usage)?;
     let run_id = new_run_id(clock.as_ref());
     let sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
-    let rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "at_rest", cfg.members.len(), cfg.cause_horizon)?;
+    let exporter = match cfg.metrics_addr {
+        Some(addr) => Some(crate::exporter::start(addr, cfg.interval).await?),
+        None => None,
+    };
+    let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "at_rest", cfg.members.len(), cfg.cause_horizon)?;
+    if let Some((e, bound)) = exporter {
+        rec.export_to(e, bound, clock.stamp())?;
+    }
     let mut s = Sitting {
         cfg: &cfg,
         clock: clock.clone(),

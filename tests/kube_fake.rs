@@ -52,6 +52,7 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
             cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
             // On, as `measure` runs by default: the canary goes through the same reach.
             canary: Some(Duration::from_secs(1)),
+            metrics_addr: None,
         },
         evict_timeout: Duration::from_secs(60),
         dry_run,

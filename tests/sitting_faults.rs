@@ -53,6 +53,7 @@ fn config(members: Vec<leaderwatch::member::Member>, out: &Path, s: &Sit) -> Sit
         environment: Environment { kind: "local".into(), description: "test".into(), ..Environment::default() },
         cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
+        metrics_addr: None,
     }
 }
 

@@ -53,6 +53,7 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
         },
         cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
         canary: None,
+        metrics_addr: None,
     }
 }
 

@@ -116,6 +116,8 @@ pub fn start_sampler(f: &Fixture, interval: Duration, timeout: Duration) -> Runn
         probe: ProbeConfig { timeout, ..ProbeConfig::default() },
         cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
         canary: None,
+        metrics_addr: None,
+        rotation: None,
     };
     let (tx, rx) = oneshot::channel::<()>();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
