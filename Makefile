@@ -32,7 +32,8 @@ help:
 deps: deps-apt deps-py
 
 # protoc + the well-known protos (libprotobuf-dev) for etcd-client's build script, shellcheck
-# for apply.sh, promtool (Debian's prometheus) for the quantile cross-check. `apt-get update`
+# for apply.sh, Debian's prometheus (promtool) for the quantile cross-check, the alert rule's
+# tests and the exporter's scrape test. `apt-get update`
 # runs first because a fresh machine has no package lists.
 deps-apt:
 	@missing=""; \
@@ -67,11 +68,13 @@ build: deps-apt
 test: deps test-manifests test-shell test-rust test-notebook
 
 # Benches are compiled (so they cannot rot) but not run: timings are not test assertions.
-# The quantile cross-check needs promtool, which deps-apt installs; plain `cargo test`
-# skips it (it is #[ignore]d so that a machine without promtool still passes).
+# The quantile cross-check needs promtool, and the exporter's scrape test needs Debian's
+# prometheus and the venv's prometheus_client, which deps installs; plain `cargo test`
+# skips them (they are #[ignore]d so that a machine without them still passes).
 test-rust: deps
 	$(CARGO) test --locked --lib --bins --tests
 	$(CARGO) test --locked --test health_props -- --ignored the_quantile_matches_promtool
+	$(CARGO) test --locked --test exporter -- --ignored
 	$(CARGO) test --locked --benches --no-run
 
 # Benchmarks (not tests), about 35 minutes (14 of them building): binary size, the core (3/5/7 members), a 100k-round
