@@ -249,9 +249,32 @@ pub struct ReportArgs {
     #[arg(long, value_name = "README.md", conflicts_with = "format")]
     pub update: Option<PathBuf>,
     /// Output: markdown (the README tables) or csv (the tidy list: one row per figure per
-    /// window and member, for documents).
-    #[arg(long, value_parser = ["markdown", "csv"])]
+    /// window and member, for documents); with --alert-rule: rules (a managed Prometheus
+    /// Rules manifest, the default) or prometheus (a plain rule file).
+    #[arg(long, value_parser = ["markdown", "csv", "rules", "prometheus"])]
     pub format: Option<String>,
+    /// Write an alert on increase(leaderwatch_elections_total[WINDOW]) whose threshold is
+    /// derived from the baselines (elections per voluntary disruption x the disruptions
+    /// the PDB allows in the window + the at-rest rate, rounded up, at least 1).
+    #[arg(long, conflicts_with = "update")]
+    pub alert_rule: bool,
+    /// With --alert-rule: derive from local (rehearsal) baselines when no Kubernetes one is given.
+    #[arg(long, requires = "alert_rule")]
+    pub allow_local: bool,
+    /// With --alert-rule: the range of increase().
+    #[arg(long, default_value = "15m", value_parser = parse_duration, requires = "alert_rule")]
+    pub window: Duration,
+    /// With --alert-rule: voluntary disruptions allowed in one window (default: one rolling
+    /// pass over the members, which the PDB lets through one at a time).
+    #[arg(long, requires = "alert_rule")]
+    pub disruptions: Option<u32>,
+    /// With --alert-rule: the scrape interval of the sampler's PodMonitoring (and the rule
+    /// group's evaluation interval).
+    #[arg(long, default_value = "30s", value_parser = parse_duration, requires = "alert_rule")]
+    pub scrape_interval: Duration,
+    /// With --alert-rule: the namespace of the Rules manifest.
+    #[arg(long, default_value = "dlock", requires = "alert_rule")]
+    pub namespace: String,
 }
 
 #[derive(Debug, Args)]

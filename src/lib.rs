@@ -8,6 +8,7 @@
 //! etcd cluster for `rehearse` and the tests.
 //! This file owns the crate-wide [`Error`] and its mapping to process exit codes.
 
+pub mod alert;
 pub mod attribution;
 pub mod baseline;
 pub mod canary;

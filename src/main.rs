@@ -162,6 +162,23 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
         .iter()
         .map(|p| leaderwatch::report::load(p).map(|b| (p.clone(), b)))
         .collect::<Result<Vec<_>, _>>()?;
+    if a.alert_rule {
+        let format = match a.format.as_deref() {
+            None | Some("rules") => "rules",
+            Some("prometheus") => "prometheus",
+            Some(f) => return Err(Error::Usage(format!("--alert-rule writes --format rules or prometheus, not {f}"))),
+        };
+        let p = leaderwatch::alert::Params { window: a.window, disruptions: a.disruptions, allow_local: a.allow_local, scrape_interval: a.scrape_interval };
+        let d = leaderwatch::alert::derive(&baselines, &p)?;
+        for l in &d.lines {
+            eprintln!("{l}");
+        }
+        print!("{}", leaderwatch::alert::render(&d, &p, format, &a.namespace)?);
+        return Ok(());
+    }
+    if let Some(f @ ("rules" | "prometheus")) = a.format.as_deref() {
+        return Err(Error::Usage(format!("--format {f} is for --alert-rule")));
+    }
     match (a.update, a.format.as_deref()) {
         (Some(readme), _) => {
             let changed = leaderwatch::report::update(&readme, &baselines)?;

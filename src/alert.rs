@@ -1,0 +1,309 @@
+//! `report --alert-rule`: an alert on `increase(leaderwatch_elections_total[15m])` whose
+//! threshold comes from measured baselines, as a managed-Prometheus `Rules` manifest or a
+//! plain Prometheus rule file. [`derive`] is pure (baselines in, threshold and its
+//! derivation out); [`render`] writes the YAML. The reasoning is in docs/alert.md.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::baseline::Baseline;
+use crate::Error;
+
+/// The alert's name in Prometheus.
+pub const ALERT: &str = "DlockEtcdElections";
+
+/// How the threshold is to be derived.
+#[derive(Debug, Clone)]
+pub struct Params {
+    /// The range of `increase()`.
+    pub window: Duration,
+    /// Voluntary disruptions the PDB lets through in one window; `None`: one rolling pass
+    /// over the members (maxUnavailable 1 lets them through one at a time).
+    pub disruptions: Option<u32>,
+    /// Use local (rehearsal) baselines when no Kubernetes baseline is given.
+    pub allow_local: bool,
+    /// The scrape interval of the PodMonitoring: how far `increase()` may extrapolate.
+    pub scrape_interval: Duration,
+}
+
+/// The threshold and everything it rests on, for the YAML comments and annotations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Derived {
+    /// Elections a window may hold without alerting.
+    pub threshold: u64,
+    /// The expression's bound: threshold + slack (see [`slack`]).
+    pub bound: f64,
+    pub per_disruption: u64,
+    pub disruptions: u32,
+    /// Elections per window at rest (pooled rate × window).
+    pub at_rest: f64,
+    pub at_rest_elections: u64,
+    pub at_rest_s: f64,
+    /// The baselines used (path, run id, environment).
+    pub used: Vec<(PathBuf, String, String)>,
+    /// Baselines given but not used, and why.
+    pub skipped: Vec<(PathBuf, String)>,
+    /// One line per step, as printed.
+    pub lines: Vec<String>,
+}
+
+/// What `increase()` adds on top of whole elections. It extrapolates the samples to the
+/// range's edges, so N elections inside the range read as up to N × R / (R − s) (s: the
+/// scrape interval); half an election keeps N silent and lets N + 1 fire while that
+/// inflation stays under a half, i.e. for N < (R − s) / 2s (14 at 15 m and 30 s).
+pub fn slack(threshold: u64, window: Duration, scrape: Duration) -> f64 {
+    let (r, s) = (window.as_secs_f64(), scrape.as_secs_f64());
+    let inflation = if r > s { threshold as f64 * s / (r - s) } else { f64::INFINITY };
+    0.5f64.max(inflation.min(0.99))
+}
+
+/// The threshold from the baselines, with its derivation. Refuses (bad input) when no
+/// baseline was measured on Kubernetes and `allow_local` is off, or when none is usable.
+pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, Error> {
+    let kube = baselines.iter().any(|(_, b)| b.environment.kind == "kubernetes");
+    if !kube && !p.allow_local {
+        return Err(Error::Usage(format!(
+            "no baseline measured on Kubernetes among the {} given (environment.kind); an alert for GKE from local rehearsals would be a guess: pass --allow-local to derive one anyway",
+            baselines.len()
+        )));
+    }
+    let mut used = Vec::new();
+    let mut skipped = Vec::new();
+    for (path, b) in baselines {
+        if kube && b.environment.kind != "kubernetes" {
+            skipped.push((path.clone(), format!("{} baseline; Kubernetes ones were given", b.environment.kind)));
+        } else if !b.is_complete() {
+            skipped.push((path.clone(), format!("incomplete: {}", b.incomplete_reason.as_deref().unwrap_or("no reason recorded"))));
+        } else {
+            used.push((path, b));
+        }
+    }
+    if used.is_empty() {
+        return Err(Error::Usage("no complete baseline to derive the alert from".to_owned()));
+    }
+    let window_s = p.window.as_secs_f64();
+    // The worst voluntary disruption measured: elections from the request to the end of settle.
+    let per_disruption = used
+        .iter()
+        .filter(|(_, b)| b.disruption.is_some())
+        .map(|(_, b)| b.windows.iter().filter(|w| w.name == "disruption" || w.name == "settle").filter_map(|w| w.elections).sum::<u64>())
+        .max()
+        .unwrap_or(0);
+    let members = used.iter().map(|(_, b)| b.environment.members.len()).max().unwrap_or(3).max(1);
+    let disruptions = p.disruptions.unwrap_or(members as u32);
+    let (at_rest_elections, at_rest_s) = used
+        .iter()
+        .flat_map(|(_, b)| b.windows.iter().filter(|w| w.name == "at_rest"))
+        .fold((0u64, 0.0f64), |(n, s), w| (n + w.elections.unwrap_or(0), s + w.duration_s.max(0.0)));
+    let at_rest = if at_rest_s > 0.0 { at_rest_elections as f64 / at_rest_s * window_s } else { 0.0 };
+    let raw = per_disruption as f64 * f64::from(disruptions) + at_rest;
+    // Never below 1: a threshold of 0 would page on every election.
+    let threshold = (raw.ceil() as u64).max(1);
+    let bound = threshold as f64 + slack(threshold, p.window, p.scrape_interval);
+    let w = humantime::format_duration(p.window);
+    let disruptions_why = match p.disruptions {
+        Some(_) => "--disruptions".to_owned(),
+        None => format!("one rolling pass over {members} members, one at a time (PDB maxUnavailable 1)"),
+    };
+    let mut lines = vec![
+        format!("elections per voluntary disruption: {per_disruption} (the most any used baseline saw from the disruption request to the end of settle)"),
+        format!("disruptions the PDB allows in {w}: {disruptions} ({disruptions_why})"),
+        format!("at-rest rate: {at_rest_elections} election(s) in {:.0} s at rest = {at_rest:.3} per {w}", at_rest_s),
+        format!("threshold = ceil({per_disruption} x {disruptions} + {at_rest:.3}) = {threshold} (never below 1)"),
+        format!(
+            "fires when increase() > {bound:.2}: increase() extrapolates to the range's edges ({}s scrapes), so {threshold} election(s) can read slightly above {threshold}",
+            p.scrape_interval.as_secs()
+        ),
+    ];
+    if slack(threshold, p.window, p.scrape_interval) > 0.5 {
+        lines.push(format!(
+            "warning: at {threshold} elections per {w} the extrapolation of increase() can reach half an election: one election more may stay silent until it is well inside the range"
+        ));
+    }
+    Ok(Derived {
+        threshold,
+        bound,
+        per_disruption,
+        disruptions,
+        at_rest,
+        at_rest_elections,
+        at_rest_s,
+        used: used.iter().map(|(p, b)| ((*p).clone(), b.run_id.clone(), b.environment.description.clone())).collect(),
+        skipped,
+        lines,
+    })
+}
+
+#[derive(Serialize)]
+struct Rule {
+    alert: String,
+    expr: String,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+struct Group {
+    name: String,
+    interval: String,
+    rules: Vec<Rule>,
+}
+
+#[derive(Serialize)]
+struct RuleFile {
+    groups: Vec<Group>,
+}
+
+#[derive(Serialize)]
+struct Metadata {
+    name: String,
+    namespace: String,
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct RulesManifest {
+    api_version: String,
+    kind: String,
+    metadata: Metadata,
+    spec: RuleFile,
+}
+
+/// The alert's expression for a window and bound.
+pub fn expr(window: Duration, bound: f64) -> String {
+    format!("increase(leaderwatch_elections_total[{}]) > {bound:.2}", prom_duration(window))
+}
+
+/// A Prometheus duration: whole minutes as `15m`, else seconds.
+fn prom_duration(d: Duration) -> String {
+    let s = d.as_secs().max(1);
+    if s % 60 == 0 { format!("{}m", s / 60) } else { format!("{s}s") }
+}
+
+/// The rule file (`prometheus`) or the managed Prometheus Rules manifest (`rules`), with
+/// the derivation as comments at the top.
+pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<String, Error> {
+    let window = prom_duration(p.window);
+    let baselines = d.used.iter().map(|(path, id, env)| format!("{} ({id}; {env})", path.display())).collect::<Vec<_>>().join("; ");
+    let annotations = BTreeMap::from([
+        ("summary".to_owned(), format!("More than {} etcd elections in {window} in the dlock lock backend", d.threshold)),
+        (
+            "description".to_owned(),
+            format!(
+                "More than {} elections (raft term increases) in {window}: the measured budget is {} per voluntary disruption x {} disruptions + {:.3} at rest. More means elections nobody planned: check the causes in the sampler's events.csv and the etcd members' disks and network.",
+                d.threshold, d.per_disruption, d.disruptions, d.at_rest
+            ),
+        ),
+        ("threshold".to_owned(), d.threshold.to_string()),
+        ("baselines".to_owned(), baselines),
+    ]);
+    let rule = Rule {
+        alert: ALERT.to_owned(),
+        expr: expr(p.window, d.bound),
+        labels: BTreeMap::from([("severity".to_owned(), "warning".to_owned())]),
+        annotations,
+    };
+    let file = RuleFile { groups: vec![Group { name: "leaderwatch".to_owned(), interval: prom_duration(p.scrape_interval), rules: vec![rule] }] };
+    let body = match format {
+        "prometheus" => serde_yaml_ng::to_string(&file),
+        _ => serde_yaml_ng::to_string(&RulesManifest {
+            api_version: "monitoring.googleapis.com/v1".to_owned(),
+            kind: "Rules".to_owned(),
+            metadata: Metadata {
+                name: "leaderwatch-elections".to_owned(),
+                namespace: namespace.to_owned(),
+                labels: BTreeMap::from([
+                    ("app.kubernetes.io/name".to_owned(), "leaderwatch".to_owned()),
+                    ("app.kubernetes.io/part-of".to_owned(), "dlock".to_owned()),
+                ]),
+            },
+            spec: file,
+        }),
+    }
+    .map_err(|e| Error::Usage(format!("writing the rule: {e}")))?;
+    let mut out = String::from("# Generated by `leaderwatch report --alert-rule`. The threshold, derived from measured baselines:\n");
+    for l in &d.lines {
+        out.push_str(&format!("#   {l}\n"));
+    }
+    for (path, id, env) in &d.used {
+        out.push_str(&format!("# used: {} ({id}; {env})\n", path.display()));
+    }
+    for (path, why) in &d.skipped {
+        out.push_str(&format!("# not used: {} ({why})\n", path.display()));
+    }
+    out.push_str(&body);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::baseline::{Environment, WindowRecord};
+    use crate::clock::Stamp;
+
+    fn window(name: &str, secs: f64, elections: u64) -> WindowRecord {
+        let s = Stamp { utc: chrono::Utc::now(), mono: tokio::time::Instant::now() };
+        let mut w = WindowRecord::new(name, s, s, 10, &crate::counts::Counts { raw_sum_start: None, raw_sum_end: None, reset_aware_increase: 0.0, per_member: BTreeMap::new(), elections: Some(elections), leader_transitions: vec![] }, true);
+        w.duration_s = secs;
+        w
+    }
+
+    fn baseline(kind: &str, at_rest: (f64, u64), disruption: u64, settle: u64) -> (PathBuf, Baseline) {
+        let b = Baseline {
+            schema_version: 3,
+            tool_version: "t".into(),
+            run_id: format!("{kind}-run"),
+            status: "complete".into(),
+            incomplete_reason: None,
+            windows: vec![window("at_rest", at_rest.0, at_rest.1), window("disruption", 30.0, disruption), window("settle", 300.0, settle)],
+            disruption: Some(serde_json::from_value(serde_json::json!({"target": "m0", "target_was_leader": true, "method": "kubernetes-eviction", "requested_at": "2026-11-30T00:00:00Z", "member_lost_at": null, "member_back_at": null, "healthy_at": null, "loss_to_healthy_s": null, "request_to_healthy_s": null, "ground_truth": []})).expect("disruption")),
+            environment: Environment { kind: kind.into(), description: format!("{kind} env"), members: vec!["a".into(), "b".into(), "c".into()], ..Environment::default() },
+            cause_horizon_s: None,
+        };
+        (PathBuf::from(format!("{kind}/baseline.json")), b)
+    }
+
+    fn params() -> Params {
+        Params { window: Duration::from_secs(900), disruptions: None, allow_local: false, scrape_interval: Duration::from_secs(30) }
+    }
+
+    #[test]
+    fn local_only_is_refused_unless_allowed() {
+        let b = [baseline("local", (60.0, 0), 1, 0)];
+        assert!(matches!(derive(&b, &params()), Err(Error::Usage(m)) if m.contains("--allow-local")));
+        let d = derive(&b, &Params { allow_local: true, ..params() }).expect("allowed");
+        assert_eq!((d.per_disruption, d.disruptions, d.threshold), (1, 3, 3));
+    }
+
+    #[test]
+    fn threshold_is_disruptions_times_elections_plus_the_rest_rate_rounded_up() {
+        // 2 elections in 2 h at rest = 0.25 per 15 m; 2 per disruption x 3 + 0.25 -> 7.
+        let b = [baseline("kubernetes", (7200.0, 2), 1, 1), baseline("local", (60.0, 5), 9, 9)];
+        let d = derive(&b, &params()).expect("derive");
+        assert_eq!(d.per_disruption, 2);
+        assert!((d.at_rest - 0.25).abs() < 1e-9, "{}", d.at_rest);
+        assert_eq!(d.threshold, 7);
+        assert_eq!(d.skipped.len(), 1, "the local baseline is left out when Kubernetes ones exist");
+        assert_eq!(d.used.len(), 1);
+    }
+
+    #[test]
+    fn never_below_one() {
+        let b = [baseline("kubernetes", (1200.0, 0), 0, 0)];
+        let d = derive(&b, &params()).expect("derive");
+        assert_eq!(d.threshold, 1);
+        assert_eq!(d.bound, 1.5);
+        assert_eq!(expr(Duration::from_secs(900), d.bound), "increase(leaderwatch_elections_total[15m]) > 1.50");
+    }
+
+    #[test]
+    fn slack_grows_with_extrapolation_but_stays_under_one() {
+        let (r, s) = (Duration::from_secs(900), Duration::from_secs(30));
+        assert_eq!(slack(3, r, s), 0.5);
+        assert!(slack(20, r, s) > 0.5 && slack(20, r, s) < 1.0);
+    }
+}

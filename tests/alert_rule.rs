@@ -1,0 +1,193 @@
+//! `leaderwatch report --alert-rule` as a user runs it on the committed rehearsals: it
+//! refuses local-only baselines without --allow-local; the Rules manifest has the fields
+//! the managed Prometheus CRD takes (typed, unknown fields refused); `promtool check rules`
+//! accepts both outputs, and `promtool test rules` shows a rolling restart stays silent
+//! while one election more fires (#[ignore]d: needs promtool, which `make test` installs).
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde::Deserialize;
+use support::{leaderwatch, repo};
+
+fn rehearsals() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(repo("data"))
+        .expect("data/")
+        .filter_map(|e| e.ok().map(|e| e.path().join("baseline.json")))
+        .filter(|p| p.exists() && p.to_string_lossy().contains("rehearsal-"))
+        .collect();
+    v.sort();
+    assert!(!v.is_empty(), "committed rehearsals under data/");
+    v
+}
+
+fn report(args: &[&str], baselines: &[PathBuf]) -> Output {
+    leaderwatch().arg("report").args(args).args(baselines).output().expect("leaderwatch report")
+}
+
+fn stdout(o: &Output) -> String {
+    assert_eq!(o.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A rehearsal's baseline.json marked as measured on Kubernetes, in `dir`.
+fn as_kubernetes(src: &Path, dir: &Path) -> PathBuf {
+    let mut b: serde_json::Value = serde_json::from_slice(&std::fs::read(src).expect("read")).expect("json");
+    b["environment"]["kind"] = "kubernetes".into();
+    b["environment"]["description"] = "test copy marked kubernetes".into();
+    let p = dir.join("baseline.json");
+    std::fs::write(&p, serde_json::to_vec(&b).expect("json")).expect("write");
+    p
+}
+
+// The managed Prometheus Rules CRD (monitoring.googleapis.com/v1), the fields this tool
+// writes; an unknown or misspelt field fails to parse.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct Rules {
+    api_version: String,
+    kind: String,
+    metadata: Metadata,
+    spec: RuleFile,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Metadata {
+    name: String,
+    namespace: String,
+    labels: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleFile {
+    groups: Vec<Group>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Group {
+    name: String,
+    interval: String,
+    rules: Vec<Rule>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rule {
+    alert: String,
+    expr: String,
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+}
+
+#[test]
+fn local_baselines_are_refused_without_allow_local() {
+    let o = report(&["--alert-rule"], &rehearsals());
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("no baseline measured on Kubernetes") && err.contains("--allow-local"), "{err}");
+    assert!(o.stdout.is_empty(), "nothing written");
+    // --format prometheus is for --alert-rule only.
+    let o = report(&["--format", "prometheus"], &rehearsals());
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn the_rules_manifest_has_the_crd_fields_and_names_its_baselines() {
+    let b = rehearsals();
+    let text = stdout(&report(&["--alert-rule", "--allow-local"], &b));
+    let r: Rules = serde_yaml_ng::from_str(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!((r.api_version.as_str(), r.kind.as_str()), ("monitoring.googleapis.com/v1", "Rules"));
+    assert_eq!((r.metadata.name.as_str(), r.metadata.namespace.as_str()), ("leaderwatch-elections", "dlock"));
+    assert_eq!(r.metadata.labels.get("app.kubernetes.io/name").map(String::as_str), Some("leaderwatch"));
+    assert_eq!(r.spec.groups.len(), 1);
+    let g = &r.spec.groups[0];
+    assert_eq!((g.name.as_str(), g.interval.as_str()), ("leaderwatch", "30s"));
+    let rule = &g.rules[0];
+    assert_eq!(rule.alert, "DlockEtcdElections");
+    // The committed rehearsals: one election per disruption at most, none at rest, 3 members.
+    assert_eq!(rule.annotations["threshold"], "3");
+    assert_eq!(rule.expr, "increase(leaderwatch_elections_total[15m]) > 3.50");
+    assert_eq!(rule.labels.get("severity").map(String::as_str), Some("warning"));
+    for p in &b {
+        assert!(rule.annotations["baselines"].contains(&p.display().to_string()), "{} named", p.display());
+    }
+    // The derivation is printed beside the rule.
+    assert!(text.contains("threshold = ceil(1 x 3 + 0.000) = 3"), "{text}");
+}
+
+fn promtool(args: &[&str], dir: &Path) -> Output {
+    Command::new("promtool").args(args).current_dir(dir).output().expect("promtool (Debian's prometheus; make deps installs it)")
+}
+
+/// promtool's values (10 s steps) for a counter scraped every 30 s, 10 s off the rule
+/// evaluations (which promtool runs on the 30 s grid): on a real server the two are not
+/// aligned, and `increase()` then extrapolates. It rises by one at each of `at` (seconds).
+fn series(minutes: u64, at: &[u64]) -> String {
+    (0..=minutes * 6)
+        .map(|k| if k % 3 == 1 { at.iter().filter(|t| **t <= k * 10).count().to_string() } else { "_".to_owned() })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[test]
+#[ignore = "needs promtool (Debian's prometheus); make test runs it"]
+fn promtool_accepts_the_rule_and_its_unit_tests_pass() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    // The leader rehearsal: one election per disruption, so a budget of 3.
+    let leader = rehearsals().into_iter().find(|p| p.to_string_lossy().contains("leader-sigterm")).expect("the leader sigterm rehearsal");
+    let kube = as_kubernetes(&leader, d);
+    // A Kubernetes baseline needs no --allow-local.
+    let plain = stdout(&report(&["--alert-rule", "--format", "prometheus"], &[kube.clone()]));
+    std::fs::write(d.join("rules.yml"), &plain).expect("write");
+    let o = promtool(&["check", "rules", "rules.yml"], d);
+    assert!(o.status.success(), "promtool check rules: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // The manifest's spec is the same rule file.
+    let text = stdout(&report(&["--alert-rule"], &[kube]));
+    let manifest: Rules = serde_yaml_ng::from_str(&text).expect("manifest");
+    let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&text).expect("yaml");
+    std::fs::write(d.join("spec.yml"), serde_yaml_ng::to_string(&value["spec"]).expect("yaml")).expect("write");
+    let o = promtool(&["check", "rules", "spec.yml"], d);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rule = &manifest.spec.groups[0].rules[0];
+    let n: u64 = rule.annotations["threshold"].parse().expect("threshold");
+    assert!(n >= 1);
+
+    // Synthetic scrapes 30 s apart like the PodMonitoring's; the rule is evaluated every
+    // 30 s (its group interval), 10 s off the scrapes.
+    let quiet_evals = |name: &str, values: String| {
+        let evals: Vec<String> = (0..80).map(|i| format!("      - eval_time: {}s\n        alertname: DlockEtcdElections\n        exp_alerts: []\n", i * 30)).collect();
+        format!("  - name: {name}\n    interval: 10s\n    input_series:\n      - series: 'leaderwatch_elections_total{{job=\"leaderwatch\"}}'\n        values: '{values}'\n    alert_rule_test:\n{}", evals.concat())
+    };
+    // A rolling restart: the members one at a time, n elections (the budget) 4 minutes apart.
+    let rolling: Vec<u64> = (0..n).map(|i| 300 + i * 240).collect();
+    // The budget in one burst: the worst case for extrapolation.
+    let burst: Vec<u64> = (0..n).map(|i| 300 + i * 10).collect();
+    // One election more than the budget, 2 minutes apart: fires once all are in the range.
+    let over: Vec<u64> = (0..=n).map(|i| 300 + i * 120).collect();
+    let fire_at = over[over.len() - 1] + 60;
+    let ann: String = rule.annotations.iter().map(|(k, v)| format!("              {k}: {}\n", serde_json::to_string(v).expect("json"))).collect();
+    let tests = format!(
+        "rule_files: [rules.yml]\nevaluation_interval: 30s\ntests:\n{}{}  - name: one election over the budget fires\n    interval: 10s\n    input_series:\n      - series: 'leaderwatch_elections_total{{job=\"leaderwatch\"}}'\n        values: '{}'\n    alert_rule_test:\n      - eval_time: {}s\n        alertname: DlockEtcdElections\n        exp_alerts: []\n      - eval_time: {fire_at}s\n        alertname: DlockEtcdElections\n        exp_alerts:\n          - exp_labels:\n              severity: warning\n              job: leaderwatch\n            exp_annotations:\n{ann}",
+        quiet_evals("a rolling restart stays silent", series(40, &rolling)),
+        quiet_evals("the budget in one burst stays silent", series(40, &burst)),
+        series(40, &over),
+        over[over.len() - 2] + 30,
+    );
+    std::fs::write(d.join("tests.yml"), &tests).expect("write");
+    let o = promtool(&["test", "rules", "tests.yml"], d);
+    assert!(o.status.success(), "promtool test rules:\n{}{}\n{tests}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+
+    // Negative control: the same tests against a rule without the half-election slack
+    // (`> n`) must fail, or the silence above proves nothing about extrapolation.
+    std::fs::write(d.join("rules.yml"), plain.replace(&format!("> {n}.50"), &format!("> {n}"))).expect("write");
+    let o = promtool(&["test", "rules", "tests.yml"], d);
+    assert!(!o.status.success(), "a rule at exactly {n} should fire on the burst (extrapolation)");
+}
