@@ -54,7 +54,7 @@ awk -v sr="$s_rows" -v sb="$s_bytes" -v sg="$s_gz" -v hr="$h_rows" -v hb="$h_byt
   printf "gzip -6: %.0f MB/s of CPU; a 3-member day (%.0f MB) takes %.1f s of CPU once a day\n", mbps, raw_day / 1e6, raw_day / 1e6 / mbps
   printf "--retain %d d, 3 members: %.0f MB (%d gz days + the live day raw + one closed day before compression + events); PVC %.1f GiB\n", keep, disk / 1e6, keep, pvc / 2^30
   if (summary != "") {
-    printf "| sampler disk, 3 members at 1 s, --retain %dd (gz days + live day + events) | %.0f MB | <= half the PVC (%.0f MB) | %s |\n", keep, disk / 1e6, pvc / 2 / 1e6, disk <= pvc / 2 ? "met" : "NOT met" >>summary
-    printf "| closed-day compression, samples.csv (gzip -6) | %.1fx | >= 5x (pays) | %s |\n", sratio, sratio >= 5 ? "met" : "NOT met" >>summary
+    printf "| sampler disk, 3 members at 1 s, --retain %dd (gz days + live day + events) | %.0f MB | <= half the PVC (%.0f MB) | %s |\n", keep, disk / 1e6, pvc / 2 / 1e6, (disk <= pvc / 2 ? "met" : "NOT met") >>summary
+    printf "| closed-day compression, samples.csv (gzip -6) | %.1fx | >= 5x (pays) | %s |\n", sratio, (sratio >= 5 ? "met" : "NOT met") >>summary
   }
 }'

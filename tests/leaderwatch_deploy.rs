@@ -150,3 +150,63 @@ fn kubectl_logs_alone_retrieves_a_valid_baseline_json() {
     assert_eq!(r.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&r.stderr).contains("no baseline.json in the log"));
 }
+
+// Managed Service for Prometheus's PodMonitoring (monitoring.googleapis.com/v1): the
+// fields this repository uses; kubernetes-validate has no schema for it, so an unknown
+// or misspelt field fails here instead.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PodMonitoring {
+    api_version: String,
+    kind: String,
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    spec: PodMonitoringSpec,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PodMonitoringSpec {
+    selector: LabelSelector,
+    endpoints: Vec<ScrapeEndpoint>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ScrapeEndpoint {
+    port: String,
+    path: String,
+    interval: String,
+    timeout: String,
+}
+
+#[test]
+fn the_podmonitoring_scrapes_only_the_samplers_metrics_port() {
+    let pm: PodMonitoring = support::yaml("deploy/k8s/leaderwatch/podmonitoring.yaml");
+    assert_eq!((pm.api_version.as_str(), pm.kind.as_str()), ("monitoring.googleapis.com/v1", "PodMonitoring"));
+    assert_eq!(pm.metadata.namespace.as_deref(), Some("dlock"));
+    let d = deployment().spec.expect("deployment spec").template;
+    let sampler = d.metadata.clone().and_then(|m| m.labels).expect("labels");
+    assert!(selects(&pm.spec.selector, &sampler), "selects the sampler's pods");
+    let job_labels = job().spec.expect("job spec").template.metadata.and_then(|m| m.labels).expect("job labels");
+    assert!(!selects(&pm.spec.selector, &job_labels), "not the measure Job's pods");
+    let sts: StatefulSet = docs("deploy/k8s/etcd/statefulset.yaml", "StatefulSet").remove(0);
+    let etcd = sts.spec.and_then(|s| s.template.metadata).and_then(|m| m.labels).expect("etcd labels");
+    assert!(!selects(&pm.spec.selector, &etcd), "not the etcd pods");
+
+    let c = spec(&d).containers.remove(0);
+    let [e] = &pm.spec.endpoints[..] else { panic!("one endpoint: {:?}", pm.spec.endpoints) };
+    assert_ne!(e.port, "http-metrics", "the Spring workloads' PodMonitoring selects http-metrics");
+    assert_eq!((e.path.as_str(), e.interval.as_str()), ("/metrics", "30s"), "30 s: what report --alert-rule assumes by default");
+    let port = c.ports.clone().unwrap_or_default().into_iter().find(|p| p.name.as_deref() == Some(e.port.as_str())).expect("the container names the scraped port");
+    let args = c.args.clone().expect("args");
+    assert!(args.contains(&format!("--metrics-addr=0.0.0.0:{}", port.container_port)), "the sampler serves on the scraped port: {args:?}");
+    let probe = c.liveness_probe.and_then(|p| p.http_get).expect("liveness probe on /healthz");
+    assert_eq!(probe.path.as_deref(), Some("/healthz"));
+    assert_eq!(probe.port, k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::String(e.port.clone()));
+    // No other port of any leaderwatch or etcd pod is called http-metrics either.
+    for (what, t) in templates() {
+        for c in spec(&t).containers {
+            assert!(c.ports.unwrap_or_default().iter().all(|p| p.name.as_deref() != Some("http-metrics")), "{what}");
+        }
+    }
+}

@@ -145,7 +145,10 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("o");
     let out = out.to_str().expect("utf8");
-    let cases: [(&[&str], i32, &str); 8] = [
+    // A port already taken, for --metrics-addr.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let taken = taken.local_addr().expect("addr").to_string();
+    let cases: [(&[&str], i32, &str); 11] = [
         (&["measure", "--idle", "5m", "--out", out], 2, "at least 20m"),
         (&["rehearse", "--target", "m1", "--idle", "1s", "--etcd-bin", "/nonexistent/etcd", "--out", out], 4, "/nonexistent/etcd"),
         (&["sample", "--endpoint", "m0", "--out", out], 2, "NAME=URL"),
@@ -154,11 +157,15 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
         (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--metrics-interval", "500ms", "--out", out], 2, "--metrics-interval 500ms is shorter than --interval 1s"),
         (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--cert", "/nonexistent.pem", "--out", out], 2, "--cert and --key"),
         (&["sample", "--endpoint", "m0=https://127.0.0.1:1", "--cacert", "/nonexistent.pem", "--out", out], 2, "/nonexistent.pem"),
+        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--retain", "12h", "--out", out], 2, "keep at least 1d"),
+        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--metrics-addr", "localhost", "--out", out], 2, "--metrics-addr"),
+        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--metrics-addr", &taken, "--out", out], 2, "Address already in use"),
     ];
     for (args, code, needle) in cases {
         let (got, err) = run_bad(args);
         assert_eq!(got, code, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!dir.path().join("o").exists(), "{args:?}: refused before anything was written");
     }
     // An --out that cannot be a directory: exit 3, naming the path.
     let file = dir.path().join("plain-file");

@@ -53,7 +53,8 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
         },
         cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
         canary: None,
-        metrics_addr: None,
+        // measure --metrics-addr: the exporter runs through every window of the sitting.
+        metrics_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
     }
 }
 
@@ -101,6 +102,14 @@ async fn windows_follow_each_other_and_the_leader_is_the_target() {
     assert!(phases[first_settle..].iter().all(|p| *p == "settle"));
     let dis_rounds = rows.iter().filter(|r| r["phase"] == "disruption").count() / 3;
     assert!(dis_rounds >= 3, "the disruption phase samples fast: {dis_rounds} rounds in ~0.3 s");
+
+    // The exporter saw every round of every window (it still serves until the runtime ends).
+    let url = support::events(f.out.path()).into_iter().find(|e| e["kind"] == "metrics_serving").expect("metrics_serving event")["detail"].clone();
+    let c = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("client");
+    let text = c.get(&url).send().await.expect("scrape").text().await.expect("body");
+    let value = |s: &str| text.lines().find_map(|l| l.strip_prefix(s).and_then(|v| v.trim().parse::<f64>().ok()));
+    assert_eq!(value("leaderwatch_round_duration_seconds_count "), Some((rows.len() / 3) as f64), "{text}");
+    assert_eq!(value("leaderwatch_elections_total "), Some(0.0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
