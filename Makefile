@@ -25,7 +25,7 @@ help:
 	@echo "make rehearse   install what is missing, build, run leaderwatch rehearse on a local 3-member etcd"
 	@echo "make test       install what is missing and run the whole suite"
 	@echo "make deps       only install what is missing (protoc, shellcheck, .tools/ venv with etcd 3.5.1)"
-	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, Prometheus side by side, observer cost"
+	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, Prometheus side by side, observer cost, disk use"
 	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
 	@echo "make crosscheck only the member-health quantile against promtool (also part of make test)"
 
@@ -80,7 +80,8 @@ test-rust: deps
 
 # Benchmarks (not tests), about 35 minutes (14 of them building): binary size, the core (3/5/7 members), a 100k-round
 # soak, `sample` as a user runs it, Prometheus side by side (Debian's prometheus package,
-# installed by deps-apt) over 60 s and 300 s, and the observer cost on the members. Each
+# installed by deps-apt) over 60 s and 300 s, the observer cost on the members, and the
+# continuous sampler's disk use (5 minutes at 1 s, bytes per row, gzip, --retain 30d). Each
 # appends its figures, with their goals, to $(BENCH_SUMMARY), printed at the end.
 BENCH_SUMMARY := $(CURDIR)/target/bench-summary.md
 bench: deps build
@@ -94,6 +95,7 @@ bench: deps build
 	@# The benchmark runs its own Prometheus on a free port; a daemon on :9090 is left alone.
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/prometheus-vs-leaderwatch.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/observer-cost.sh
+	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/disk-use.sh
 	@echo; echo "make bench: every figure against its goal (local loopback, etcd 3.5.1, $$(nproc) vCPU, $$(date -u +%FT%TZ))"; cat $(BENCH_SUMMARY)
 
 # The member-health quantile against Prometheus's own histogram_quantile (promtool test

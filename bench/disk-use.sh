@@ -8,7 +8,7 @@ set -euo pipefail
 
 DURATION=${DURATION:-300}
 RETAIN_DAYS=${RETAIN_DAYS:-30}
-PVC_BYTES=${PVC_BYTES:-$((2 * 1024 * 1024 * 1024))} # deploy/k8s/leaderwatch: 2Gi
+PVC_BYTES=${PVC_BYTES:-$((1024 * 1024 * 1024))} # deploy/k8s/leaderwatch/deployment-sample.yaml: 1Gi
 ETCD=${ETCD_BIN:-.tools/bin/etcd}
 LW=${LW:-target/release/leaderwatch}
 for b in "$ETCD" "$LW" /usr/bin/time; do

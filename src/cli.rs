@@ -169,7 +169,13 @@ const REPORT_EXAMPLES: &str = "\
 Examples:
   leaderwatch report data/rehearsal-*/baseline.json --format csv > baselines.csv
   leaderwatch report data/rehearsal-leader/baseline.json
-  leaderwatch report data/rehearsal-*/baseline.json --update deploy/k8s/etcd/README.md";
+  leaderwatch report data/rehearsal-*/baseline.json --update deploy/k8s/etcd/README.md
+  # the alert on leaderwatch_elections_total, from sittings measured on GKE (a Rules manifest)
+  leaderwatch report --alert-rule data/gke-*/*/baseline.json > rules.yaml && kubectl apply -f rules.yaml
+  # a plain Prometheus rule file from the local rehearsals, to try it out with promtool
+  leaderwatch report --alert-rule --allow-local --format prometheus data/rehearsal-*/baseline.json > rules.yml
+Exit codes: 0 written, 2 bad input (a file that is not a baseline; --alert-rule without a
+Kubernetes baseline and without --allow-local).";
 
 /// Sampling cadence and probe bound, shared by `rehearse` and `measure`.
 #[derive(Debug, Args)]
@@ -297,6 +303,11 @@ Examples:
   # the same, with a client's writes and reads every second (canary.csv)
   leaderwatch sample --endpoint m0=http://127.0.0.1:2379 --endpoint m1=http://127.0.0.1:22379 \\
       --endpoint m2=http://127.0.0.1:32379 --canary --out data/local-canary
+
+  # the continuous sampler as in the cluster: daily files (30 closed days kept) and its own
+  # /metrics for Prometheus on port 9464
+  leaderwatch sample --endpoint m0=http://127.0.0.1:2379 --endpoint m1=http://127.0.0.1:22379 \\
+      --endpoint m2=http://127.0.0.1:32379 --retain 30d --metrics-addr 0.0.0.0:9464 --out /data/continuous
 
   # a sitting's fast phase: health and Status every 100 ms, /metrics every second
   leaderwatch sample --endpoint m0=http://127.0.0.1:2379 --endpoint m1=http://127.0.0.1:22379 \\

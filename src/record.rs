@@ -394,19 +394,22 @@ impl RunDir {
         })
     }
 
-    /// Turns daily rotation on: a live file of a day before `today` (a restart after
-    /// midnight) is closed at its first row of a later day, and closed files are
-    /// compressed and pruned now and at every rotation.
-    pub fn rotate_daily(&mut self, rotation: Rotation, today: NaiveDate) {
+    /// Turns daily rotation on at `now`: a live file of an earlier day (a restart after
+    /// midnight) is closed at once, and closed files are compressed and pruned now and at
+    /// every rotation.
+    pub fn rotate_daily(&mut self, rotation: Rotation, now: DateTime<Utc>) -> Result<(), RecordError> {
         self.rotation = Some(rotation);
-        if self.dir.join(CANARY).exists() {
-            // A canary.csv of an earlier run must rotate too, even if this run writes none.
-            if let Ok((f, _)) = CsvFile::open(self.dir.join(CANARY), &CANARY_HEADER) {
-                self.canary = Some(f);
-            }
+        if self.canary.is_none() && self.dir.join(CANARY).exists() {
+            // A canary.csv of an earlier run rotates too, even if this run writes none.
+            let (f, _) = CsvFile::open(self.dir.join(CANARY), &CANARY_HEADER)?;
+            self.canary = Some(f);
         }
+        let today = now.date_naive();
         self.housekeeping_due = Some(today);
-        self.housekeep();
+        for which in ROTATED {
+            self.roll(which, today, now)?;
+        }
+        Ok(())
     }
 
     /// Rolls `which` to `day` if due; notes and housekeeping follow a rotation.

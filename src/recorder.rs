@@ -109,9 +109,9 @@ impl Recorder {
         self.dir.run_id()
     }
 
-    /// `sample`'s daily files (record.rs, rotate.rs), from `today` on.
-    pub fn rotate_daily(&mut self, rotation: crate::rotate::Rotation, today: chrono::NaiveDate) -> Result<(), RecordError> {
-        self.dir.rotate_daily(rotation, today);
+    /// `sample`'s daily files (record.rs, rotate.rs), from `now` on.
+    pub fn rotate_daily(&mut self, rotation: crate::rotate::Rotation, now: chrono::DateTime<chrono::Utc>) -> Result<(), RecordError> {
+        self.dir.rotate_daily(rotation, now)?;
         self.notes()
     }
 

@@ -63,7 +63,7 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         format!("interval {}; members {}", humantime::format_duration(cfg.interval), names.join(" ")),
     ))?;
     if let Some(r) = cfg.rotation {
-        rec.rotate_daily(r, clock.now().date_naive())?;
+        rec.rotate_daily(r, clock.now())?;
     }
     if let Some((e, bound)) = exporter {
         rec.export_to(e, bound, clock.stamp())?;
