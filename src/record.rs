@@ -407,8 +407,17 @@ impl RunDir {
         let today = now.date_naive();
         self.housekeeping_due = Some(today);
         for which in ROTATED {
-            self.roll(which, today, now)?;
+            // Only files with rows: an empty one takes the day of its first row.
+            let has_rows = match which {
+                SAMPLES => self.samples.day.is_some(),
+                HEALTH => self.health.day.is_some(),
+                _ => self.canary.as_ref().is_some_and(|c| c.day.is_some()),
+            };
+            if has_rows {
+                self.roll(which, today, now)?;
+            }
         }
+        self.housekeep();
         Ok(())
     }
 
@@ -438,7 +447,11 @@ impl RunDir {
         if self.housekeeping.as_ref().is_some_and(|h| h.is_finished()) {
             self.collect();
         }
-        let (Some(rotation), None, Some(due)) = (self.rotation, self.housekeeping.as_ref(), self.housekeeping_due.take()) else { return };
+        // One pass at a time; a day closed meanwhile waits for the next call.
+        if self.housekeeping.is_some() {
+            return;
+        }
+        let (Some(rotation), Some(due)) = (self.rotation, self.housekeeping_due.take()) else { return };
         let dir = self.dir.clone();
         self.housekeeping = Some(std::thread::spawn(move || crate::rotate::housekeep(&dir, &ROTATED, due, rotation)));
     }
@@ -464,6 +477,11 @@ impl RunDir {
     /// Waits for a running compression/retention pass (at the end of a run).
     pub fn finish_housekeeping(&mut self) {
         self.collect();
+        // A pass that was due while the last one ran.
+        if self.housekeeping_due.is_some() {
+            self.housekeep();
+            self.collect();
+        }
     }
 
     /// What rotation and housekeeping did since the last call, for events.csv.

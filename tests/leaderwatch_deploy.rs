@@ -197,6 +197,7 @@ fn the_podmonitoring_scrapes_only_the_samplers_metrics_port() {
     let [e] = &pm.spec.endpoints[..] else { panic!("one endpoint: {:?}", pm.spec.endpoints) };
     assert_ne!(e.port, "http-metrics", "the Spring workloads' PodMonitoring selects http-metrics");
     assert_eq!((e.path.as_str(), e.interval.as_str()), ("/metrics", "30s"), "30 s: what report --alert-rule assumes by default");
+    assert_eq!(e.timeout, "10s", "a scrape times out well inside its interval");
     let port = c.ports.clone().unwrap_or_default().into_iter().find(|p| p.name.as_deref() == Some(e.port.as_str())).expect("the container names the scraped port");
     let args = c.args.clone().expect("args");
     assert!(args.contains(&format!("--metrics-addr=0.0.0.0:{}", port.container_port)), "the sampler serves on the scraped port: {args:?}");

@@ -88,7 +88,10 @@ async fn rotation_loses_and_repeats_no_row_across_midnight_and_restarts() {
         assert!(files.contains(&want), "{want} in {files:?}");
     }
     assert!(!files.contains(&old), "{old} (31 days before the live day) deleted: {files:?}");
-    assert!(!files.iter().any(|n| n.ends_with(".tmp") || (n.starts_with("samples-") && n.ends_with(".csv"))), "no temporary or uncompressed closed file: {files:?}");
+    // Regression: two days closed at one start (samples and health) once left the second
+    // uncompressed, its pass dropped while the first ran.
+    let closed_raw = |n: &String| ["samples-", "health-", "canary-"].iter().any(|p| n.starts_with(p)) && n.ends_with(".csv");
+    assert!(!files.iter().any(|n| n.ends_with(".tmp") || closed_raw(n)), "no temporary or uncompressed closed file: {files:?}");
 
     // Every row once, in the file of the day its round started.
     let mut seen: BTreeMap<(String, u64, String), String> = BTreeMap::new();
@@ -114,6 +117,13 @@ async fn rotation_loses_and_repeats_no_row_across_midnight_and_restarts() {
     assert_eq!(seen.len() as u64, (s1.rounds + s2.rounds + s3.rounds) * 3, "no row lost");
     let across: BTreeSet<&String> = seen.iter().filter(|((r, _, _), _)| r == &s1.run_id).map(|(_, f)| f).collect();
     assert_eq!(across.len(), 2, "run 1 crossed midnight: its rows are in two files");
+
+    // health.csv rotates the same way: its rows so far were written after midnight (at the
+    // end of runs 1 and 2), so day 1 is closed and the live file has only the last day.
+    assert!(files.contains(&format!("health-{d1}.csv.gz")), "{files:?}");
+    for row in read_rows(&dir.join("health.csv")) {
+        assert_eq!(row["ts"].get(..10), Some(d2.to_string().as_str()), "live health.csv holds the last day only");
+    }
 
     let ev = events(&dir);
     let kinds = |k: &str| ev.iter().filter(|e| e["kind"] == k).map(|e| e["detail"].clone()).collect::<Vec<_>>();
