@@ -188,6 +188,8 @@ mod tests {
         let p = dir.path();
         let body = "ts,x\n2026-11-29T00:00:00.000Z,1\n".repeat(50);
         fs::write(p.join("samples-2026-11-29.csv"), &body).expect("write");
+        // A pass cut between the .gz's rename and the .csv's removal: the .csv is whole.
+        fs::write(p.join("samples-2026-11-29.csv.gz"), b"stale").expect("write");
         fs::write(p.join("samples-2026-10-01.csv.gz"), b"old").expect("write");
         fs::write(p.join("health-2026-10-30.csv.gz"), b"kept: 31 days before").expect("write");
         fs::write(p.join("health-2026-10-29.csv.gz"), b"deleted: 32 days before").expect("write");
