@@ -11,12 +11,10 @@ RETAIN_DAYS=${RETAIN_DAYS:-30}
 PVC_BYTES=${PVC_BYTES:-$((1024 * 1024 * 1024))} # deploy/k8s/leaderwatch/deployment-sample.yaml: 1Gi
 ETCD=${ETCD_BIN:-.tools/bin/etcd}
 LW=${LW:-target/release/leaderwatch}
-for b in "$ETCD" "$LW" /usr/bin/time; do
-  [ -x "$b" ] || { echo "bench: $b missing (make deps / make build / apt-get install time)" >&2; exit 2; }
-done
 
 # shellcheck source=bench/local-cluster.sh
 . "$(dirname "$0")/local-cluster.sh"
+require "$ETCD" "$LW" /usr/bin/time
 start_cluster disk-use
 sleep 3
 echo "disk use: local loopback, etcd $("$ETCD" --version | awk 'NR == 1 {print $3}'), 3 members, ${DURATION} s at 1 s, $(date -u +%FT%TZ)"

@@ -6,6 +6,15 @@
 # Needs ETCD (the etcd binary). `prometheus_config FILE` writes a Prometheus config that
 # scrapes the three members every second.
 
+# require BIN...: every one executable, or one line naming it and exit 2 (make bench
+# installs them all: make deps, make build, Debian's time and prometheus).
+require() {
+  local b
+  for b in "$@"; do
+    [ -x "$b" ] || { echo "bench: $b missing (make deps / make build / apt-get install time prometheus)" >&2; exit 2; }
+  done
+}
+
 start_cluster() {
   local token=$1 extra=${2:-0}
   work=$(mktemp -d)

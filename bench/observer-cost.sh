@@ -18,12 +18,10 @@ PHASE=${PHASE:-60}
 ETCD=${ETCD_BIN:-.tools/bin/etcd}
 LW=${LW:-target/release/leaderwatch}
 PROM=${PROM:-/usr/bin/prometheus}
-for b in "$ETCD" "$LW" "$PROM"; do
-  [ -x "$b" ] || { echo "bench: $b missing (make deps / make build / apt-get install prometheus)" >&2; exit 2; }
-done
 
 # shellcheck source=bench/local-cluster.sh
 . "$(dirname "$0")/local-cluster.sh"
+require "$ETCD" "$LW" "$PROM"
 start_cluster observer 1 # the extra port is Prometheus's
 echo "observer cost: local loopback, etcd $("$ETCD" --version | awk 'NR == 1 {print $3}'), 3 members, $(nproc) vCPU, ${PHASE} s per phase, $(date -u +%FT%TZ)"
 sleep 5 # the first election and member publishes are over

@@ -9,12 +9,10 @@ DURATIONS=${DURATIONS:-60 300}
 ETCD=${ETCD_BIN:-.tools/bin/etcd}
 LW=${LW:-target/release/leaderwatch}
 PROM=${PROM:-/usr/bin/prometheus}
-for b in "$ETCD" "$LW" "$PROM" /usr/bin/time; do
-  [ -x "$b" ] || { echo "bench: $b missing (make deps / make build / apt-get install prometheus time)" >&2; exit 2; }
-done
 
 # shellcheck source=bench/local-cluster.sh
 . "$(dirname "$0")/local-cluster.sh"
+require "$ETCD" "$LW" "$PROM" /usr/bin/time
 start_cluster bench 1 # the extra port is Prometheus's
 
 prometheus_config "$work/prometheus.yml"

@@ -10,12 +10,10 @@ set -euo pipefail
 DURATION=${DURATION:-30}
 ETCD=${ETCD_BIN:-.tools/bin/etcd}
 LW=${LW:-target/release/leaderwatch}
-for b in "$ETCD" "$LW" /usr/bin/time; do
-  [ -x "$b" ] || { echo "bench: $b missing (make deps / make build / apt-get install time)" >&2; exit 2; }
-done
 
 # shellcheck source=bench/local-cluster.sh
 . "$(dirname "$0")/local-cluster.sh"
+require "$ETCD" "$LW" /usr/bin/time
 start_cluster sample-cost
 sleep 3 # the first election is over
 echo "sample cost: local loopback, etcd $("$ETCD" --version | awk 'NR == 1 {print $3}'), 3 members, $(nproc) vCPU, $(date -u +%FT%TZ)"
