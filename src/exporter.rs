@@ -136,27 +136,27 @@ impl Exporter {
             over: Family::default(),
             live: live.clone(),
         };
-        // Counters get `_total` from the crate.
-        r.register("leaderwatch_elections", "Elections: increases of the highest raft term seen across the cluster since leaderwatch started. A member restart does not move it.", e.elections.clone());
-        r.register("leaderwatch_leader_transitions", "Changes of the leader the members agree on, between two rounds, since leaderwatch started.", e.transitions.clone());
-        r.register("leaderwatch_raft_term", "Highest raft term reported in the last round (Status RPC).", e.raft_term.clone());
-        r.register("leaderwatch_member_up", "1 if the member answered any part of the last round's probe.", e.up.clone());
-        r.register("leaderwatch_member_healthy", "1 if the member's /health said true in the last round.", e.healthy.clone());
-        r.register("leaderwatch_member_is_leader", "1 if the member reported itself leader in the last round.", e.is_leader.clone());
+        // Counters get `_total` from the crate, and every help text a final period.
+        r.register("leaderwatch_elections", "Elections: increases of the highest raft term seen across the cluster since leaderwatch started. A member restart does not move it", e.elections.clone());
+        r.register("leaderwatch_leader_transitions", "Changes of the leader the members agree on, between two rounds, since leaderwatch started", e.transitions.clone());
+        r.register("leaderwatch_raft_term", "Highest raft term reported in the last round (Status RPC)", e.raft_term.clone());
+        r.register("leaderwatch_member_up", "1 if the member answered any part of the last round's probe", e.up.clone());
+        r.register("leaderwatch_member_healthy", "1 if the member's /health said true in the last round", e.healthy.clone());
+        r.register("leaderwatch_member_is_leader", "1 if the member reported itself leader in the last round", e.is_leader.clone());
         r.register(
             "leaderwatch_member_leader_changes_seen",
-            "The member's raw etcd_server_leader_changes_seen_total at its last /metrics read: restarts reset it, so it moves by more than the elections.",
+            "The member's raw etcd_server_leader_changes_seen_total at its last /metrics read: restarts reset it, so it moves by more than the elections",
             e.leader_changes_seen.clone(),
         );
-        r.register("leaderwatch_round_duration_seconds", "Time from a round's start to its slowest member's answer.", e.round_duration.clone());
-        r.register("leaderwatch_last_round_timestamp_seconds", "Unix time of the last round recorded.", e.last_round.clone());
-        r.register("leaderwatch_probe_failures", "Failed probe parts by member and part (metrics, health, status; round: no answer within the round).", e.probe_failures.clone());
-        r.register("leaderwatch_canary_ops", "Canary ops (a linearizable write and read per interval) by kind and result (ok, error).", e.canary_ops.clone());
-        r.register("leaderwatch_canary_latency_seconds", "Canary op latency by kind.", e.canary_latency.clone());
-        r.register("leaderwatch_member_wal_fsync_p99_seconds", "WAL fsync p99 over the last health interval (10 s).", e.wal_fsync_p99.clone());
-        r.register("leaderwatch_member_backend_commit_p99_seconds", "Backend commit p99 over the last health interval.", e.backend_commit_p99.clone());
-        r.register("leaderwatch_member_db_size_bytes", "Backend database size at the end of the last health interval.", e.db_size.clone());
-        r.register("leaderwatch_member_figures_over_threshold", "Member health figures above their documented thresholds in the last health interval.", e.over.clone());
+        r.register("leaderwatch_round_duration_seconds", "Time from a round's start to its slowest member's answer", e.round_duration.clone());
+        r.register("leaderwatch_last_round_timestamp_seconds", "Unix time of the last round recorded", e.last_round.clone());
+        r.register("leaderwatch_probe_failures", "Failed probe parts by member and part (metrics, health, status; round: no answer within the round)", e.probe_failures.clone());
+        r.register("leaderwatch_canary_ops", "Canary ops (a linearizable write and read per interval) by kind and result (ok, error)", e.canary_ops.clone());
+        r.register("leaderwatch_canary_latency_seconds", "Canary op latency by kind", e.canary_latency.clone());
+        r.register("leaderwatch_member_wal_fsync_p99_seconds", "WAL fsync p99 over the last health interval (10 s)", e.wal_fsync_p99.clone());
+        r.register("leaderwatch_member_backend_commit_p99_seconds", "Backend commit p99 over the last health interval", e.backend_commit_p99.clone());
+        r.register("leaderwatch_member_db_size_bytes", "Backend database size at the end of the last health interval", e.db_size.clone());
+        r.register("leaderwatch_member_figures_over_threshold", "Member health figures above their documented thresholds in the last health interval", e.over.clone());
         (e, Shared { registry: Arc::new(r), live })
     }
 
