@@ -78,7 +78,7 @@ test-rust: deps
 	$(CARGO) test --locked --test alert_rule -- --ignored
 	$(CARGO) test --locked --benches --no-run
 
-# Benchmarks (not tests), about 35 minutes (14 of them building): binary size, the core (3/5/7 members), a 100k-round
+# Benchmarks (not tests), about 40 minutes (14 of them building): binary size, the core (3/5/7 members), a 100k-round
 # soak, `sample` as a user runs it, Prometheus side by side (Debian's prometheus package,
 # installed by deps-apt) over 60 s and 300 s, the observer cost on the members, and the
 # continuous sampler's disk use (5 minutes at 1 s, bytes per row, gzip, --retain 30d). Each
