@@ -205,6 +205,12 @@ fn k8s_reason(detail: &str) -> &str {
     detail.split(':').next().and_then(|head| head.split_whitespace().nth(1)).unwrap_or("")
 }
 
+/// Kubernetes took a pod or node away: a watcher row of those kinds, or a core/v1 Event
+/// with one of those reasons.
+pub fn is_kubernetes_disruption(source: &str, kind: &str, detail: &str) -> bool {
+    source == "kubernetes" && (KUBE_KINDS.contains(&kind) || (kind == "k8s_event" && KUBE_REASONS.contains(&k8s_reason(detail))))
+}
+
 /// The cause of an election observed at `at` whose old leader was `old`, and the
 /// events.csv row it rests on. Pure; `events` in any order.
 pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon: Duration) -> (&'static str, Option<&'a Event>) {
@@ -222,9 +228,7 @@ pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon
     if let Some(e) = point(&|e| OWN.contains(&e.kind.as_str())) {
         return ("own_disruption", Some(e));
     }
-    if let Some(e) = point(&|e| {
-        e.source == "kubernetes" && (KUBE_KINDS.contains(&e.kind.as_str()) || (e.kind == "k8s_event" && KUBE_REASONS.contains(&k8s_reason(&e.detail))))
-    }) {
+    if let Some(e) = point(&|e| is_kubernetes_disruption(&e.source, &e.kind, &e.detail)) {
         return ("kubernetes", Some(e));
     }
     if let Some(e) = point(&|e| e.kind == "process_restarted") {

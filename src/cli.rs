@@ -32,6 +32,10 @@ pub enum Command {
     /// README between <!-- baseline:begin --> and <!-- baseline:end -->.
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
+    /// The residual rate of elections (per hour and per day, with its exact Poisson
+    /// interval) over the quiet time of sittings and `sample` run directories.
+    #[command(after_help = RATE_EXAMPLES)]
+    Rate(RateArgs),
     /// Every figure of two baselines (windows, causes, member health, recovery) side by
     /// side, matched by window, member and figure, with B − A.
     #[command(after_help = "Example:\n  leaderwatch compare data/rehearsal-leader-*/baseline.json data/gke-*/baseline.json\n  leaderwatch compare A/baseline.json B/baseline.json -o json")]
@@ -165,6 +169,19 @@ Exit codes: 0 complete, 2 bad input, 3 output not writable, 4 no etcd / cluster 
 5 incomplete: interrupted, the disruption failed (e.g. a restart that cannot start), or no
 recovery in time; baseline.json is still written, with \"status\": \"incomplete\".";
 
+const RATE_EXAMPLES: &str = "\
+Quiet exposure: the at_rest and settle windows of sittings, and every `sample` run in a
+directory, minus the time a disruption of our own or a Kubernetes one was in progress (from
+the event to the member's next back / health_true, at most 10 min). Residual elections: those
+in it, by cause (unexplained, node or pod events, stress). Reading it: docs/rate.md.
+
+Examples:
+  leaderwatch rate data/*/                                   # every committed run
+  leaderwatch rate data/gke-*/*/baseline.json /data/continuous --confidence 0.9
+  leaderwatch rate data/*/ -o json
+  leaderwatch rate data/*/ -o csv   # the columns of report --format csv
+Exit codes: 0 written, 2 bad input (a path that is neither a sitting nor a sample directory).";
+
 const REPORT_EXAMPLES: &str = "\
 Examples:
   leaderwatch report data/rehearsal-*/baseline.json --format csv > baselines.csv
@@ -281,6 +298,29 @@ pub struct ReportArgs {
     /// With --alert-rule: the namespace of the Rules manifest.
     #[arg(long, default_value = "dlock", requires = "alert_rule")]
     pub namespace: String,
+}
+
+#[derive(Debug, Args)]
+pub struct RateArgs {
+    /// baseline.json files, directories holding one, or `sample` run directories.
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Two-sided confidence of the interval, between 0 and 1.
+    #[arg(long, default_value = "0.95", value_parser = parse_confidence)]
+    pub confidence: f64,
+    /// Output: text (a table), json, or csv (the columns of report --format csv).
+    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json", "csv"])]
+    pub output: String,
+}
+
+/// `--confidence`: a probability strictly between 0 and 1 (0.95, or 95%).
+pub fn parse_confidence(s: &str) -> Result<f64, String> {
+    let v = match s.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|v| v / 100.0),
+        None => s.trim().parse::<f64>(),
+    }
+    .map_err(|_| format!("{s:?} is not a number; use e.g. 0.95 or 95%"))?;
+    if v > 0.0 && v < 1.0 { Ok(v) } else { Err(format!("{s:?}: must be between 0 and 1 (e.g. 0.95)")) }
 }
 
 #[derive(Debug, Args)]

@@ -4,7 +4,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use clap::Parser;
-use leaderwatch::cli::{Cli, Command, CompareArgs, KubeArgs, MeasureArgs, PreflightArgs, ReportArgs, SampleArgs};
+use leaderwatch::cli::{Cli, Command, CompareArgs, KubeArgs, MeasureArgs, PreflightArgs, RateArgs, ReportArgs, SampleArgs};
 use leaderwatch::k8s::{self, KubeOptions};
 use leaderwatch::clock::{Clock, SystemClock};
 use leaderwatch::member::parse_members;
@@ -41,6 +41,7 @@ fn main() {
             Command::Compare(a) => run_compare(a),
             Command::Preflight(a) => run_preflight(a).await,
             Command::Measure(a) => run_measure(a).await,
+            Command::Rate(a) => run_rate(a),
         }
     });
     match result {
@@ -186,6 +187,23 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
         }
         (None, Some("csv")) => print!("{}", leaderwatch::report::render_csv(&baselines)?),
         (None, _) => println!("{}", leaderwatch::report::render(&baselines, None)),
+    }
+    Ok(())
+}
+
+fn run_rate(a: RateArgs) -> Result<(), Error> {
+    let sources = a.paths.iter().map(|p| leaderwatch::rate::load(p)).collect::<Result<Vec<_>, _>>()?;
+    let r = leaderwatch::rate::pool(&sources, a.confidence);
+    match a.output.as_str() {
+        "json" => println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(format!("json: {e}")))?),
+        "csv" => {
+            let mut w = csv::Writer::from_writer(std::io::stdout());
+            for m in leaderwatch::rate::measurements(&r) {
+                w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+            }
+            w.flush().map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+        }
+        _ => print!("{}", leaderwatch::rate::render(&r)),
     }
     Ok(())
 }

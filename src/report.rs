@@ -6,7 +6,8 @@
 //! changes". Rendering is a pure function of the baselines, so `report --update` run twice
 //! changes nothing.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
 use std::path::{Component, Path, PathBuf};
 
 use chrono::{DateTime, Utc};
@@ -587,6 +588,42 @@ fn window_rows(ms: &[Measurement], link: &str) -> Vec<String> {
     out
 }
 
+/// The residual rate over the baselines' quiet windows, one row per environment (a rate
+/// pooled across places would describe none of them). Computed by [`crate::rate`].
+fn rate_rows(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> Vec<String> {
+    let mut by_env: BTreeMap<&str, Vec<(&PathBuf, &Baseline)>> = BTreeMap::new();
+    for (p, b) in in_order(baselines) {
+        by_env.entry(b.environment.description.as_str()).or_default().push((p, b));
+    }
+    let mut out = Vec::new();
+    for (env, group) in by_env {
+        let Ok(sources) = group.iter().map(|(p, b)| crate::rate::from_sitting(p, b)).collect::<Result<Vec<_>, _>>() else { continue };
+        let r = crate::rate::pool(&sources, 0.95);
+        let (Some(day), Some(from), Some(to)) = (r.per_day.as_ref(), r.from, r.to) else { continue };
+        let links: Vec<String> = group
+            .iter()
+            .map(|(p, b)| match readme_dir {
+                Some(dir) => format!("[{}]({})", b.run_id, relative(p, dir).display()),
+                None => format!("`{}`", p.display()),
+            })
+            .collect();
+        let exposure = humantime::format_duration(Duration::from_secs(r.exposure_s.round() as u64));
+        out.push(format!(
+            "| residual rate of elections at rest (at_rest + settle windows of {} sitting(s); `leaderwatch rate`) | {MEASURED} {} election(s) in {exposure} of quiet exposure: {} per day, 95% exact Poisson interval {} – {} per day | {} – {} ({:.0} s quiet) | {env} | {} |",
+            group.len(),
+            r.residual,
+            sig(day.rate, false),
+            sig(day.lower, false),
+            sig(day.upper, false),
+            from.format("%Y-%m-%d %H:%M:%SZ"),
+            to.format("%H:%M:%SZ"),
+            r.exposure_s,
+            links.join(", ")
+        ));
+    }
+    out
+}
+
 /// A latency in milliseconds, about three significant digits.
 fn ms(s: f64) -> String {
     let v = s * 1000.0;
@@ -728,6 +765,7 @@ pub fn render(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> S
         out.extend(window_rows(&ms, &link));
         health.extend(health_rows(&ms, &run));
     }
+    out.extend(rate_rows(baselines, readme_dir));
     if !baselines.iter().any(|(_, b)| b.environment.kind == "kubernetes") {
         let gke = "GKE Autopilot, dlock-gke";
         let todo = format!("not yet measured: run `{GKE_COMMAND}`, then `leaderwatch report ... --update`");
@@ -738,6 +776,9 @@ pub fn render(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> S
         ] {
             out.push(format!("| {m} | not yet measured | — | {gke} | {todo} |"));
         }
+        out.push(format!(
+            "| residual rate of elections at rest, per day with its 95% interval | not yet measured | — | {gke} | not yet measured: after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/*/baseline.json <sampler run directory>` |"
+        ));
     }
     if !health.is_empty() {
         out.push(String::new());
@@ -800,13 +841,19 @@ pub fn update(readme: &Path, baselines: &[(PathBuf, Baseline)]) -> Result<bool, 
 // ---------------------------------------------------------------------------------------
 
 /// `report --format csv`: the tidy list, one row per figure ([`Measurement`] has the
-/// columns), runs by run id.
+/// columns), runs by run id, then the residual rate over their quiet windows
+/// ([`crate::rate`], 95 %).
 pub fn render_csv(baselines: &[(PathBuf, Baseline)]) -> Result<String, Error> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for (p, b) in in_order(baselines) {
         for m in measurements(p, b) {
             w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
         }
+    }
+    // The residual rate over the same baselines' quiet windows (window `quiet`).
+    let sources = baselines.iter().map(|(p, b)| crate::rate::from_sitting(p, b)).collect::<Result<Vec<_>, _>>()?;
+    for m in crate::rate::measurements(&crate::rate::pool(&sources, 0.95)) {
+        w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
     }
     let bytes = w.into_inner().map_err(|e| Error::Usage(format!("csv export: {e}")))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())

@@ -137,8 +137,23 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         client,
         cause_horizon_s: cfg.cause_horizon.as_secs_f64(),
         explanation: explain(&counts),
+        residual: None,
     };
     rec.event(Event::stamped(ended, "leaderwatch", "", "run_ended", format!("{ended_by}; {rounds} round(s)")))?;
+    // Every run of this directory, this one just ended included (events.csv is flushed).
+    let summary = Summary {
+        residual: match crate::rate::Residual::of(&cfg.out, 0.95) {
+            Ok(r) => {
+                tracing::info!("{}", r.line());
+                Some(r)
+            }
+            Err(e) => {
+                tracing::warn!("residual rate not computed: {e}");
+                None
+            }
+        },
+        ..summary
+    };
     let path = rec.write_json(SUMMARY, &summary)?;
     tracing::info!(summary = %path.display(), "{}", summary.explanation);
     Ok(summary)

@@ -1,4 +1,4 @@
-//! `summary.json` (schema_version 2) of a `sample` run, documented in data/README.md.
+//! `summary.json` (schema_version 3) of a `sample` run, documented in data/README.md.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +9,7 @@ use crate::baseline::{ElectionDetail, MemberHealth};
 use crate::counts::{Counts, LeaderTransition, MemberCount};
 use crate::member::MemberName;
 
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MemberRef {
@@ -56,6 +56,10 @@ pub struct Summary {
     pub client: Option<crate::client::ClientFigures>,
     /// One sentence that puts the three counts side by side for a reader.
     pub explanation: String,
+    /// The residual rate of elections over every run in the directory (schema 3); absent
+    /// when it could not be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub residual: Option<crate::rate::Residual>,
 }
 
 /// Says in words why the three counts differ, so that nobody quotes the raw sum as elections.

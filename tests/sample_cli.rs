@@ -132,6 +132,14 @@ async fn reopening_after_a_crash_repairs_the_torn_line_and_appends_a_new_run() {
     assert_eq!(runs.len(), 2, "the new run appends with a new run_id: {runs:?}");
     assert!(rows.len() > before, "earlier rows kept, new rows added");
     assert!(events(f.out.path()).iter().any(|e| e["kind"] == "repaired" && e["detail"].contains("samples.csv")));
+    // The summary's residual rate pools both runs of the directory; the killed one counts
+    // to its last event.
+    let r = &summary(f.out.path())["residual"];
+    assert_eq!(r["runs"], 2, "{r}");
+    let exposure = r["exposure_s"].as_f64().expect("exposure");
+    assert!(exposure >= 2.0 && exposure < 60.0, "both runs' time: {exposure}");
+    assert_eq!(r["residual"], 0);
+    assert!(r["per_day"]["upper"].as_f64().expect("upper") > 0.0, "zero elections still have an upper bound");
 }
 
 fn run_bad(args: &[&str]) -> (i32, String) {
