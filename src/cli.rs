@@ -176,7 +176,7 @@ the event to the member's next back / health_true, at most 10 min). Residual ele
 in it, by cause (unexplained, node or pod events, stress). Reading it: docs/rate.md.
 
 Examples:
-  leaderwatch rate data/*/                                   # every committed run
+  leaderwatch rate data/                                     # every run in data/
   leaderwatch rate data/gke-*/*/baseline.json /data/continuous --confidence 0.9
   leaderwatch rate data/*/ -o json
   leaderwatch rate data/*/ -o csv   # the columns of report --format csv
@@ -302,7 +302,8 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct RateArgs {
-    /// baseline.json files, directories holding one, or `sample` run directories.
+    /// baseline.json files, directories holding one, `sample` run directories, or a
+    /// directory of such runs (e.g. data/).
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// Two-sided confidence of the interval, between 0 and 1.

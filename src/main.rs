@@ -192,7 +192,7 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
 }
 
 fn run_rate(a: RateArgs) -> Result<(), Error> {
-    let sources = a.paths.iter().map(|p| leaderwatch::rate::load(p)).collect::<Result<Vec<_>, _>>()?;
+    let sources = leaderwatch::rate::load_all(&a.paths)?;
     let r = leaderwatch::rate::pool(&sources, a.confidence);
     match a.output.as_str() {
         "json" => println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(format!("json: {e}")))?),

@@ -372,6 +372,34 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
     Ok(Source { path: dir.to_owned(), kind: "sample".to_owned(), environment, spans, cuts: cuts_from(&rows), elections, notes })
 }
 
+/// Reads every PATH (see [`load`]); a directory that is neither a sitting nor a sample
+/// stands for the runs directly inside it (`rate data/`).
+pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Source>, Error> {
+    let mut out = Vec::new();
+    for p in paths {
+        let is_run = |d: &Path| d.join(BASELINE).exists() || d.join(EVENTS).exists();
+        if p.is_dir() && !is_run(p) {
+            let mut runs: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| Error::Usage(format!("{}: {e}", p.display())))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|d| d.is_dir() && is_run(d))
+                .collect();
+            if !runs.is_empty() {
+                runs.sort();
+                for r in runs {
+                    out.push(load(&r)?);
+                }
+                continue;
+            }
+        }
+        out.push(load(p)?);
+    }
+    // The same run named twice (data/ and data/run/) counts once.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|s| seen.insert(std::fs::canonicalize(&s.path).unwrap_or_else(|_| s.path.clone())));
+    Ok(out)
+}
+
 /// Reads PATH: a baseline.json (a sitting), or a directory holding one, or a `sample`
 /// run directory (events.csv without baseline.json).
 pub fn load(path: &Path) -> Result<Source, Error> {
@@ -383,7 +411,7 @@ pub fn load(path: &Path) -> Result<Source, Error> {
         if path.join(EVENTS).exists() {
             return from_sample(path);
         }
-        return Err(Error::Usage(format!("{}: neither a sitting (baseline.json) nor a sample run directory (events.csv)", path.display())));
+        return Err(Error::Usage(format!("{}: neither a sitting (baseline.json) nor a sample run directory (events.csv), nor a directory of them", path.display())));
     }
     if path.file_name().is_some_and(|n| n == "summary.json") {
         return from_sample(path.parent().unwrap_or(Path::new(".")));

@@ -30,6 +30,10 @@ fn on_the_committed_runs_it_prints_exposure_count_and_interval() {
     assert!(out.contains("residual elections: 1 (node or pod events 1, stress 0, unexplained 0)"), "{out}");
     assert!(out.contains("not counted: outside the quiet windows (a sitting's disruption window): 3"), "{out}");
     assert!(out.contains("rate, exact Poisson 95% interval: 8.998 per hour (0.228 - 50.131)"), "{out}");
+    // `rate data/` stands for the runs inside it.
+    let (code, whole, err) = rate(&[], &[repo("data"), runs[0].clone()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(whole.contains("quiet exposure: 6m 40s (400 s)"), "a run named twice counts once: {whole}");
 
     let (_, json, _) = rate(&["-o", "json", "--confidence", "90%"], &runs);
     let v: serde_json::Value = serde_json::from_str(&json).expect("json");
