@@ -147,8 +147,11 @@ fn minus(spans: &[(DateTime<Utc>, DateTime<Utc>)], cuts: &[(DateTime<Utc>, DateT
     out
 }
 
+/// `t` in one of the intervals, each taken as (start, end]: a window starts at its
+/// boundary round, which belongs to the window before (an election seen there is that
+/// window's).
 fn inside(t: DateTime<Utc>, v: &[(DateTime<Utc>, DateTime<Utc>)]) -> bool {
-    v.iter().any(|(a, b)| *a <= t && t <= *b)
+    v.iter().any(|(a, b)| *a < t && t <= *b)
 }
 
 /// Pools the sources: quiet exposure, residual elections by category, and the rate per
@@ -310,7 +313,9 @@ pub fn from_sitting(path: &Path, b: &Baseline) -> Result<Source, Error> {
         }
         // Schema 1-2 windows have counts but no details: their elections have no cause.
         if w.elections_detail.is_empty() && w.elections.unwrap_or(0) > 0 {
-            notes.push(format!("{}: {} election(s) without causes (schema {}), counted as unexplained at the window's end", w.name, w.elections.unwrap_or(0), b.schema_version));
+            if w.name == "at_rest" || w.name == "settle" {
+                notes.push(format!("{}: {} election(s) without causes (schema {}), counted as unexplained at the window's end", w.name, w.elections.unwrap_or(0), b.schema_version));
+            }
             elections.push(Election { at: w.end, terms: w.elections.unwrap_or(0), cause: "unexplained".to_owned(), cause_at: None });
         }
     }
@@ -564,5 +569,13 @@ mod tests {
         assert_eq!(cuts.len(), 2);
         assert_eq!((cuts[0].0, cuts[0].1), (t(10), t(16)));
         assert_eq!(cuts[1].1, t(100) + CUT_CAP, "no back: capped");
+    }
+
+    #[test]
+    fn an_election_at_a_window_boundary_belongs_to_the_window_before() {
+        // at_rest (0, 60], disruption (60, 70] not quiet, settle (70, 100].
+        let r = pool(&[src(&[(0, 60), (70, 100)], &[], &[(60, "stress", None), (70, "stress", None)])], 0.95);
+        assert_eq!(r.residual, 1, "the one at 60 ends at_rest; the one at 70 ends the disruption window");
+        assert_eq!(r.excluded.values().sum::<u64>(), 1);
     }
 }

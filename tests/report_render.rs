@@ -122,10 +122,14 @@ const SCHEMA2_BEFORE: &str = r#"| measurement | value | observation window | env
 | leader changes from one disruption until healthy (local-sigkill, target m2 = leader) | **ASSUMPTION-free measurement:** raw sum 3 → 5; reset-aware increase 3; elections (raft term) 1 | 2026-11-30 09:44:38Z – 09:44:43Z (5.1 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
 | leader changes after recovery (30 s settle) | **ASSUMPTION-free measurement:** raw sum 5 → 5; reset-aware increase 0; elections (raft term) 0 | 2026-11-30 09:44:43Z – 09:45:13Z (30.0 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
 | time from member loss to a healthy 3-member endpoint list (local-sigkill, target m2 = leader) | **ASSUMPTION-free measurement:** 5.12 s (request → healthy 5.12 s); of which the member was kept down 5.01 s (exit → restart) | 2026-11-30 09:44:38Z – 09:44:43Z (5.1 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
+| residual rate of elections at rest (at_rest + settle windows of 1 sitting(s); `leaderwatch rate`) | **ASSUMPTION-free measurement:** 0 election(s) in 1m 30s of quiet exposure: 0 per day, 95% exact Poisson interval 0 – 3540.420 per day | 2026-11-30 09:43:38Z – 09:45:13Z (90 s quiet) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
 | leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
 | leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
-| time from member loss to a healthy 3-member endpoint list | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |"#;
+| time from member loss to a healthy 3-member endpoint list | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
+| residual rate of elections at rest, per day with its 95% interval | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/*/baseline.json <sampler run directory>` |"#;
 
+/// As before, plus the residual-rate rows every report has had since (its quiet windows,
+/// 0 elections there: the one election is in the disruption window).
 #[test]
 fn schema2_renders_exactly_as_before_and_has_no_health_or_cause_figures() {
     let b = report::load(&fixture("baseline-schema2-sigkill.json")).expect("schema-2 fixture");
@@ -179,7 +183,11 @@ fn csv_and_compare_carry_the_health_figures_from_the_same_list() {
     let path = fixture("baseline-schema3-sigstop.json");
     let b = schema3_edited();
     let ms: Vec<Measurement> = report::measurements(&path, &b);
-    let (headers, rows) = csv_rows(&report::render_csv(&[(path.clone(), b.clone())]).expect("csv"));
+    let (headers, mut rows) = csv_rows(&report::render_csv(&[(path.clone(), b.clone())]).expect("csv"));
+    // The residual rate's rows come last (window `quiet`, from rate.rs, tests/rate_cli.rs).
+    let rate_rows = rows.iter().filter(|r| r["window"] == "quiet").count();
+    assert!(rate_rows >= 5 && rows.iter().rev().take(rate_rows).all(|r| r["label"] == "residual rate"));
+    rows.retain(|r| r["window"] != "quiet");
     assert_eq!(
         headers.join(","),
         "run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s",
@@ -224,7 +232,8 @@ fn the_cli_compare_and_csv_agree_on_the_figures() {
     let (_, rows) = csv_rows(&String::from_utf8_lossy(&o.stdout));
     let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
     let cmp: BTreeSet<Key> = diffs.iter().map(|d| (s(&d["window"]), s(&d["member"]), s(&d["figure"]))).collect();
-    let csv: BTreeSet<Key> = rows.iter().map(|r| key(&r["window"], &r["member"], &r["figure"])).collect();
+    // compare matches one run's figures; the residual rate (window `quiet`) pools runs.
+    let csv: BTreeSet<Key> = rows.iter().filter(|r| r["window"] != "quiet").map(|r| key(&r["window"], &r["member"], &r["figure"])).collect();
     assert_eq!(cmp, csv);
     assert!(diffs.iter().all(|d| d["diff"].is_null() || d["diff"].as_f64() == Some(0.0)));
     assert!(cmp.contains(&key("disruption", "m2", "heartbeat_send_failures")));
