@@ -462,24 +462,19 @@ pub fn render(r: &Rate) -> String {
 /// The rate as rows of `report --format csv` (same columns, so the two concatenate).
 pub fn measurements(r: &Rate) -> Vec<crate::report::Measurement> {
     let env: Vec<&str> = r.sources.iter().map(|s| s.environment.as_str()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-    let row = |figure: &str, value: Option<f64>, unit: &'static str, note: String| crate::report::Measurement {
-        run_id: String::new(),
-        source: r.sources.iter().map(|s| s.path.display().to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().collect::<Vec<_>>().join(" "),
+    let sources: Vec<String> = r.sources.iter().map(|s| s.path.display().to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    // Pooled over runs: no run id, cluster-wide (no member), no threshold.
+    let base = crate::report::Measurement {
+        source: sources.join(" "),
         environment: env.join("; "),
         window: "quiet".to_owned(),
-        member: String::new(),
-        figure: figure.to_owned(),
-        value,
-        unit,
-        threshold: None,
-        threshold_source: String::new(),
-        over: false,
         label: "residual rate".to_owned(),
-        note,
         window_start: r.from.unwrap_or_default(),
         window_end: r.to,
         window_s: Some(r.exposure_s),
+        ..Default::default()
     };
+    let row = |figure: &str, value: Option<f64>, unit: &'static str, note: String| crate::report::Measurement { figure: figure.to_owned(), value, unit, note, ..base.clone() };
     let conf = format!("exact Poisson, {:.0}% two-sided", r.confidence * 100.0);
     let mut v = vec![row("quiet_exposure_s", Some(r.exposure_s), "s", String::new()), row("residual_elections", Some(r.residual as f64), "count", String::new())];
     for (c, n) in &r.elections {

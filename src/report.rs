@@ -77,7 +77,7 @@ pub fn load(path: &Path) -> Result<Baseline, Error> {
 ///   the value (an election's cause, how the member was kept down);
 /// - `window_start`, `window_end` (RFC 3339, ms; `window_end` empty: never recovered),
 ///   `window_s`: the monotonic duration.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Measurement {
     pub run_id: String,
     pub source: String,
@@ -123,6 +123,7 @@ struct Place<'a> {
 
 impl Place<'_> {
     fn figure(&self, member: &str, figure: &str, value: Option<f64>, unit: &'static str) -> Measurement {
+        // No threshold, no note: the callers that have one set it.
         Measurement {
             run_id: self.b.run_id.clone(),
             source: self.source.clone(),
@@ -132,14 +133,11 @@ impl Place<'_> {
             figure: figure.to_owned(),
             value,
             unit,
-            threshold: None,
-            threshold_source: String::new(),
-            over: false,
             label: self.label.clone(),
-            note: String::new(),
             window_start: self.start,
             window_end: self.end,
             window_s: self.secs,
+            ..Measurement::default()
         }
     }
 }
