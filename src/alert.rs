@@ -181,7 +181,7 @@ pub fn expr(window: Duration, bound: f64) -> String {
 /// A Prometheus duration: whole minutes as `15m`, else seconds.
 fn prom_duration(d: Duration) -> String {
     let s = d.as_secs().max(1);
-    if s % 60 == 0 { format!("{}m", s / 60) } else { format!("{s}s") }
+    if s.is_multiple_of(60) { format!("{}m", s / 60) } else { format!("{s}s") }
 }
 
 /// The rule file (`prometheus`) or the managed Prometheus Rules manifest (`rules`), with

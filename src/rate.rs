@@ -337,7 +337,8 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
         notes.push(format!("{bad} unreadable events.csv row(s) skipped"));
     }
     // Each run from run_started to run_ended; a run that crashed ends at its last event.
-    let mut runs: BTreeMap<&str, (Option<DateTime<Utc>>, Option<DateTime<Utc>>, DateTime<Utc>)> = BTreeMap::new();
+    type Run = (Option<DateTime<Utc>>, Option<DateTime<Utc>>, DateTime<Utc>); // started, ended, last event
+    let mut runs: BTreeMap<&str, Run> = BTreeMap::new();
     let mut endpoints = String::new();
     for r in &rows {
         let e = runs.entry(&r.run_id).or_insert((None, None, r.ts));

@@ -145,7 +145,7 @@ fn promtool_accepts_the_rule_and_its_unit_tests_pass() {
     let leader = rehearsals().into_iter().find(|p| p.to_string_lossy().contains("leader-sigterm")).expect("the leader sigterm rehearsal");
     let kube = as_kubernetes(&leader, d);
     // A Kubernetes baseline needs no --allow-local.
-    let plain = stdout(&report(&["--alert-rule", "--format", "prometheus"], &[kube.clone()]));
+    let plain = stdout(&report(&["--alert-rule", "--format", "prometheus"], std::slice::from_ref(&kube)));
     std::fs::write(d.join("rules.yml"), &plain).expect("write");
     let o = promtool(&["check", "rules", "rules.yml"], d);
     assert!(o.status.success(), "promtool check rules: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));

@@ -17,10 +17,8 @@ use support::{cluster, events, leaderwatch, repo, sample_config, sleep, start_sa
 async fn metrics_url(dir: &Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if dir.join("events.csv").exists() {
-            if let Some(e) = events(dir).into_iter().find(|e| e["kind"] == "metrics_serving") {
-                return e["detail"].clone();
-            }
+        if let Some(e) = dir.join("events.csv").exists().then(|| events(dir)).and_then(|ev| ev.into_iter().find(|e| e["kind"] == "metrics_serving")) {
+            return e["detail"].clone();
         }
         assert!(Instant::now() < deadline, "no metrics_serving event in {}", dir.display());
         sleep(50).await;
@@ -217,12 +215,11 @@ async fn exposition_is_strict_openmetrics_and_a_real_prometheus_scrapes_and_quer
     let query = |q: &str| format!("http://127.0.0.1:{port}/api/v1/query?query={q}");
     let deadline = Instant::now() + Duration::from_secs(30);
     let result = loop {
-        if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(2), reqwest::get(query("leaderwatch_elections_total"))).await {
-            if let Ok(v) = r.text().await.map(|t| serde_json::from_str::<serde_json::Value>(&t).unwrap_or_default()) {
-                if v["data"]["result"].as_array().is_some_and(|a| !a.is_empty()) {
-                    break v;
-                }
-            }
+        if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(2), reqwest::get(query("leaderwatch_elections_total"))).await
+            && let Ok(v) = r.text().await.map(|t| serde_json::from_str::<serde_json::Value>(&t).unwrap_or_default())
+            && v["data"]["result"].as_array().is_some_and(|a| !a.is_empty())
+        {
+            break v;
         }
         assert!(Instant::now() < deadline, "Prometheus did not answer leaderwatch_elections_total within 30 s");
         sleep(250).await;
