@@ -359,8 +359,18 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
         // Rows of a sitting in the same directory have no run_started: not sample time.
         let Some(start) = start else { continue };
         let end = end.unwrap_or_else(|| {
-            notes.push(format!("run {id} has no run_ended (killed?): counted to its last event, {}", crate::record::ts(*last)));
-            *last
+            // Killed: its last samples.csv row (the live file, then closed days, newest
+            // first) says how long it ran; at rest its last event can be hours earlier.
+            match last_row(dir, id, *last) {
+                Some(t) if t > *last => {
+                    notes.push(format!("run {id} has no run_ended (killed?): counted to its last samples row, {}", crate::record::ts(t)));
+                    t
+                }
+                _ => {
+                    notes.push(format!("run {id} has no run_ended (killed?): counted to its last event, {}", crate::record::ts(*last)));
+                    *last
+                }
+            }
         });
         spans.push((*start, end));
     }
@@ -404,6 +414,41 @@ pub fn load_all(paths: &[PathBuf]) -> Result<Vec<Source>, Error> {
     let mut seen = std::collections::HashSet::new();
     out.retain(|s| seen.insert(std::fs::canonicalize(&s.path).unwrap_or_else(|_| s.path.clone())));
     Ok(out)
+}
+
+/// The time of run `id`'s last row in `dir`'s samples files, looked for in the live
+/// samples.csv and the closed days from `since`'s day on, newest first.
+fn last_row(dir: &Path, id: &str, since: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    use std::io::Read;
+    let mut files: Vec<(chrono::NaiveDate, PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (live, day, _) = crate::rotate::parse_closed(&name)?;
+            (live == crate::record::SAMPLES && day >= since.date_naive()).then(|| (day, e.path()))
+        })
+        .collect();
+    files.sort();
+    let live = dir.join(crate::record::SAMPLES);
+    let tag = format!(",{id},");
+    for path in std::iter::once(live).chain(files.into_iter().rev().map(|(_, p)| p)) {
+        let Ok(f) = std::fs::File::open(&path) else { continue };
+        let mut text = String::new();
+        let read = if path.extension().is_some_and(|e| e == "gz") {
+            flate2::read::GzDecoder::new(f).read_to_string(&mut text)
+        } else {
+            std::io::BufReader::new(f).read_to_string(&mut text)
+        };
+        if read.is_err() {
+            continue;
+        }
+        // Rows start `ts,run_id,`; the last one of this run wins.
+        if let Some(t) = text.lines().rev().find(|l| l.get(24..).is_some_and(|rest| rest.starts_with(&tag[..]))).and_then(|l| l.get(..24)).and_then(|t| t.parse().ok()) {
+            return Some(t);
+        }
+    }
+    None
 }
 
 /// Reads PATH: a baseline.json (a sitting), or a directory holding one, or a `sample`
