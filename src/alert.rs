@@ -102,7 +102,8 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
     let raw = per_disruption as f64 * f64::from(disruptions) + at_rest;
     // Never below 1: a threshold of 0 would page on every election.
     let threshold = (raw.ceil() as u64).max(1);
-    let bound = threshold as f64 + slack(threshold, p.window, p.scrape_interval);
+    let extra = slack(threshold, p.window, p.scrape_interval);
+    let bound = threshold as f64 + extra;
     let w = humantime::format_duration(p.window);
     let disruptions_why = match p.disruptions {
         Some(_) => "--disruptions".to_owned(),
@@ -118,7 +119,7 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
             p.scrape_interval.as_secs()
         ),
     ];
-    if slack(threshold, p.window, p.scrape_interval) > 0.5 {
+    if extra > 0.5 {
         lines.push(format!(
             "warning: at {threshold} elections per {w} the extrapolation of increase() can reach half an election: one election more may stay silent until it is well inside the range"
         ));

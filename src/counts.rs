@@ -222,12 +222,9 @@ impl Window {
         &self.transitions[mark.min(self.transitions.len())..]
     }
 
-    /// Raft-term delta so far; `None` until a member answered the Status RPC.
-    pub fn elections(&self) -> Option<u64> {
-        match (self.first_term, self.max_term) {
-            (Some(a), Some(b)) => Some(b - a),
-            _ => None,
-        }
+    /// The highest raft term seen (carried over by [`Window::continue_from`]).
+    pub fn max_term(&self) -> Option<u64> {
+        self.max_term
     }
 
     /// The counts so far.
@@ -243,7 +240,10 @@ impl Window {
             raw_sum_end: sum(|c| c.end),
             reset_aware_increase: per_member.values().map(|c| c.increase).sum(),
             per_member,
-            elections: self.elections(),
+            elections: match (self.first_term, self.max_term) {
+                (Some(a), Some(b)) => Some(b - a),
+                _ => None,
+            },
             leader_transitions: self.transitions.clone(),
         }
     }

@@ -22,7 +22,6 @@ use tokio::net::TcpListener;
 use tokio::time::Instant;
 
 use crate::canary::Op;
-use crate::counts::Window;
 use crate::record::HealthRow;
 use crate::round::Round;
 
@@ -81,14 +80,12 @@ pub struct Shared {
     live: Arc<Liveness>,
 }
 
-/// The series, and the counting state behind the two exact counters. Owned by the
-/// recorder; its metric handles are shared with the registry.
+/// The series. Owned by the recorder, which counts (its windows' fold, across a
+/// sitting's windows) and hands over what changed; its metric handles are shared with the
+/// registry.
 pub struct Exporter {
-    /// A fold over every round since leaderwatch started (windows of a sitting included),
-    /// so that the two counters move only with the cluster's raft term and leader.
-    fold: Window,
-    elections_seen: u64,
-    transitions_seen: usize,
+    /// The highest raft term when the last round was exported: elections are its rises.
+    max_term: Option<u64>,
     elections: Counter,
     transitions: Counter,
     raft_term: Gauge,
@@ -115,9 +112,7 @@ impl Exporter {
         let mut r = Registry::default();
         let live = Arc::new(Liveness { started: Instant::now(), last_round: Mutex::new(None), stale_after });
         let e = Exporter {
-            fold: Window::new(),
-            elections_seen: 0,
-            transitions_seen: 0,
+            max_term: None,
             elections: Counter::default(),
             transitions: Counter::default(),
             raft_term: Gauge::default(),
@@ -160,15 +155,14 @@ impl Exporter {
         (e, Shared { registry: Arc::new(r), live })
     }
 
-    /// One recorded round.
-    pub fn round(&mut self, r: &Round) {
-        self.fold.push(&r.view());
-        let counts_elections = self.fold.elections().unwrap_or(0);
-        self.elections.inc_by(counts_elections.saturating_sub(self.elections_seen));
-        self.elections_seen = self.elections_seen.max(counts_elections);
-        let n = self.fold.counts_transitions();
-        self.transitions.inc_by(n.saturating_sub(self.transitions_seen) as u64);
-        self.transitions_seen = n;
+    /// One recorded round, with the leader transitions it revealed and the highest raft
+    /// term seen so far (both from the recorder's counting).
+    pub fn round(&mut self, r: &Round, transitions: usize, max_term: Option<u64>) {
+        if let (Some(before), Some(now)) = (self.max_term, max_term) {
+            self.elections.inc_by(now.saturating_sub(before));
+        }
+        self.max_term = max_term.or(self.max_term);
+        self.transitions.inc_by(transitions as u64);
 
         if let Some(t) = r.observations.iter().filter_map(|o| o.status.ok().map(|s| s.raft_term)).max() {
             self.raft_term.set(i64::try_from(t).unwrap_or(i64::MAX));
@@ -357,12 +351,12 @@ mod tests {
     #[test]
     fn elections_follow_the_term_and_start_at_zero() {
         let (mut e, shared) = Exporter::new(Duration::from_secs(10));
-        e.round(&round(0, 1, 7));
+        e.round(&round(0, 1, 7), 0, Some(7));
         let t = encode(&shared);
         assert_eq!(value(&t, "leaderwatch_elections_total "), Some(0.0), "{t}");
         assert_eq!(value(&t, "leaderwatch_raft_term "), Some(7.0));
-        e.round(&round(1, 2, 9));
-        e.round(&round(2, 2, 9));
+        e.round(&round(1, 2, 9), 1, Some(9));
+        e.round(&round(2, 2, 9), 0, Some(9));
         let t = encode(&shared);
         assert_eq!(value(&t, "leaderwatch_elections_total "), Some(2.0), "{t}");
         assert_eq!(value(&t, "leaderwatch_leader_transitions_total "), Some(1.0));
@@ -379,7 +373,7 @@ mod tests {
         let (s, body) = healthz(&shared.live);
         assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
         assert!(body.contains("no round recorded yet"), "{body}");
-        e.round(&round(0, 1, 1));
+        e.round(&round(0, 1, 1), 0, Some(1));
         assert_eq!(healthz(&shared.live).0, StatusCode::OK);
         tokio::time::advance(Duration::from_secs(11)).await;
         let (s, body) = healthz(&shared.live);

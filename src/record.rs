@@ -408,12 +408,7 @@ impl RunDir {
         self.housekeeping_due = Some(today);
         for which in ROTATED {
             // Only files with rows: an empty one takes the day of its first row.
-            let has_rows = match which {
-                SAMPLES => self.samples.day.is_some(),
-                HEALTH => self.health.day.is_some(),
-                _ => self.canary.as_ref().is_some_and(|c| c.day.is_some()),
-            };
-            if has_rows {
+            if self.rotated(which).is_some_and(|(f, _)| f.day.is_some()) {
                 self.roll(which, today, now)?;
             }
         }
@@ -421,17 +416,22 @@ impl RunDir {
         Ok(())
     }
 
+    /// One of the [`ROTATED`] files (canary.csv only once open) and its header.
+    fn rotated(&mut self, which: &str) -> Option<(&mut CsvFile, &'static [&'static str])> {
+        match which {
+            SAMPLES => Some((&mut self.samples, &SAMPLES_HEADER[..])),
+            HEALTH => Some((&mut self.health, &HEALTH_HEADER[..])),
+            _ => self.canary.as_mut().map(|c| (c, &CANARY_HEADER[..])),
+        }
+    }
+
     /// Rolls `which` to `day` if due; notes and housekeeping follow a rotation.
     fn roll(&mut self, which: &str, day: NaiveDate, ts: DateTime<Utc>) -> Result<(), RecordError> {
         let rotation = self.rotation;
         self.last_ts = Some(ts);
-        let closed = match which {
-            SAMPLES => self.samples.roll(rotation, day, &SAMPLES_HEADER)?,
-            HEALTH => self.health.roll(rotation, day, &HEALTH_HEADER)?,
-            _ => match self.canary.as_mut() {
-                Some(c) => c.roll(rotation, day, &CANARY_HEADER)?,
-                None => None,
-            },
+        let closed = match self.rotated(which) {
+            Some((f, header)) => f.roll(rotation, day, header)?,
+            None => None,
         };
         if let Some(closed) = closed {
             let name = closed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();

@@ -138,12 +138,13 @@ impl Recorder {
         self.dir.append_round(r, self.windows.current())?;
         self.notes()?;
         self.rounds += 1;
-        if let Some(e) = self.exporter.as_mut() {
-            e.round(r);
-        }
         let mut events: Vec<Event> = r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
         events.extend(r.silent.iter().filter_map(|s| self.tracker.silent(s)));
-        for t in self.windows.push(r) {
+        let transitions = self.windows.push(r);
+        if let Some(e) = self.exporter.as_mut() {
+            e.round(r, transitions.len(), self.windows.max_term());
+        }
+        for t in transitions {
             events.push(Event::new(t.ts, "leaderwatch", "", "leader_transition", format!("{} -> {} (round {})", t.from, t.to, t.round)));
         }
         for v in r.observations.iter().filter_map(|o| o.status.ok().map(|s| s.version.clone())) {

@@ -119,6 +119,18 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
     let health = rec.health();
     let client = rec.client();
     let elections_detail: Vec<_> = rec.close_windows(true)?.into_iter().flat_map(|w| w.elections_detail).collect();
+    rec.event(Event::stamped(ended, "leaderwatch", "", "run_ended", format!("{ended_by}; {rounds} round(s)")))?;
+    // Every run of this directory, this one just ended included (events.csv is flushed).
+    let residual = match crate::rate::Residual::of(&cfg.out, 0.95) {
+        Ok(r) => {
+            tracing::info!("{}", r.line());
+            Some(r)
+        }
+        Err(e) => {
+            tracing::warn!("residual rate not computed: {e}");
+            None
+        }
+    };
     let summary = Summary {
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -137,22 +149,7 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         client,
         cause_horizon_s: cfg.cause_horizon.as_secs_f64(),
         explanation: explain(&counts),
-        residual: None,
-    };
-    rec.event(Event::stamped(ended, "leaderwatch", "", "run_ended", format!("{ended_by}; {rounds} round(s)")))?;
-    // Every run of this directory, this one just ended included (events.csv is flushed).
-    let summary = Summary {
-        residual: match crate::rate::Residual::of(&cfg.out, 0.95) {
-            Ok(r) => {
-                tracing::info!("{}", r.line());
-                Some(r)
-            }
-            Err(e) => {
-                tracing::warn!("residual rate not computed: {e}");
-                None
-            }
-        },
-        ..summary
+        residual,
     };
     let path = rec.write_json(SUMMARY, &summary)?;
     tracing::info!(summary = %path.display(), "{}", summary.explanation);

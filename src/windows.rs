@@ -100,6 +100,12 @@ impl Windows {
         self.open.health.iter().map(|(n, f)| (n.0.clone(), f.figures(peers))).collect()
     }
 
+    /// The highest raft term seen since the first window opened (each window continues
+    /// from the last one's).
+    pub fn max_term(&self) -> Option<u64> {
+        self.open.fold.max_term()
+    }
+
     /// The counts of the open window so far (for `sample`'s summary).
     pub fn counts(&self) -> crate::counts::Counts {
         self.open.fold.counts()
