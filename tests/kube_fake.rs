@@ -347,13 +347,15 @@ async fn eviction_while_a_member_is_not_ready_is_refused_with_the_pdb_cause() {
     let _one = one_cluster_at_a_time().await;
     let api = fake(Knobs::default()).await;
     api.freeze(2).await;
-    // Wait until the fake's kubelet has seen dlock-etcd-2 go unready.
+    // Wait until the fake's kubelet has seen dlock-etcd-2 go unready and the two others
+    // ready: if the frozen member led, both survivors are unready during the election that
+    // follows, and an eviction then reads "has 0" (seen once in a fresh-clone make test).
     let client = api.client();
     let pdbs: kube::Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = kube::Api::namespaced(client.clone(), NS);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
     loop {
         let p = pdbs.get("dlock-etcd-pdb").await.expect("pdb");
-        if p.status.is_some_and(|s| s.disruptions_allowed == 0) {
+        if p.status.is_some_and(|s| s.disruptions_allowed == 0 && s.current_healthy == 2) {
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "the frozen member never went unready");
