@@ -1,0 +1,217 @@
+//! The control plane, each component in its own process: a control-plane etcd of its own
+//! (never one of dlock's members), kube-apiserver (RBAC + Node authorizer, ServiceAccount
+//! tokens, default admission plugins + NodeRestriction, an audit log of evictions and pod
+//! deletions), kube-controller-manager (every default controller) and kube-scheduler.
+
+use crate::error::{Error, IoContext, Result};
+use crate::pki::{Identity, Pki};
+use crate::proc::{Proc, free_port, last_line};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub struct Binaries {
+    pub etcd: PathBuf,
+    pub apiserver: PathBuf,
+    pub controller_manager: PathBuf,
+    pub scheduler: PathBuf,
+    pub kubectl: PathBuf,
+}
+
+impl Binaries {
+    pub fn find(tools: &Path, kube_version: &str) -> Result<Binaries> {
+        let kube = tools.join(format!("kube-{kube_version}/bin"));
+        let b = Binaries {
+            etcd: tools.join("bin/etcd"),
+            apiserver: kube.join("kube-apiserver"),
+            controller_manager: kube.join("kube-controller-manager"),
+            scheduler: kube.join("kube-scheduler"),
+            kubectl: kube.join("kubectl"),
+        };
+        for (what, p) in [
+            ("etcd", &b.etcd),
+            ("kube-apiserver", &b.apiserver),
+            ("kube-controller-manager", &b.controller_manager),
+            ("kube-scheduler", &b.scheduler),
+            ("kubectl", &b.kubectl),
+        ] {
+            if !p.is_file() {
+                return Err(Error::MissingTool { what, path: p.clone() });
+            }
+        }
+        Ok(b)
+    }
+}
+
+/// The cluster's Service range; no kube-proxy runs, so ClusterIPs are not routed.
+pub const SERVICE_CIDR: &str = "10.96.0.0/16";
+
+pub struct ControlPlane {
+    pub procs: Vec<Proc>,
+    pub server: String,
+    pub admin_kubeconfig: PathBuf,
+    pub audit_log: PathBuf,
+}
+
+const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [\"RequestReceived\"]
+rules:
+  # Every Eviction request (issue: exactly one member is ever evicted) and pod deletion.
+  - level: Request
+    resources: [{group: \"\", resources: [\"pods/eviction\"]}]
+  - level: Metadata
+    verbs: [\"delete\", \"deletecollection\"]
+    resources: [{group: \"\", resources: [\"pods\"]}]
+  - level: None
+";
+
+impl ControlPlane {
+    pub async fn start(dir: &Path, bins: &Binaries, pki: &mut Pki, bind: Ipv4Addr, admin: &Identity, extra_apiserver_args: &[String]) -> Result<ControlPlane> {
+        let logs = dir.join("logs");
+        std::fs::create_dir_all(&logs).ctx(|| format!("create {}", logs.display()))?;
+        let mut procs = Vec::new();
+
+        // Control-plane etcd, on loopback only.
+        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+        let (c, p) = (free_port(lo)?, free_port(lo)?);
+        let etcd_url = format!("http://127.0.0.1:{c}");
+        let peer = format!("http://127.0.0.1:{p}");
+        let args = vec![
+            "--name=control-plane".into(),
+            format!("--data-dir={}", dir.join("control-plane-etcd").display()),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer}"),
+            format!("--initial-advertise-peer-urls={peer}"),
+            format!("--initial-cluster=control-plane={peer}"),
+            "--initial-cluster-state=new".into(),
+            "--unsafe-no-fsync=true".into(),
+        ];
+        let mut etcd = Proc::spawn("control-plane etcd", &bins.etcd, &args, logs.join("control-plane-etcd.log"))?;
+        wait_http(&mut etcd, &format!("{etcd_url}/health"), None, Duration::from_secs(30)).await?;
+        procs.push(etcd);
+
+        let (serving_crt, serving_key) = pki.leaf(
+            "apiserver",
+            "kube-apiserver",
+            &[],
+            &["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"],
+            &[IpAddr::V4(bind), lo, IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1))],
+            true,
+        )?;
+        let (kc_crt, kc_key) = pki.leaf("apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"], &[], &[], false)?;
+        let tokens = pki.write_token_file()?;
+        let policy = dir.join("audit-policy.yaml");
+        crate::pki::write(&policy, AUDIT_POLICY)?;
+        let audit_log = logs.join("audit.log");
+        let port = free_port(IpAddr::V4(bind))?;
+        let server = format!("https://{bind}:{port}");
+        let pd = &pki.dir;
+        let mut args: Vec<String> = vec![
+            format!("--etcd-servers={etcd_url}"),
+            format!("--bind-address={bind}"),
+            format!("--advertise-address={bind}"),
+            format!("--secure-port={port}"),
+            format!("--tls-cert-file={}", serving_crt.display()),
+            format!("--tls-private-key-file={}", serving_key.display()),
+            format!("--client-ca-file={}", pd.join("ca.crt").display()),
+            format!("--token-auth-file={}", tokens.display()),
+            "--authorization-mode=Node,RBAC".into(),
+            "--enable-admission-plugins=NodeRestriction".into(),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            format!("--service-account-key-file={}", pd.join("sa.pub").display()),
+            format!("--service-account-signing-key-file={}", pd.join("sa.key").display()),
+            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+            // No kubelet serves the `kubernetes` Service's endpoints here.
+            "--endpoint-reconciler-type=none".into(),
+            format!("--kubelet-client-certificate={}", kc_crt.display()),
+            format!("--kubelet-client-key={}", kc_key.display()),
+            "--kubelet-preferred-address-types=InternalIP".into(),
+            // kubectl's WebSocket exec goes through to the process kubelet as WebSocket
+            // instead of being translated to SPDY, which the process kubelet does not speak.
+            "--feature-gates=TranslateStreamCloseWebsocketRequests=false".into(),
+            format!("--audit-policy-file={}", policy.display()),
+            format!("--audit-log-path={}", audit_log.display()),
+            "--audit-log-format=json".into(),
+        ];
+        args.extend(extra_apiserver_args.iter().cloned());
+        let mut api = Proc::spawn("kube-apiserver", &bins.apiserver, &args, logs.join("kube-apiserver.log"))?;
+        wait_http(&mut api, &format!("{server}/readyz"), Some((&pki.ca_pem, &admin.token)), Duration::from_secs(90)).await?;
+        procs.push(api);
+
+        let admin_kubeconfig = dir.join("kubeconfig");
+        pki.write_kubeconfig(&admin_kubeconfig, &server, admin)?;
+        let kcm_id = pki.tokens.iter().find(|t| t.name == "kube-controller-manager").cloned().ok_or_else(|| Error::Command("no controller-manager identity".into()))?;
+        let sched_id = pki.tokens.iter().find(|t| t.name == "kube-scheduler").cloned().ok_or_else(|| Error::Command("no scheduler identity".into()))?;
+        let kcm_kc = pd.join("kube-controller-manager.kubeconfig");
+        pki.write_kubeconfig(&kcm_kc, &server, &kcm_id)?;
+        let sched_kc = pd.join("kube-scheduler.kubeconfig");
+        pki.write_kubeconfig(&sched_kc, &server, &sched_id)?;
+
+        let args = vec![
+            format!("--kubeconfig={}", kcm_kc.display()),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+            "--controllers=*".into(),
+            "--use-service-account-credentials=true".into(),
+            format!("--service-account-private-key-file={}", pd.join("sa.key").display()),
+            format!("--root-ca-file={}", pd.join("ca.crt").display()),
+            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+        ];
+        procs.push(Proc::spawn("kube-controller-manager", &bins.controller_manager, &args, logs.join("kube-controller-manager.log"))?);
+        let args = vec![format!("--kubeconfig={}", sched_kc.display()), "--leader-elect=false".into(), "--secure-port=0".into()];
+        procs.push(Proc::spawn("kube-scheduler", &bins.scheduler, &args, logs.join("kube-scheduler.log"))?);
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for p in procs.iter_mut() {
+            p.check_running()?;
+        }
+        Ok(ControlPlane { procs, server, admin_kubeconfig, audit_log })
+    }
+
+    /// Components whose process has exited.
+    pub fn check(&mut self) -> Result<()> {
+        for p in self.procs.iter_mut() {
+            p.check_running()?;
+        }
+        Ok(())
+    }
+
+    pub async fn stop(&mut self) {
+        // Reverse order: the scheduler and controllers first, etcd last.
+        while let Some(mut p) = self.procs.pop() {
+            p.stop(Duration::from_secs(10)).await;
+        }
+    }
+}
+
+/// Polls `url` until it answers 200, failing early if the process exits.
+async fn wait_http(p: &mut Proc, url: &str, auth: Option<(&str, &str)>, within: Duration) -> Result<()> {
+    let mut b = reqwest::Client::builder().timeout(Duration::from_secs(3)).connect_timeout(Duration::from_secs(2));
+    if let Some((ca, _)) = auth {
+        let cert = reqwest::Certificate::from_pem(ca.as_bytes()).map_err(|e| Error::Command(format!("CA: {e}")))?;
+        b = b.add_root_certificate(cert);
+    }
+    let client = b.build().map_err(|e| Error::Command(format!("HTTP client: {e}")))?;
+    let start = Instant::now();
+    let mut last = String::from("no answer yet");
+    while start.elapsed() < within {
+        p.check_running()?;
+        let mut req = client.get(url);
+        if let Some((_, token)) = auth {
+            req = req.bearer_auth(token);
+        }
+        match req.send().await {
+            Ok(r) if r.status().is_success() => return Ok(()),
+            Ok(r) => last = format!("HTTP {}", r.status()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    Err(Error::NotReady {
+        component: p.name.clone(),
+        secs: within.as_secs(),
+        detail: format!("{url}: {last}; last log line: {}", last_line(&p.log)),
+        log: p.log.clone(),
+    })
+}

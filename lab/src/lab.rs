@@ -1,0 +1,275 @@
+//! The whole local cluster, started and stopped as one: the pod network, credentials, the
+//! control plane, three Nodes in three zones with their process kubelets, GKE's
+//! StorageClasses with the directory-backed provisioner, and cluster DNS.
+
+use crate::control_plane::{Binaries, ControlPlane};
+use crate::dns::Dns;
+use crate::error::{Error, IoContext, KubeContext, Result};
+use crate::kubelet::{self, Kubelet, Shared};
+use crate::net::{self, Network};
+use crate::nodes::{self, NodeSpec};
+use crate::pki::Pki;
+use crate::storage::{self, Provisioner};
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::api::Api;
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
+
+/// The Kubernetes version the harness runs (lab/go/kube pins the same).
+pub const KUBE_VERSION: &str = "v1.35.4";
+pub const REGION: &str = "europe-west1";
+pub const ZONES: [&str; 3] = ["europe-west1-b", "europe-west1-c", "europe-west1-d"];
+
+pub struct Options {
+    pub dir: PathBuf,
+    pub tools: PathBuf,
+}
+
+/// state.json: what `down`, `status` and tests read about a running cluster.
+#[derive(Serialize, Deserialize, Debug, Clone)]
+pub struct State {
+    pub pid: u32,
+    pub id: String,
+    pub server: String,
+    pub kubeconfig: PathBuf,
+    pub kubectl: PathBuf,
+    pub bridge: String,
+    pub pod_cidr: String,
+    pub runc_root: PathBuf,
+    pub audit_log: PathBuf,
+    pub nodes: Vec<(String, String, String)>,
+}
+
+pub struct Lab {
+    pub state: State,
+    pub client: Client,
+    pub net: Arc<Network>,
+    pub shared: Arc<Shared>,
+    pub bins: Binaries,
+    cp: ControlPlane,
+    tasks: Vec<JoinHandle<()>>,
+    dir: PathBuf,
+}
+
+pub fn state_path(dir: &Path) -> PathBuf {
+    dir.join("state.json")
+}
+
+pub fn read_state(dir: &Path) -> Option<State> {
+    serde_json::from_slice(&std::fs::read(state_path(dir)).ok()?).ok()
+}
+
+pub fn alive(pid: u32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+}
+
+fn random_id() -> String {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    format!("{:04x}", (nanos ^ std::process::id()) & 0xffff)
+}
+
+pub async fn client_from(kubeconfig: &Path) -> Result<Client> {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| Error::Command(format!("read {}: {e}", kubeconfig.display())))?;
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(|e| Error::Command(format!("kubeconfig {}: {e}", kubeconfig.display())))?;
+    cfg.connect_timeout = Some(Duration::from_secs(5));
+    cfg.read_timeout = Some(Duration::from_secs(330));
+    Client::try_from(cfg).kctx(|| "API client".into())
+}
+
+impl Lab {
+    pub async fn start(o: &Options) -> Result<Lab> {
+        let bins = Binaries::find(&o.tools, KUBE_VERSION)?;
+        if which("runc").is_none() {
+            return Err(Error::MissingTool { what: "runc (Debian package runc)", path: PathBuf::from("runc") });
+        }
+        if let Some(s) = read_state(&o.dir)
+            && alive(s.pid)
+        {
+            return Err(Error::Leftover(format!("a local cluster is already running (pid {}, {})", s.pid, o.dir.display())));
+        }
+        let left = net::leftovers().await?;
+        if !left.is_empty() {
+            return Err(Error::Leftover(left.join(", ")));
+        }
+        if o.dir.exists() {
+            let prev = o.dir.with_extension("previous");
+            let _ = std::fs::remove_dir_all(&prev);
+            std::fs::rename(&o.dir, &prev).ctx(|| format!("move the previous run's {} aside", o.dir.display()))?;
+        }
+        std::fs::create_dir_all(&o.dir).ctx(|| format!("create {}", o.dir.display()))?;
+        let id = random_id();
+        let net = Arc::new(Network::create(&id).await?);
+        match Self::start_on(o, bins, id, net.clone()).await {
+            Ok(lab) => Ok(lab),
+            Err(e) => {
+                let _ = net::remove_leftovers().await;
+                Err(e)
+            }
+        }
+    }
+
+    async fn start_on(o: &Options, bins: Binaries, id: String, net: Arc<Network>) -> Result<Lab> {
+        let dir = o.dir.clone();
+        let mut pki = Pki::create(&dir.join("pki"))?;
+        let admin = pki.add_identity("admin", "lw-lab:admin", &["system:masters"]);
+        pki.add_identity("kube-controller-manager", "system:kube-controller-manager", &[]);
+        pki.add_identity("kube-scheduler", "system:kube-scheduler", &[]);
+        let mut node_specs = Vec::new();
+        for (i, zone) in ZONES.iter().enumerate() {
+            let ip = net.add_node_ip(i as u8).await?;
+            let name = format!("lw-node-{}", zone.rsplit('-').next().unwrap_or("x"));
+            pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
+            node_specs.push(NodeSpec { name, zone: zone.to_string(), region: REGION.into(), ip });
+        }
+        let mut cp = ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &admin, &[]).await?;
+        let client = client_from(&cp.admin_kubeconfig).await?;
+        let mut tasks = Vec::new();
+        let result: Result<(Arc<Shared>, Vec<(String, String, String)>)> = async {
+            storage::create_classes(&client).await?;
+            let images = crate::images::prepare(&dir.join("images"), &o.tools.join("bin"))?;
+            let dns = Dns::default();
+            tasks.push(tokio::spawn(dns.clone().follow(client.clone())));
+            let dns_addr = SocketAddr::new(IpAddr::V4(net.gateway), 53);
+            let d2 = dns.clone();
+            tasks.push(tokio::spawn(async move {
+                if let Err(e) = d2.serve(dns_addr).await {
+                    tracing::error!("cluster DNS: {e}");
+                }
+            }));
+            let port: u16 = cp.server.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(443);
+            let runc_root = dir.join("runc");
+            std::fs::create_dir_all(&runc_root).ctx(|| format!("create {}", runc_root.display()))?;
+            let shared = Arc::new(Shared {
+                net: net.clone(),
+                runc: kubelet::runtime::Runc { root: runc_root },
+                images,
+                dir: dir.join("pods"),
+                dns_ip: net.gateway,
+                api_host: net.gateway.to_string(),
+                api_port: port,
+                registry: Default::default(),
+            });
+            let mut nodes_out = Vec::new();
+            for n in &node_specs {
+                let id = pki.tokens.iter().find(|t| t.name == n.name).cloned().ok_or_else(|| Error::Command("node identity".into()))?;
+                let kc = pki.dir.join(format!("{}.kubeconfig", n.name));
+                pki.write_kubeconfig(&kc, &cp.server, &id)?;
+                let nc = client_from(&kc).await?;
+                nodes::register(&nc, n, KUBE_VERSION).await?;
+                tasks.push(tokio::spawn(nodes::heartbeat(nc.clone(), n.clone())));
+                let (crt, key) = pki.leaf(&format!("kubelet-{}", n.name), &format!("system:node:{}", n.name), &["system:nodes"], &[&n.name], &[IpAddr::V4(n.ip)], true)?;
+                let tls = kubelet::server::tls_config(&crt, &key, &pki.ca_pem)?;
+                let sh = shared.clone();
+                let addr = SocketAddr::new(IpAddr::V4(n.ip), nodes::KUBELET_PORT);
+                tasks.push(tokio::spawn(async move {
+                    if let Err(e) = kubelet::server::serve(sh, addr, tls).await {
+                        tracing::error!("kubelet server {addr}: {e}");
+                    }
+                }));
+                tasks.push(tokio::spawn(Kubelet { client: nc, node: n.clone(), shared: shared.clone() }.run()));
+                nodes_out.push((n.name.clone(), n.zone.clone(), n.ip.to_string()));
+            }
+            let prov = Provisioner { client: client.clone(), root: dir.join("volumes") };
+            tasks.push(tokio::spawn(prov.run()));
+            wait_nodes_schedulable(&client, node_specs.len()).await?;
+            Ok((shared, nodes_out))
+        }
+        .await;
+        let (shared, nodes_out) = match result {
+            Ok(x) => x,
+            Err(e) => {
+                for t in &tasks {
+                    t.abort();
+                }
+                cp.stop().await;
+                return Err(e);
+            }
+        };
+        let state = State {
+            pid: std::process::id(),
+            id,
+            server: cp.server.clone(),
+            kubeconfig: cp.admin_kubeconfig.clone(),
+            kubectl: bins.kubectl.clone(),
+            bridge: net.bridge.clone(),
+            pod_cidr: net.cidr(),
+            runc_root: shared.runc.root.clone(),
+            audit_log: cp.audit_log.clone(),
+            nodes: nodes_out,
+        };
+        let s = serde_json::to_vec_pretty(&state).map_err(|e| Error::Command(format!("state: {e}")))?;
+        std::fs::write(state_path(&dir), s).ctx(|| "write state.json".into())?;
+        Ok(Lab { state, client, net, shared, bins, cp, tasks, dir })
+    }
+
+    /// A component that has died, by name.
+    pub fn check(&mut self) -> Result<()> {
+        self.cp.check()
+    }
+
+    pub async fn stop(mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        // Containers first (SIGKILL: the cluster is going away, nobody observes them).
+        for id in self.shared.runc.list().await {
+            self.shared.runc.kill(&id, "KILL").await;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for id in self.shared.runc.list().await {
+            self.shared.runc.delete(&id).await;
+        }
+        self.cp.stop().await;
+        let _ = net::remove_leftovers().await;
+        let _ = std::fs::remove_file(state_path(&self.dir));
+    }
+}
+
+/// Every node Ready and without the not-ready taint the node-lifecycle controller lifts.
+async fn wait_nodes_schedulable(client: &Client, n: usize) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let start = Instant::now();
+    let mut detail = String::new();
+    while start.elapsed() < Duration::from_secs(90) {
+        if let Ok(list) = api.list(&Default::default()).await {
+            let ok = list.items.iter().filter(|node| {
+                let tainted = node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
+                !tainted
+            });
+            let count = ok.count();
+            if count == n && list.items.len() == n {
+                return Ok(());
+            }
+            detail = format!("{count} of {n} nodes schedulable");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(Error::NotReady { component: "nodes".into(), secs: 90, detail, log: PathBuf::from("logs/kube-controller-manager.log") })
+}
+
+pub fn which(prog: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(prog)).find(|p| p.is_file()))
+}
+
+/// Kills what a killed run left: its runc containers, then its network objects.
+pub async fn clean_leftovers(dir: &Path) -> Vec<String> {
+    let mut removed = Vec::new();
+    let root = dir.join("runc");
+    if root.is_dir() {
+        let runc = kubelet::runtime::Runc { root };
+        for id in runc.list().await {
+            runc.kill(&id, "KILL").await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            runc.delete(&id).await;
+            removed.push(format!("container {id}"));
+        }
+    }
+    removed.extend(net::remove_leftovers().await.unwrap_or_default());
+    let _ = std::fs::remove_file(state_path(dir));
+    removed
+}

@@ -1,0 +1,210 @@
+//! `lw-lab`: a local Kubernetes cluster for leaderwatch (docs/local-cluster.md).
+//! Parse, dispatch, map errors to exit codes; nothing else.
+
+mod acceptance;
+mod control_plane;
+mod dns;
+mod error;
+mod events;
+mod images;
+mod kubelet;
+mod lab;
+mod net;
+mod nodes;
+mod pki;
+mod proc;
+mod storage;
+
+use clap::{Parser, Subcommand};
+use error::{Error, Result};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "lw-lab", version, about = "A local Kubernetes control plane (kube-apiserver, controller-manager, scheduler built from k8s.io/kubernetes) with a process kubelet, for leaderwatch", after_help = "Examples:
+  lw-lab up                 # foreground; Ctrl-C stops everything
+  lw-lab up --detach        # returns once the cluster is ready (make kube-up)
+  KUBECONFIG=.tools/lab/kubeconfig .tools/kube-v1.35.4/bin/kubectl get nodes -L topology.kubernetes.io/zone
+  lw-lab down               # stops a detached cluster, or cleans what a killed one left (make kube-down)
+  lw-lab acceptance         # T-056's acceptance criteria on a fresh cluster (make acceptance)
+
+Exit codes: 0 ok, 1 error, 2 bad usage, 3 a tool is missing (make kube-tools), 4 left over from an earlier run (lw-lab down), 5 a component did not start, 6 an acceptance criterion failed.")]
+struct Cli {
+    /// Run directory (kubeconfig, logs, state.json, volumes).
+    #[arg(long, global = true, default_value = ".tools/lab")]
+    dir: PathBuf,
+    /// Where `make kube-tools` put etcd (bin/) and Kubernetes (kube-<version>/bin/).
+    #[arg(long, global = true, default_value = ".tools")]
+    tools: PathBuf,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Start the cluster; stays in the foreground unless --detach.
+    Up {
+        /// Return once the cluster is ready; the cluster keeps running (stop it with `down`).
+        #[arg(long)]
+        detach: bool,
+    },
+    /// Stop a running cluster and remove what a killed run left behind.
+    Down,
+    /// Say whether a cluster is running, and where its kubeconfig is.
+    Status,
+    /// Bring a fresh cluster up, deploy with deploy/k8s/apply.sh, check T-056's criteria 1-8 and §6, tear down.
+    Acceptance {
+        /// The repository (deploy/, target/release/leaderwatch).
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        /// Leave the cluster running afterwards (stop it with `lw-lab down`).
+        #[arg(long)]
+        keep: bool,
+    },
+}
+
+fn main() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LW_LAB_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let code = match run(cli) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("lw-lab: {e}");
+            e.exit_code()
+        }
+    };
+    std::process::exit(code);
+}
+
+fn abs(p: PathBuf) -> PathBuf {
+    if p.is_absolute() { p } else { std::env::current_dir().map(|d| d.join(&p)).unwrap_or(p) }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    if !nix::unistd::Uid::effective().is_root() {
+        return Err(Error::Usage("lw-lab needs root (network namespaces, bridges, runc)".into()));
+    }
+    let opts = lab::Options { dir: abs(cli.dir), tools: abs(cli.tools) };
+    if let Cmd::Up { detach: true } = cli.cmd {
+        return detach(&opts);
+    }
+    let rt = tokio::runtime::Runtime::new().map_err(|e| Error::Command(format!("tokio: {e}")))?;
+    rt.block_on(async move {
+        match cli.cmd {
+            Cmd::Up { .. } => up(opts).await,
+            Cmd::Down => {
+                down(&opts).await;
+                Ok(())
+            }
+            Cmd::Status => match lab::read_state(&opts.dir) {
+                Some(s) if lab::alive(s.pid) => {
+                    println!("running (pid {}): API server {}, KUBECONFIG={}", s.pid, s.server, s.kubeconfig.display());
+                    Ok(())
+                }
+                Some(s) => Err(Error::Leftover(format!("state of a run that is no longer alive (pid {}); run `lw-lab down`", s.pid))),
+                None => {
+                    println!("not running");
+                    Ok(())
+                }
+            },
+            Cmd::Acceptance { repo, keep } => acceptance::run(&opts, &abs(repo), keep).await,
+        }
+    })
+}
+
+/// Runs `f` with the cluster up; Ctrl-C, SIGTERM, SIGHUP or a panic in `f` all tear it down.
+pub async fn with_lab<F, Fut>(opts: &lab::Options, f: F) -> Result<()>
+where
+    F: FnOnce(lab::State) -> Fut,
+    Fut: std::future::Future<Output = Result<()>> + Send + 'static,
+{
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut lab = lab::Lab::start(opts).await?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| Error::Command(format!("signal: {e}")))?;
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| Error::Command(format!("signal: {e}")))?;
+    let mut task = tokio::spawn(f(lab.state.clone()));
+    let mut watchdog = tokio::time::interval(std::time::Duration::from_secs(2));
+    let result = loop {
+        tokio::select! {
+            r = &mut task => break match r {
+                Ok(r) => r,
+                Err(e) if e.is_panic() => Err(Error::Command("panicked; the cluster was torn down".into())),
+                Err(e) => Err(Error::Command(e.to_string())),
+            },
+            _ = tokio::signal::ctrl_c() => { task.abort(); break Err(Error::Command("interrupted; the cluster was torn down".into())); }
+            _ = term.recv() => { task.abort(); break Ok(()); }
+            _ = hup.recv() => { task.abort(); break Ok(()); }
+            _ = watchdog.tick() => if let Err(e) = lab.check() { task.abort(); break Err(e); },
+        }
+    };
+    lab.stop().await;
+    result
+}
+
+async fn up(opts: lab::Options) -> Result<()> {
+    let dir = opts.dir.clone();
+    with_lab(&opts, move |s| async move {
+        println!("lw-lab: cluster up (Kubernetes {}, nodes {}); export KUBECONFIG={}", lab::KUBE_VERSION, s.nodes.iter().map(|n| format!("{} in {}", n.0, n.1)).collect::<Vec<_>>().join(", "), s.kubeconfig.display());
+        let _ = std::fs::write(dir.join("ready"), b"ready\n");
+        std::future::pending::<()>().await;
+        Ok(())
+    })
+    .await
+}
+
+/// Starts `up` in its own session, its output in <dir>.log, and waits for it to be ready.
+fn detach(opts: &lab::Options) -> Result<()> {
+    use std::os::unix::process::CommandExt;
+    let exe = std::env::current_exe().map_err(|e| Error::Command(format!("current_exe: {e}")))?;
+    let log_path = opts.dir.with_extension("log");
+    if let Some(p) = log_path.parent() {
+        let _ = std::fs::create_dir_all(p);
+    }
+    let log = std::fs::File::create(&log_path).map_err(|e| Error::Command(format!("create {}: {e}", log_path.display())))?;
+    let ready = opts.dir.join("ready");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("--dir").arg(&opts.dir).arg("--tools").arg(&opts.tools).arg("up");
+    cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone().map_err(|e| Error::Command(e.to_string()))?).stderr(log);
+    cmd.process_group(0);
+    let mut child = cmd.spawn().map_err(|e| Error::Command(format!("start lw-lab up: {e}")))?;
+    let start = std::time::Instant::now();
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            let last = proc::last_line(&log_path);
+            return Err(Error::Exited { component: "lw-lab up".into(), status: st.to_string(), last, log: log_path });
+        }
+        if ready.is_file() && lab::read_state(&opts.dir).is_some() {
+            let s = lab::read_state(&opts.dir).ok_or_else(|| Error::Command("state.json".into()))?;
+            println!("lw-lab: cluster up (pid {}); export KUBECONFIG={}", s.pid, s.kubeconfig.display());
+            return Ok(());
+        }
+        if start.elapsed() > std::time::Duration::from_secs(240) {
+            let _ = child.kill();
+            return Err(Error::NotReady { component: "lw-lab up".into(), secs: 240, detail: proc::last_line(&log_path), log: log_path });
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+}
+
+async fn down(opts: &lab::Options) {
+    if let Some(s) = lab::read_state(&opts.dir)
+        && lab::alive(s.pid)
+    {
+        let pid = nix::unistd::Pid::from_raw(s.pid as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let start = std::time::Instant::now();
+        while lab::alive(s.pid) && start.elapsed() < std::time::Duration::from_secs(90) {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+        println!("lw-lab: stopped the cluster (pid {})", s.pid);
+    }
+    let removed = lab::clean_leftovers(&opts.dir).await;
+    if removed.is_empty() {
+        println!("lw-lab: nothing left behind");
+    } else {
+        println!("lw-lab: removed what a killed run left: {}", removed.join(", "));
+    }
+}
