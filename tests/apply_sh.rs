@@ -113,7 +113,7 @@ fn apply_sh_order_is_namespace_etcd_rollout_health_then_workloads() {
 
     let ns = r.pos("namespace.yaml");
     let etcd = r.pos("apply -R -f");
-    let rollout = r.pos("rollout status statefulset/dlock-etcd --timeout=5m");
+    let rollout = r.pos("rollout status statefulset/dlock-etcd --timeout=11m");
     let health = r.pos("endpoint health --cluster -w json");
     let workloads = r.pos("lock-server/deployment.yaml");
     assert!(ns < etcd && etcd < rollout && rollout < health && health < workloads, "{:#?}", r.calls);
@@ -175,4 +175,29 @@ fn apply_sh_waits_until_the_endpoint_list_becomes_healthy() {
     assert_eq!(r.code, Some(0), "stderr: {}", r.stderr);
     assert_eq!(r.count("endpoint health"), 3, "two unhealthy answers, then healthy");
     assert_eq!(r.count("lock-server"), 1);
+}
+
+/// Regression: apply.sh waited 5 minutes for the rollout while the members' startupProbe
+/// allows 10 (60 x 10 s), so a slow first start failed while the pods were still
+/// legitimately coming up. The default wait must outlast the probe's window plus one
+/// readiness period.
+#[test]
+fn apply_sh_rollout_wait_outlasts_the_startup_probe() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = fs::read_to_string(root.join("deploy/k8s/apply.sh")).expect("apply.sh");
+    let default = script
+        .lines()
+        .find_map(|l| l.strip_prefix("ROLLOUT_TIMEOUT=${ROLLOUT_TIMEOUT:-").and_then(|r| r.strip_suffix('}')))
+        .expect("ROLLOUT_TIMEOUT default in apply.sh");
+    let wait = humantime::parse_duration(default).expect("a duration kubectl and humantime both read");
+    let sts: serde_yaml_ng::Value = serde_yaml_ng::from_str(&fs::read_to_string(root.join("deploy/k8s/etcd/statefulset.yaml")).expect("statefulset.yaml")).expect("yaml");
+    let c = &sts["spec"]["template"]["spec"]["containers"][0];
+    let secs = |p: &serde_yaml_ng::Value, k: &str| p[k].as_u64().unwrap_or_else(|| panic!("{k} set"));
+    let startup = secs(&c["startupProbe"], "periodSeconds") * secs(&c["startupProbe"], "failureThreshold");
+    let readiness = secs(&c["readinessProbe"], "periodSeconds");
+    assert!(
+        wait.as_secs() > startup + readiness,
+        "rollout wait {default} ({} s) must outlast the startupProbe ({startup} s) plus a readiness period ({readiness} s)",
+        wait.as_secs()
+    );
 }

@@ -9,7 +9,7 @@
 #
 # Environment (defaults in brackets):
 #   KUBECTL           kubectl binary [kubectl]
-#   ROLLOUT_TIMEOUT   bound for `rollout status` [5m]
+#   ROLLOUT_TIMEOUT   bound for `rollout status` [11m: the startupProbe allows 10 min]
 #   HEALTH_ATTEMPTS   endpoint-health checks before giving up [30]
 #   HEALTH_INTERVAL   seconds between those checks [10]
 #   EXEC_TIMEOUT      bound for each `kubectl exec` [30s]
@@ -19,7 +19,10 @@ readonly NS=dlock
 readonly STS=dlock-etcd
 readonly MEMBERS=3
 KUBECTL=${KUBECTL:-kubectl}
-ROLLOUT_TIMEOUT=${ROLLOUT_TIMEOUT:-5m}
+# The members' startupProbe allows 60 x 10 s = 10 min before liveness takes over (a slow
+# first start on nodes Autopilot is still provisioning); readiness then needs one 5 s
+# period. A shorter wait fails while the pods are still legitimately coming up.
+ROLLOUT_TIMEOUT=${ROLLOUT_TIMEOUT:-11m}
 HEALTH_ATTEMPTS=${HEALTH_ATTEMPTS:-30}
 HEALTH_INTERVAL=${HEALTH_INTERVAL:-10}
 EXEC_TIMEOUT=${EXEC_TIMEOUT:-30s}
