@@ -1,5 +1,6 @@
-//! `metrics::extract` on real `/metrics` pages captured from etcd 3.5.1 and Debian's 3.4.23
-//! (tests/fixtures/README.md says how each was captured).
+//! `metrics::extract` on real `/metrics` pages captured from etcd 3.6.14 (what the suite and
+//! the deployment run), and, as parser-regression fixtures, from etcd 3.5.1 and Debian's
+//! 3.4.23 (tests/fixtures/README.md says how each was captured).
 
 use leaderwatch::metrics::{extract, MemberMetrics};
 
@@ -8,18 +9,56 @@ fn page(name: &str) -> String {
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
-fn assert_common(m: &MemberMetrics) {
+/// `process_start_time_seconds` of the 3.5.1 and 3.4.23 captures (started in the same
+/// second) and of the 3.6.14 one, as the files have them.
+const STARTED_2026_11_29: f64 = 1.79597905332e9;
+const STARTED_3_6_14: f64 = 1.79613792593e9;
+
+fn assert_common(m: &MemberMetrics, started: f64) {
     // A member that has just started counts the first leader it learns: 1.
     assert_eq!(m.leader_changes_seen_total, Some(1.0));
-    assert_eq!(m.process_start_time, Some(1.79597905332e9));
+    assert_eq!(m.process_start_time, Some(started));
     assert_eq!(m.heartbeat_send_failures_total, Some(0.0));
     assert_eq!(m.slow_apply_total, Some(0.0));
 }
 
 #[test]
+fn etcd_3_6_14_follower_page() {
+    let m = extract(&page("metrics-etcd-3.6.14.txt")).expect("a real etcd page");
+    assert_common(&m, STARTED_3_6_14);
+    assert_eq!(m.has_leader, Some(true));
+    assert_eq!(m.is_leader, Some(false));
+    assert_eq!(m.wal_fsync_count, Some(11.0));
+    assert_eq!(m.wal_fsync_sum, Some(0.004422341000000001));
+    assert_health_families(&m, Families { fsync: (10.0, 11.0), commits: 8.0 });
+}
+
+#[test]
+fn etcd_3_6_14_leader_page() {
+    let m = extract(&page("metrics-etcd-3.6.14-leader.txt")).expect("a real etcd page");
+    assert_common(&m, STARTED_3_6_14);
+    assert_eq!((m.has_leader, m.is_leader), (Some(true), Some(true)));
+    assert_eq!(m.wal_fsync_count, Some(13.0));
+    assert_eq!(m.wal_fsync_sum, Some(0.032842028999999995));
+    assert_health_families(&m, Families { fsync: (6.0, 13.0), commits: 9.0 });
+}
+
+#[test]
+fn etcd_3_6_14_survivor_without_leader_page() {
+    let m = extract(&page("metrics-etcd-3.6.14-noleader.txt")).expect("a real etcd page");
+    assert_eq!(m.has_leader, Some(false));
+    assert_eq!(m.is_leader, Some(false));
+    // It lost its leader but learned no new one: the counter has not moved.
+    assert_eq!(m.leader_changes_seen_total, Some(1.0));
+    assert_eq!(m.process_start_time, Some(STARTED_3_6_14));
+    // Its two peers are dead; the histograms of their round trips are still on the page.
+    assert_eq!(m.peer_rtt.len(), 2, "{:?}", m.peer_rtt.keys());
+}
+
+#[test]
 fn etcd_3_5_1_follower_page() {
     let m = extract(&page("metrics-etcd-3.5.1.txt")).expect("a real etcd page");
-    assert_common(&m);
+    assert_common(&m, STARTED_2026_11_29);
     assert_eq!(m.has_leader, Some(true));
     assert_eq!(m.is_leader, Some(false));
     assert_eq!(m.wal_fsync_count, Some(12.0));
@@ -29,20 +68,28 @@ fn etcd_3_5_1_follower_page() {
 #[test]
 fn etcd_3_5_1_leader_page() {
     let m = extract(&page("metrics-etcd-3.5.1-leader.txt")).expect("a real etcd page");
-    assert_common(&m);
+    assert_common(&m, STARTED_2026_11_29);
     assert_eq!(m.is_leader, Some(true));
     assert_eq!(m.wal_fsync_count, Some(14.0));
-    assert_health_families(&m);
+    assert_health_families(&m, Families { fsync: (12.0, 14.0), commits: 10.0 });
+}
+
+/// What a page's health histograms hold: the WAL fsyncs in the first bucket (<= 1 ms) and
+/// in all, and the backend commits in all (each read off the file).
+struct Families {
+    fsync: (f64, f64),
+    commits: f64,
 }
 
 /// The families behind member health, as the page has them (checked against the file).
-fn assert_health_families(m: &MemberMetrics) {
+fn assert_health_families(m: &MemberMetrics, want: Families) {
     let fsync = m.wal_fsync.as_ref().expect("WAL fsync histogram");
     assert_eq!(fsync.buckets.len(), 15, "0.001 .. 8.192 s and +Inf");
     assert_eq!(fsync.count(), m.wal_fsync_count, "+Inf bucket = _count");
-    assert_eq!(fsync.buckets[0], (0.001, 12.0));
+    assert_eq!(fsync.count(), Some(want.fsync.1));
+    assert_eq!(fsync.buckets[0], (0.001, want.fsync.0));
     let commit = m.backend_commit.as_ref().expect("backend commit histogram");
-    assert_eq!((commit.buckets.len(), commit.count()), (15, Some(10.0)));
+    assert_eq!((commit.buckets.len(), commit.count()), (15, Some(want.commits)));
     assert_eq!(m.peer_rtt.len(), 2, "one histogram per peer: {:?}", m.peer_rtt.keys());
     assert!(m.peer_rtt.values().all(|h| h.count().is_some_and(|c| c > 0.0)));
     assert_eq!(m.db_total_size_bytes, Some(20480.0));
@@ -61,7 +108,7 @@ fn etcd_3_5_1_survivor_without_leader_page() {
 #[test]
 fn etcd_3_4_23_debian_follower_page() {
     let m = extract(&page("metrics-etcd-3.4.23.txt")).expect("a real etcd page");
-    assert_common(&m);
+    assert_common(&m, STARTED_2026_11_29);
     assert_eq!(m.has_leader, Some(true));
     assert_eq!(m.is_leader, Some(false));
     assert_eq!(m.wal_fsync_count, Some(12.0));
@@ -71,7 +118,7 @@ fn etcd_3_4_23_debian_follower_page() {
 #[test]
 fn reduced_path_agrees_with_a_full_parse() {
     // The pre-filter must not change what the parser sees for the wanted families.
-    for name in ["metrics-etcd-3.5.1.txt", "metrics-etcd-3.4.23.txt"] {
+    for name in ["metrics-etcd-3.6.14.txt", "metrics-etcd-3.6.14-leader.txt", "metrics-etcd-3.5.1.txt", "metrics-etcd-3.4.23.txt"] {
         let text = page(name);
         let full = prometheus_full(&text);
         let m = extract(&text).expect("page");
@@ -103,7 +150,7 @@ proptest::proptest! {
         crlf in proptest::bool::ANY,
     ) {
         use leaderwatch::metrics::Extractor;
-        let mut text = page("metrics-etcd-3.5.1-leader.txt");
+        let mut text = page("metrics-etcd-3.6.14-leader.txt");
         if crlf {
             text = text.replace('\n', "\r\n");
         }
@@ -124,14 +171,16 @@ proptest::proptest! {
 
 #[test]
 fn a_page_fed_one_byte_at_a_time_gives_the_whole_pages_values() {
-    let text = page("metrics-etcd-3.5.1.txt");
-    let mut e = leaderwatch::metrics::Extractor::default();
-    for b in text.as_bytes().chunks(1) {
-        e.feed(b);
+    for name in ["metrics-etcd-3.6.14.txt", "metrics-etcd-3.5.1.txt"] {
+        let text = page(name);
+        let mut e = leaderwatch::metrics::Extractor::default();
+        for b in text.as_bytes().chunks(1) {
+            e.feed(b);
+        }
+        let m = e.finish().expect("page");
+        assert_eq!(Ok(m.clone()), extract(&text), "{name}");
+        assert!(m.wal_fsync.is_some() && !m.peer_rtt.is_empty(), "{name}");
     }
-    let m = e.finish().expect("page");
-    assert_eq!(Ok(m.clone()), extract(&text));
-    assert!(m.wal_fsync.is_some() && !m.peer_rtt.is_empty());
 }
 
 #[test]
