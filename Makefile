@@ -181,3 +181,4 @@ rehearse: deps build
 
 clean-tools:
 	rm -rf $(TOOLS)
+include lab/lab.mk

@@ -20,8 +20,34 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
-/// The Kubernetes version the harness runs (lab/go/kube pins the same).
-pub const KUBE_VERSION: &str = "v1.35.4";
+/// The Kubernetes version the harness runs: the one lab/go/kube/go.mod requires, which
+/// `make kube-tools` builds into .tools/kube-<version>/bin.
+pub const KUBE_VERSION: &str = kube_version();
+
+const fn kube_version() -> &'static str {
+    const GO_MOD: &str = include_str!("../go/kube/go.mod");
+    const NEEDLE: &[u8] = b"\tk8s.io/kubernetes ";
+    let b = GO_MOD.as_bytes();
+    let mut i = 0;
+    while i + NEEDLE.len() < b.len() {
+        let mut j = 0;
+        while j < NEEDLE.len() && b[i + j] == NEEDLE[j] {
+            j += 1;
+        }
+        if j == NEEDLE.len() {
+            let start = i + j;
+            let mut end = start;
+            while end < b.len() && b[end] != b'\n' && b[end] != b' ' {
+                end += 1;
+            }
+            let (_, rest) = GO_MOD.split_at(start);
+            let (v, _) = rest.split_at(end - start);
+            return v;
+        }
+        i += 1;
+    }
+    panic!("lab/go/kube/go.mod requires no k8s.io/kubernetes version")
+}
 pub const REGION: &str = "europe-west1";
 pub const ZONES: [&str; 3] = ["europe-west1-b", "europe-west1-c", "europe-west1-d"];
 

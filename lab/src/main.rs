@@ -56,9 +56,9 @@ enum Cmd {
         /// The repository (deploy/, target/release/leaderwatch).
         #[arg(long, default_value = ".")]
         repo: PathBuf,
-        /// Leave the cluster running afterwards (stop it with `lw-lab down`).
-        #[arg(long)]
-        keep: bool,
+        /// The leaderwatch binary whose `preflight` is checked against the cluster.
+        #[arg(long, default_value = "target/release/leaderwatch")]
+        leaderwatch: PathBuf,
     },
 }
 
@@ -110,7 +110,11 @@ fn run(cli: Cli) -> Result<()> {
                     Ok(())
                 }
             },
-            Cmd::Acceptance { repo, keep } => acceptance::run(&opts, &abs(repo), keep).await,
+            Cmd::Acceptance { repo, leaderwatch } => {
+                let repo = abs(repo);
+                let lw = if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
+                acceptance::run(&opts, &repo, &lw).await
+            }
         }
     })
 }

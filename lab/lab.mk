@@ -1,0 +1,71 @@
+# The local Kubernetes cluster (docs/local-cluster.md), included by the Makefile.
+#   make kube-tools   build kube-apiserver, controller-manager, scheduler, kubectl (lab/go/kube),
+#                     install runc and iproute2, build lw-lab
+#   make kube-up      start a cluster in the background; KUBECONFIG=.tools/lab/kubeconfig
+#   make kube-down    stop it (and remove what a killed run left behind)
+#   make acceptance   T-056's acceptance criteria 1-8 and §6 on a fresh cluster (part of make test)
+
+KUBE_MOD     := lab/go/kube
+# The pinned version is the one lab/go/kube/go.mod requires (lw-lab reads the same line).
+KUBE_VERSION := $(shell sed -n 's|^\tk8s.io/kubernetes \(v[^ ]*\).*|\1|p' $(KUBE_MOD)/go.mod)
+KUBE_MINOR   := $(word 2,$(subst ., ,$(KUBE_VERSION)))
+KUBE_BIN     := $(TOOLS)/kube-$(KUBE_VERSION)/bin
+KUBE_STAMP   := $(TOOLS)/.kube-go-$(KUBE_VERSION)
+KUBE_CMDS    := kube-apiserver kube-controller-manager kube-scheduler kubectl
+LW_LAB       := lab/target/debug/lw-lab
+# What `kubectl version` and the API server's /version report (upstream sets these too).
+KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
+  -X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
+
+.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing lw-lab kube-up kube-down acceptance
+kube-binaries-missing:
+
+kube-tools: kube-apt kube-binaries lw-lab deps-etcd
+
+# runc runs the pods' containers; iproute2 makes the bridge and the network namespaces.
+kube-apt:
+	@missing=""; \
+	command -v runc >/dev/null || missing="$$missing runc"; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	if [ -n "$$missing" ]; then \
+	  echo "kube-tools: installing$$missing"; \
+	  $(SUDO) apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+kube-binaries: $(KUBE_STAMP)
+
+# Rebuilt only when the pinned version (a new stamp name) or go.mod/go.sum change, or a
+# binary is missing. Cold on 2 cores: see README "Local Kubernetes"; warm: seconds.
+$(KUBE_STAMP): $(KUBE_MOD)/go.mod $(KUBE_MOD)/go.sum $(if $(strip $(foreach c,$(KUBE_CMDS),$(if $(wildcard $(KUBE_BIN)/$(c)),,x))),kube-binaries-missing)
+	@command -v go >/dev/null || { echo "kube-tools: \`go\` not found on PATH: Kubernetes $(KUBE_VERSION) is built from $(KUBE_MOD) and needs Go >= $$(sed -n 's/^go //p' $(KUBE_MOD)/go.mod) and the Go module proxy" >&2; exit 3; }
+	@mkdir -p $(KUBE_BIN)
+	@if [ -f $@ ] && (cd $(KUBE_MOD) && sha256sum --status -c $@) && \
+	    (for c in $(KUBE_CMDS); do [ -x $(KUBE_BIN)/$$c ] || exit 1; done); then \
+	  echo "kube-tools: $(KUBE_MOD) unchanged, Kubernetes $(KUBE_VERSION) not rebuilt"; touch $@; exit 0; \
+	fi; \
+	echo "kube-tools: building Kubernetes $(KUBE_VERSION) ($(KUBE_CMDS)) from $(KUBE_MOD) with $$(go env GOVERSION)"; \
+	start=$$(date +%s); \
+	cd $(KUBE_MOD) && CGO_ENABLED=0 go build -trimpath -ldflags '$(KUBE_LDFLAGS)' -o $(KUBE_BIN)/.new/ \
+	  $(foreach c,$(KUBE_CMDS),k8s.io/kubernetes/cmd/$(c)) || \
+	  { echo "kube-tools: go build of k8s.io/kubernetes $(KUBE_VERSION) (module $(KUBE_MOD)) failed: go's error is above" >&2; rm -rf $(KUBE_BIN)/.new; exit 3; }; \
+	for c in $(KUBE_CMDS); do mv -f $(KUBE_BIN)/.new/$$c $(KUBE_BIN)/$$c; done; rmdir $(KUBE_BIN)/.new; \
+	sha256sum go.mod go.sum >$@; \
+	echo "kube-tools: built in $$(( $$(date +%s) - start )) s: $$(cd $(KUBE_BIN) && du -b $(KUBE_CMDS) | awk '{printf "%s %.0f MB, ", $$2, $$1/1e6}')"
+	@$(KUBE_BIN)/kube-apiserver --version
+
+# The harness has its own Cargo.lock and target/ (not in leaderwatch's dependency graph).
+lw-lab: deps-apt
+	$(CARGO) build --locked --manifest-path lab/Cargo.toml
+	$(CARGO) test --locked --manifest-path lab/Cargo.toml
+
+kube-up: kube-tools
+	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab up --detach
+
+kube-down:
+	@if [ -x $(LW_LAB) ]; then $(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab down; else echo "kube-down: $(LW_LAB) not built, nothing to stop"; fi
+
+acceptance: kube-tools build
+	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab acceptance --repo $(CURDIR)
+
+test: acceptance
