@@ -140,7 +140,12 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
     r.add(
         "criterion 2 (3/3 Running on three nodes in three zones)",
         running.len() == 3 && nodes.len() == 3 && pod_zones.len() == 3,
-        format!("{}/3 Running and Ready: {}", running.len(), running.iter().map(|(p, n)| format!("{p} on {n} in {}", zones.get(n).map(String::as_str).unwrap_or("?"))).collect::<Vec<_>>().join(", ")),
+        format!(
+            "{}/3 Running and Ready: {}{}",
+            running.len(),
+            running.iter().map(|(p, n)| format!("{p} on {n} in {}", zones.get(n).map(String::as_str).unwrap_or("?"))).collect::<Vec<_>>().join(", "),
+            not_ready(&items)
+        ),
     );
 
     // Criterion 3.
@@ -174,12 +179,14 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
 
     // `leaderwatch preflight` passes now, and names the failing check with a member frozen.
     let pre = env.run(&leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120)).await;
+    println!("  leaderwatch preflight --reach pod-ip, all members up:");
     print_indented(&pre.stdout);
     let frozen = freeze(&env, "dlock-etcd-2", true).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pre_bad = env.run(&leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120)).await;
     let _ = freeze(&env, "dlock-etcd-2", false).await;
     let failing: Vec<&str> = pre_bad.stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
+    println!("  leaderwatch preflight --reach pod-ip, dlock-etcd-2 frozen:");
     print_indented(&pre_bad.stdout);
     r.add(
         "leaderwatch preflight --reach pod-ip",
@@ -232,6 +239,20 @@ fn print_indented(s: &str) {
     for l in s.lines() {
         println!("    {l}");
     }
+}
+
+/// "; not Ready: dlock-etcd-1 (Running, etcd waiting CrashLoopBackOff: ...)" for the pods that are not.
+fn not_ready(items: &[Value]) -> String {
+    let v: Vec<String> = items
+        .iter()
+        .filter(|p| !(p["status"]["phase"] == "Running" && ready(p)))
+        .map(|p| {
+            let st = &p["status"]["containerStatuses"][0]["state"];
+            let why = st.as_object().and_then(|o| o.iter().next()).map(|(k, v)| format!("{k} {}", v["reason"].as_str().unwrap_or(""))).unwrap_or_default();
+            format!("{} ({}, {why})", p["metadata"]["name"].as_str().unwrap_or("?"), p["status"]["phase"].as_str().unwrap_or("?"))
+        })
+        .collect();
+    if v.is_empty() { String::new() } else { format!("; not Ready: {}", v.join(", ")) }
 }
 
 fn ready(p: &Value) -> bool {

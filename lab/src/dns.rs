@@ -167,3 +167,26 @@ enum Ev<A, B> {
     Svc(A),
     Slice(B),
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headless_service_names_resolve_to_endpoints_and_hostnames_to_their_pod() {
+        let dns = Dns::default();
+        {
+            let mut t = dns.t.write().expect("lock");
+            t.services.insert(("dlock".into(), "dlock-etcd-headless".into()), None);
+            t.services.insert(("default".into(), "kubernetes".into()), Some(Ipv4Addr::new(10, 96, 0, 1)));
+            let eps = vec![(Ipv4Addr::new(10, 1, 1, 10), Some("dlock-etcd-0".to_string())), (Ipv4Addr::new(10, 1, 1, 11), Some("dlock-etcd-1".to_string()))];
+            t.slices.insert(("dlock".into(), "dlock-etcd-headless-abcde".into()), ("dlock-etcd-headless".into(), eps));
+        }
+        assert_eq!(dns.resolve("dlock-etcd-1.dlock-etcd-headless.dlock.svc.cluster.local."), Some(vec![Ipv4Addr::new(10, 1, 1, 11)]));
+        assert_eq!(dns.resolve("DLOCK-ETCD-0.dlock-etcd-headless.dlock.svc.cluster.local"), Some(vec![Ipv4Addr::new(10, 1, 1, 10)]));
+        assert_eq!(dns.resolve("dlock-etcd-headless.dlock.svc.cluster.local").map(|v| v.len()), Some(2));
+        assert_eq!(dns.resolve("kubernetes.default.svc.cluster.local"), Some(vec![Ipv4Addr::new(10, 96, 0, 1)]));
+        assert_eq!(dns.resolve("dlock-etcd-2.dlock-etcd-headless.dlock.svc.cluster.local"), None, "no such pod");
+        assert_eq!(dns.resolve("example.com"), None, "nothing outside the cluster");
+    }
+}

@@ -162,3 +162,12 @@ impl Network {
         let _ = run("ip", &["link", "delete", &self.bridge]).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_names_of_our_runs_count_as_ours() {
+        assert!(super::ours("lwbeef-1") && super::ours("lw0a1bbr") && super::ours("lw0a1bv12"));
+        assert!(!super::ours("lwx") && !super::ours("lwxyzw-1") && !super::ours("eth0") && !super::ours("lo"));
+    }
+}
