@@ -235,3 +235,75 @@ async fn rolling_restart_of_all_three_every_round_recorded() {
     assert!(s.elections.is_some_and(|e| (1..=3).contains(&e)), "{}", s.explanation);
     assert_eq!(s.leader_changes.raw_sum_end.is_some(), true);
 }
+
+/// The StatefulSet's probe paths, GET on real members of the etcd version the StatefulSet
+/// pins: every path 200 on a healthy cluster; with quorum lost, readiness (`/health`) 503
+/// "RAFT NO LEADER" while liveness (`/health?serializable=true&exclude=NOSPACE`) and startup
+/// stay 200, so a quorum loss restarts no healthy survivor (etcd 3.5.1 answered 503 to
+/// serializable=true too: tests/fixtures/health-etcd-3.5.1-noleader.txt).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_statefulsets_probe_paths_on_real_members_with_and_without_quorum() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    let sts: StatefulSet = support::yaml("deploy/k8s/etcd/statefulset.yaml");
+    let pod = sts.spec.and_then(|s| s.template.spec).expect("pod spec");
+    let c = pod.containers.first().expect("etcd container").clone();
+    let path = |p: Option<k8s_openapi::api::core::v1::Probe>, which: &str| {
+        p.and_then(|p| p.http_get).and_then(|g| g.path).unwrap_or_else(|| panic!("{which} probe has an HTTP path"))
+    };
+    let (ready, live, startup) =
+        (path(c.readiness_probe, "readiness"), path(c.liveness_probe, "liveness"), path(c.startup_probe, "startup"));
+    assert_eq!(live, "/health?serializable=true&exclude=NOSPACE", "the path this test is about");
+    let pinned = sts.metadata.labels.and_then(|l| l.get("app.kubernetes.io/version").cloned()).expect("version label");
+
+    let mut f = cluster().await;
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("HTTP client");
+    let try_get = |url: String| {
+        let http = http.clone();
+        async move {
+            let r = http.get(&url).send().await.map_err(|e| format!("GET {url}: {e:?}"))?;
+            let code = r.status().as_u16();
+            let body = r.bytes().await.map_err(|e| format!("GET {url} body: {e:?}"))?;
+            Ok::<_, String>((code, body))
+        }
+    };
+    let get = |url: String| {
+        let f = try_get(url);
+        async move { f.await.unwrap_or_else(|e| panic!("{e}")) }
+    };
+    let members = f.cluster.members();
+    // The suite runs the etcd the deployment pins, not another one.
+    let (code, body) = get(format!("{}/version", members[0].url)).await;
+    let v: serde_json::Value = serde_json::from_slice(&body).expect("/version JSON");
+    assert_eq!((code, v["etcdserver"].as_str()), (200, Some(pinned.as_str())), "the local etcd is the StatefulSet's version");
+    for m in &members {
+        for p in [&ready, &live, &startup] {
+            let (code, body) = get(format!("{}{p}", m.url)).await;
+            let h = leaderwatch::probe::parse_health(code, &body).unwrap_or_else(|e| panic!("{} {p}: {e}", m.name));
+            assert!(h.healthy && code == 200, "{} {p}: {code} {h:?}", m.name);
+        }
+    }
+
+    let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("a leader");
+    let survivor = (leader + 1) % 3;
+    f.cluster.kill(leader).await.expect("kill leader");
+    f.cluster.kill((leader + 2) % 3).await.expect("kill a follower");
+    let url = &members[survivor].url;
+    // The survivor notices it has no leader within an election timeout or two; until then
+    // its linearizable /health may wait on the dead leader past the client's 2 s.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let no_leader = loop {
+        let last = match try_get(format!("{url}{ready}")).await {
+            Ok((503, body)) => break leaderwatch::probe::parse_health(503, &body).expect("etcd health JSON"),
+            Ok((code, _)) => format!("HTTP {code}"),
+            Err(e) => e,
+        };
+        assert!(std::time::Instant::now() < deadline, "survivor still answers {ready} with {last} 30 s after quorum loss");
+        sleep(200).await;
+    };
+    assert_eq!((no_leader.healthy, no_leader.reason.as_str()), (false, "RAFT NO LEADER"));
+    for p in [&live, &startup] {
+        let (code, body) = get(format!("{url}{p}")).await;
+        let h = leaderwatch::probe::parse_health(code, &body).unwrap_or_else(|e| panic!("{p}: {e}"));
+        assert_eq!((code, h.healthy), (200, true), "{p} on the survivor without quorum: {h:?}");
+    }
+}

@@ -5,7 +5,12 @@ mod support;
 
 use std::path::Path;
 
-use support::{leaderwatch, one_cluster_at_a_time_blocking};
+use support::{leaderwatch, one_cluster_at_a_time_blocking, pinned_etcd_version};
+
+/// The label of a rehearsal on the local members, which run the pinned etcd.
+fn local_label() -> String {
+    format!("local loopback, etcd {}, 3 members", pinned_etcd_version())
+}
 
 fn rehearse(target: &str, out: &Path) -> (serde_json::Value, String) {
     let _one = one_cluster_at_a_time_blocking();
@@ -38,7 +43,8 @@ fn rehearse_leader_target_one_election_in_the_disruption_window() {
     // The printed table: three counts per window, labelled as a local loopback run.
     assert!(stdout.contains("| measurement | value | observation window | environment | source |"), "{stdout}");
     assert!(stdout.contains("raw sum 3 → 5") && stdout.contains("elections (raft term) 1"), "{stdout}");
-    assert!(stdout.contains("local loopback, etcd 3.5.1, 3 members"), "{stdout}");
+    assert!(stdout.contains(&local_label()), "{stdout}");
+    assert_eq!(b["environment"]["etcd_versions"], serde_json::json!([pinned_etcd_version()]));
     assert!(stdout.contains("time from member loss to a healthy 3-member endpoint list"));
     // The ground truth it knows, and how far the measured instants are from it.
     let truth = d["ground_truth"].as_array().expect("ground truth");
@@ -73,7 +79,7 @@ fn an_interrupted_rehearsal_exits_5_with_a_labelled_incomplete_baseline() {
     assert!(err.lines().last().is_some_and(|l| l.contains("interrupted by a signal during at_rest")), "{err}");
     let b: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("baseline.json")).expect("baseline.json")).expect("json");
     assert_eq!(b["status"], "incomplete");
-    assert_eq!(b["environment"]["description"], "local loopback, etcd 3.5.1, 3 members");
+    assert_eq!(b["environment"]["description"], local_label().as_str());
     assert_eq!(b["environment"]["timing_source"].as_str().map(|s| s.starts_with("rehearse flags")), Some(true));
     assert_eq!(window(&b, "at_rest")["full_length"], false);
 }
@@ -109,7 +115,7 @@ fn baseline_json() -> String {
     "windows":[{"name":"at_rest","start":"2026-11-29T00:00:00Z","end":"2026-11-29T00:01:00Z","duration_s":60.0,"rounds":61,
       "leader_changes":{"raw_sum_start":3.0,"raw_sum_end":3.0,"reset_aware_increase":0.0,"per_member":{}},"elections":0,"leader_transitions":[]}],
     "disruption":null,
-    "environment":{"kind":"local","description":"local loopback, etcd 3.5.1, 3 members","members":["m0","m1","m2"],"etcd_versions":["3.5.1"],"heartbeat_ms":100,"election_ms":1000}}"#
+    "environment":{"kind":"local","description":"local loopback, etcd 3.6.14, 3 members","members":["m0","m1","m2"],"etcd_versions":["3.6.14"],"heartbeat_ms":100,"election_ms":1000}}"#
         .to_owned()
 }
 

@@ -84,6 +84,21 @@ pub fn yaml<T: serde::de::DeserializeOwned>(rel: &str) -> T {
     serde_yaml_ng::from_value(docs.remove(0)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
+/// The etcd version deploy/k8s/etcd/statefulset.yaml pins (its `app.kubernetes.io/version`
+/// label, which tests/manifests.rs holds equal to the image tag): what the local members
+/// run too (lab/go/etcd builds it), so a label like "local loopback, etcd X, 3 members" is
+/// checked against it, not against a copy of the number.
+pub fn pinned_etcd_version() -> String {
+    let docs = yaml_values("deploy/k8s/etcd/statefulset.yaml");
+    let sts = docs.iter().find(|d| d.get("kind").and_then(|k| k.as_str()) == Some("StatefulSet")).expect("a StatefulSet");
+    sts.get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(|l| l.get("app.kubernetes.io/version"))
+        .and_then(|v| v.as_str())
+        .expect("app.kubernetes.io/version label")
+        .to_owned()
+}
+
 pub async fn cluster() -> Fixture {
     let guard = one_cluster_at_a_time().await;
     let cluster = LocalCluster::start(LocalOptions::default()).await.unwrap_or_else(|e| panic!("local etcd cluster: {e}"));
