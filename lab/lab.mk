@@ -17,7 +17,7 @@ LW_LAB       := lab/target/debug/lw-lab
 KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
   -X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 
-.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing lw-lab kube-up kube-down acceptance
+.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing lw-lab kube-up kube-down acceptance test-kube rehearse-kube
 kube-binaries-missing:
 
 kube-tools: kube-apt kube-binaries lw-lab deps-etcd
@@ -68,4 +68,16 @@ kube-down:
 acceptance: kube-tools build
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab acceptance --repo $(CURDIR)
 
-test: acceptance
+# The Kubernetes tests of leaderwatch on the real control plane (tests/kube_lab.rs; ignored
+# in plain cargo test because they need root, runc and the built cluster).
+test-kube: kube-tools deps
+	$(CARGO) test --locked --test kube_lab -- --ignored
+
+# The GKE sitting on a fresh local cluster, as a user runs it: apply.sh, rbac.yaml, the
+# ServiceAccount's token, `leaderwatch measure --reach pod-ip` with its defaults (20 min at
+# rest, 5 min settle, a follower) but the environment label, then the table. ARGS go to
+# measure, e.g. make rehearse-kube ARGS="--target leader".
+rehearse-kube: kube-tools build
+	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab measure --repo $(CURDIR) -- $(ARGS)
+
+test: acceptance test-kube

@@ -63,6 +63,9 @@ rules:
   - level: Metadata
     verbs: [\"delete\", \"deletecollection\"]
     resources: [{group: \"\", resources: [\"pods\"]}]
+  # Everything leaderwatch's ServiceAccount asks (tests: every granted verb is used).
+  - level: Metadata
+    users: [\"system:serviceaccount:dlock:leaderwatch\"]
   - level: None
 ";
 

@@ -13,6 +13,7 @@ mod net;
 mod nodes;
 mod pki;
 mod proc;
+mod sitting;
 mod storage;
 
 use clap::{Parser, Subcommand};
@@ -26,6 +27,7 @@ use std::path::PathBuf;
   KUBECONFIG=.tools/lab/kubeconfig .tools/kube-v1.35.4/bin/kubectl get nodes -L topology.kubernetes.io/zone
   lw-lab down               # stops a detached cluster, or cleans what a killed one left (make kube-down)
   lw-lab acceptance         # T-056's acceptance criteria on a fresh cluster (make acceptance)
+  lw-lab measure -- --target leader --idle 20m --settle 5m   # the sitting on a fresh cluster (make rehearse-kube)
 
 Exit codes: 0 ok, 1 error, 2 bad usage, 3 a tool is missing (make kube-tools), 4 left over from an earlier run (lw-lab down), 5 a component did not start, 6 an acceptance criterion failed.")]
 struct Cli {
@@ -51,6 +53,17 @@ enum Cmd {
     Down,
     /// Say whether a cluster is running, and where its kubeconfig is.
     Status,
+    /// The GKE sitting on a fresh cluster: apply.sh, rbac.yaml, a ServiceAccount token, then
+    /// `leaderwatch measure --reach pod-ip` with ARGS (e.g. --target leader --idle 20m), the table, tear down.
+    Measure {
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+        #[arg(long, default_value = "target/release/leaderwatch")]
+        leaderwatch: PathBuf,
+        /// Passed to `leaderwatch measure` (after `--`).
+        #[arg(last = true)]
+        args: Vec<String>,
+    },
     /// Bring a fresh cluster up, deploy with deploy/k8s/apply.sh, check T-056's criteria 1-8 and §6, tear down.
     Acceptance {
         /// The repository (deploy/, target/release/leaderwatch).
@@ -110,6 +123,11 @@ fn run(cli: Cli) -> Result<()> {
                     Ok(())
                 }
             },
+            Cmd::Measure { repo, leaderwatch, args } => {
+                let repo = abs(repo);
+                let lw = if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
+                sitting::run(&opts, &repo, &lw, args).await
+            }
             Cmd::Acceptance { repo, leaderwatch } => {
                 let repo = abs(repo);
                 let lw = if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
