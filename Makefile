@@ -33,6 +33,11 @@ help:
 	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, Prometheus side by side, observer cost, disk use"
 	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
 	@echo "make crosscheck only the member-health quantile against promtool (also part of make test)"
+	@echo "make kube-tools build Kubernetes $(KUBE_VERSION) from lab/go/kube and lw-lab, install runc (docs/local-cluster.md)"
+	@echo "make kube-up    start a local cluster in the background (KUBECONFIG=.tools/lab/kubeconfig); make kube-down stops it"
+	@echo "make acceptance T-056's acceptance criteria 1-8 and §6 on a fresh local cluster (part of make test)"
+	@echo "make rehearse-kube  the GKE sitting on a fresh local cluster: measure --reach pod-ip, 20 min at rest (ARGS go to measure)"
+	@echo "make test-kube  leaderwatch's Kubernetes tests on the real local control plane (part of make test)"
 
 deps: deps-apt deps-py deps-etcd
 
