@@ -19,12 +19,15 @@ use std::sync::{Arc, RwLock};
 
 pub const DOMAIN: &str = "cluster.local";
 
+/// The Service a slice belongs to and its (address, hostname) endpoints.
+type Slice = (String, Vec<(Ipv4Addr, Option<String>)>);
+
 #[derive(Default)]
 struct Tables {
     /// (namespace, service) -> ClusterIP (None for headless).
     services: BTreeMap<(String, String), Option<Ipv4Addr>>,
     /// slice (namespace, name) -> (service, [(address, hostname)])
-    slices: BTreeMap<(String, String), (String, Vec<(Ipv4Addr, Option<String>)>)>,
+    slices: BTreeMap<(String, String), Slice>,
 }
 
 #[derive(Clone, Default)]

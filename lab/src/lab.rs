@@ -51,6 +51,9 @@ const fn kube_version() -> &'static str {
 pub const REGION: &str = "europe-west1";
 pub const ZONES: [&str; 3] = ["europe-west1-b", "europe-west1-c", "europe-west1-d"];
 
+/// (name, zone, address) of a node, as state.json lists them.
+pub type NodeRow = (String, String, String);
+
 pub struct Options {
     pub dir: PathBuf,
     pub tools: PathBuf,
@@ -68,15 +71,12 @@ pub struct State {
     pub pod_cidr: String,
     pub runc_root: PathBuf,
     pub audit_log: PathBuf,
-    pub nodes: Vec<(String, String, String)>,
+    pub nodes: Vec<NodeRow>,
 }
 
 pub struct Lab {
     pub state: State,
-    pub client: Client,
-    pub net: Arc<Network>,
     pub shared: Arc<Shared>,
-    pub bins: Binaries,
     cp: ControlPlane,
     tasks: Vec<JoinHandle<()>>,
     dir: PathBuf,
@@ -155,7 +155,7 @@ impl Lab {
         let mut cp = ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &admin, &[]).await?;
         let client = client_from(&cp.admin_kubeconfig).await?;
         let mut tasks = Vec::new();
-        let result: Result<(Arc<Shared>, Vec<(String, String, String)>)> = async {
+        let result: Result<(Arc<Shared>, Vec<NodeRow>)> = async {
             storage::create_classes(&client).await?;
             let images = crate::images::prepare(&dir.join("images"), &o.tools.join("bin"))?;
             let dns = Dns::default();
@@ -230,7 +230,7 @@ impl Lab {
         };
         let s = serde_json::to_vec_pretty(&state).map_err(|e| Error::Command(format!("state: {e}")))?;
         std::fs::write(state_path(&dir), s).ctx(|| "write state.json".into())?;
-        Ok(Lab { state, client, net, shared, bins, cp, tasks, dir })
+        Ok(Lab { state, shared, cp, tasks, dir })
     }
 
     /// A component that has died, by name.

@@ -158,9 +158,6 @@ impl Network {
         self.release(ip);
     }
 
-    pub async fn destroy(&self) {
-        let _ = run("ip", &["link", "delete", &self.bridge]).await;
-    }
 }
 
 #[cfg(test)]

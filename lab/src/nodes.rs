@@ -82,7 +82,7 @@ pub async fn heartbeat(client: Client, n: NodeSpec) {
         if let Err(e) = tokio::time::timeout(Duration::from_secs(10), leases.patch(&n.name, &pp, &Patch::Apply(&lease))).await.map_err(|_| "timeout".to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
             tracing::warn!("lease of node {}: {e}", n.name);
         }
-        if tick % 6 == 0 {
+        if tick.is_multiple_of(6) {
             // Heartbeat only: lastTransitionTime stays as registered (merge by condition type).
             let t = now();
             let beats: Vec<_> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"].iter().map(|ty| json!({"type": ty, "lastHeartbeatTime": t})).collect();

@@ -54,7 +54,6 @@ pub struct ContainerEntry {
     pub exec: Option<ExecTarget>,
     pub log: PathBuf,
     pub previous_log: Option<PathBuf>,
-    pub pid: Option<i32>,
 }
 
 pub enum Msg {

@@ -302,7 +302,6 @@ impl Worker {
         let _ = std::fs::create_dir_all(&logdir);
         let log = logdir.join(format!("{restarts}.log"));
         let spec = Spec {
-            id: &id,
             bundle: &bundle,
             image_rootfs: &image.rootfs,
             args: argv,
@@ -348,7 +347,6 @@ impl Worker {
         });
         self.event(Some(&name), Kind::Normal, "Started", &format!("Started container {name}")).await;
         let exec = ExecTarget { runc: self.sh.runc.clone(), id: id.clone(), uid, gid, groups };
-        let pid = self.sh.runc.pid(&id).await;
         let key = (self.ns(), self.pod.name_any(), name.clone());
         let ctr = &mut self.ctrs[i];
         ctr.previous_log = if restarts > 0 { Some(ctr.log.clone()) } else { None };
@@ -358,7 +356,7 @@ impl Worker {
         ctr.started = c.startup_probe.is_none();
         ctr.ready = false;
         if let Ok(mut reg) = self.sh.registry.lock() {
-            reg.insert(key, ContainerEntry { exec: Some(exec), log, previous_log: ctr.previous_log.clone(), pid });
+            reg.insert(key, ContainerEntry { exec: Some(exec), log, previous_log: ctr.previous_log.clone() });
         }
         if c.startup_probe.is_some() {
             self.spawn_probe(i, ProbeKind::Startup);
@@ -455,7 +453,7 @@ impl Worker {
                     Outcome::Unhealthy(kind, msg) => {
                         self.event(Some(&name), Kind::Warning, "Unhealthy", &format!("{} probe failed: {msg}", kind.label())).await;
                     }
-                    Outcome::Failed(kind, _) => {
+                    Outcome::Failed(kind) => {
                         let what = if kind == ProbeKind::Startup { "startup" } else { "liveness" };
                         self.event(Some(&name), Kind::Normal, "Killing", &format!("Container {name} failed {what} probe, will be restarted")).await;
                         let grace = self.pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
@@ -699,10 +697,11 @@ impl Worker {
             Err(_) => tracing::warn!("status of {}/{}: timed out", self.ns(), self.pod.name_any()),
         }
         // Terminal pods give their address back (the sandbox is gone on a real node too).
-        if matches!(self.phase(), "Succeeded" | "Failed") && self.sandbox.is_some() && self.pod.metadata.deletion_timestamp.is_none() {
-            if let Some(sb) = self.sandbox.take() {
-                self.sh.net.remove_pod(&sb.netns, sb.ip).await;
-            }
+        if matches!(self.phase(), "Succeeded" | "Failed")
+            && self.pod.metadata.deletion_timestamp.is_none()
+            && let Some(sb) = self.sandbox.take()
+        {
+            self.sh.net.remove_pod(&sb.netns, sb.ip).await;
         }
     }
 }

@@ -32,7 +32,7 @@ pub enum Outcome {
     StartupSucceeded,
     Ready(bool),
     /// Startup or liveness gave up: the container is restarted.
-    Failed(Kind, String),
+    Failed(Kind),
     /// One failed attempt, for the Unhealthy Event.
     Unhealthy(Kind, String),
 }
@@ -154,7 +154,7 @@ pub async fn run(kind: Kind, p: Probe, t: Target, idx: usize, generation: u64, t
                             }
                         }
                         Kind::Startup | Kind::Liveness => {
-                            send(Outcome::Failed(kind, msg)).await;
+                            send(Outcome::Failed(kind)).await;
                             return;
                         }
                     }

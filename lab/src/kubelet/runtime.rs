@@ -22,7 +22,6 @@ pub struct Mount {
 }
 
 pub struct Spec<'a> {
-    pub id: &'a str,
     pub bundle: &'a Path,
     pub image_rootfs: &'a Path,
     pub args: Vec<String>,
