@@ -312,6 +312,11 @@ impl Recorder {
         Ok(())
     }
 
+    /// Seconds the open window spans so far (first to last round, monotonic).
+    pub fn open_span_s(&self) -> f64 {
+        self.windows.open_span_s()
+    }
+
     /// The open window's counts so far.
     pub fn counts(&self) -> Counts {
         self.windows.counts()

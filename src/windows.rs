@@ -42,6 +42,15 @@ impl Windows {
         Windows { closed: Vec::new(), open: Open { name: first.to_owned(), fold: Window::new(), health: BTreeMap::new(), client: ClientFold::default(), first: None, last: None } }
     }
 
+    /// Seconds the open window spans so far, from its first round to its last (monotonic):
+    /// what its `duration_s` will say if it closes now.
+    pub fn open_span_s(&self) -> f64 {
+        match (&self.open.first, &self.open.last) {
+            (Some(a), Some(b)) => a.secs_to(b),
+            _ => 0.0,
+        }
+    }
+
     /// Name of the open window: the `phase` of the rounds it owns.
     pub fn current(&self) -> &str {
         &self.open.name

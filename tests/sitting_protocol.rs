@@ -79,13 +79,15 @@ async fn windows_follow_each_other_and_the_leader_is_the_target() {
     assert_eq!(names, ["at_rest", "disruption", "settle"]);
     let (rest, dis, settle) = (&b.windows[0], &b.windows[1], &b.windows[2]);
     let d = b.disruption.as_ref().expect("disruption");
-    assert!(rest.duration_s >= 2.0 - 0.5, "at_rest lasts about --idle: {}", rest.duration_s);
+    // Regression: the boundary round could land a hair before the planned end (1199.9996 s
+    // for a 20 min at_rest); a complete window lasts at least its plan.
+    assert!(rest.duration_s >= 2.0, "at_rest lasts at least --idle: {}", rest.duration_s);
     assert_eq!(rest.end, dis.start, "the disruption window starts from at_rest's last round");
     assert!(d.requested_at >= dis.start, "the request comes after that round");
     let healthy = d.healthy_at.expect("healthy_at");
     assert!(healthy <= dis.end && (dis.end - healthy).num_milliseconds() < 2_000, "the window closes at (or one round after) healthy");
     assert_eq!(dis.end, settle.start, "settle starts where the disruption window closed");
-    assert!(settle.duration_s >= 1.0 - 0.5);
+    assert!(settle.duration_s >= 1.0, "settle lasts at least --settle: {}", settle.duration_s);
     assert!(d.target_was_leader);
     assert_eq!(d.member_lost_at, None, "the fake takes nobody down");
     assert!(d.healthy_at.is_some());
