@@ -58,7 +58,8 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
     let prefix = common_prefix(&members.iter().map(|m| m.name.0.as_str()).collect::<Vec<_>>());
     let watchers = [
         watch::spawn_pod_watcher(client.clone(), &cfg.kube, clock.clone(), tx.clone()),
-        watch::spawn_event_watcher(client.clone(), &cfg.kube, prefix, clock.clone(), tx),
+        watch::spawn_event_watcher(client.clone(), &cfg.kube, prefix, clock.clone(), tx.clone()),
+        watch::spawn_api_heartbeat(client.clone(), &cfg.kube, po.pdb.clone(), clock.clone(), tx),
     ];
     let pods: Api<Pod> = Api::namespaced(client, &cfg.kube.namespace);
     let evictor = KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone());

@@ -51,6 +51,11 @@ pub struct ControlPlane {
     pub server: String,
     pub admin_kubeconfig: PathBuf,
     pub audit_log: PathBuf,
+    /// What a restart of the API server needs: the same binary, flags and port.
+    apiserver: (PathBuf, Vec<String>, PathBuf),
+    ca_pem: String,
+    admin_token: String,
+    restarts: u32,
 }
 
 const AUDIT_POLICY: &str = "apiVersion: audit.k8s.io/v1
@@ -139,6 +144,7 @@ impl ControlPlane {
             "--audit-log-format=json".into(),
         ];
         args.extend(extra_apiserver_args.iter().cloned());
+        let apiserver_args = args.clone();
         let mut api = Proc::spawn("kube-apiserver", &bins.apiserver, &args, logs.join("kube-apiserver.log"))?;
         wait_http(&mut api, &format!("{server}/readyz"), Some((&pki.ca_pem, &admin.token)), Duration::from_secs(90)).await?;
         procs.push(api);
@@ -169,7 +175,34 @@ impl ControlPlane {
         for p in procs.iter_mut() {
             p.check_running()?;
         }
-        Ok(ControlPlane { procs, server, admin_kubeconfig, audit_log })
+        Ok(ControlPlane {
+            procs,
+            server,
+            admin_kubeconfig,
+            audit_log,
+            apiserver: (bins.apiserver.clone(), apiserver_args, logs),
+            ca_pem: pki.ca_pem.clone(),
+            admin_token: admin.token.clone(),
+            restarts: 0,
+        })
+    }
+
+    /// Pids by component, for state.json (tests freeze or signal them).
+    pub fn pids(&self) -> std::collections::BTreeMap<String, u32> {
+        self.procs.iter().filter_map(|p| p.pid().map(|pid| (p.name.clone(), pid))).collect()
+    }
+
+    /// Stops kube-apiserver (SIGTERM, as a rolling control-plane upgrade does) and starts it
+    /// again with the same flags and port; returns once it is ready.
+    pub async fn restart_apiserver(&mut self) -> Result<()> {
+        let i = self.procs.iter().position(|p| p.name == "kube-apiserver").ok_or_else(|| Error::Command("no kube-apiserver".into()))?;
+        self.procs[i].stop(Duration::from_secs(30)).await;
+        self.restarts += 1;
+        let (bin, args, logs) = &self.apiserver;
+        let mut api = Proc::spawn("kube-apiserver", bin, args, logs.join(format!("kube-apiserver.{}.log", self.restarts)))?;
+        wait_http(&mut api, &format!("{}/readyz", self.server), Some((&self.ca_pem, &self.admin_token)), Duration::from_secs(90)).await?;
+        self.procs[i] = api;
+        Ok(())
     }
 
     /// Components whose process has exited.

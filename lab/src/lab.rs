@@ -57,6 +57,8 @@ pub type NodeRow = (String, String, String);
 pub struct Options {
     pub dir: PathBuf,
     pub tools: PathBuf,
+    /// Extra kube-apiserver flags (e.g. `--etcd-compaction-interval=10s`).
+    pub apiserver_args: Vec<String>,
 }
 
 /// state.json: what `down`, `status` and tests read about a running cluster.
@@ -72,6 +74,9 @@ pub struct State {
     pub runc_root: PathBuf,
     pub audit_log: PathBuf,
     pub nodes: Vec<NodeRow>,
+    /// The control plane's processes (kube-apiserver, ...), for tests that signal them.
+    #[serde(default)]
+    pub pids: std::collections::BTreeMap<String, u32>,
 }
 
 pub struct Lab {
@@ -152,7 +157,7 @@ impl Lab {
             pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
             node_specs.push(NodeSpec { name, zone: zone.to_string(), region: REGION.into(), ip });
         }
-        let mut cp = ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &admin, &[]).await?;
+        let mut cp = ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &admin, &o.apiserver_args).await?;
         let client = client_from(&cp.admin_kubeconfig).await?;
         let mut tasks = Vec::new();
         let result: Result<(Arc<Shared>, Vec<NodeRow>)> = async {
@@ -227,10 +232,18 @@ impl Lab {
             runc_root: shared.runc.root.clone(),
             audit_log: cp.audit_log.clone(),
             nodes: nodes_out,
+            pids: cp.pids(),
         };
-        let s = serde_json::to_vec_pretty(&state).map_err(|e| Error::Command(format!("state: {e}")))?;
-        std::fs::write(state_path(&dir), s).ctx(|| "write state.json".into())?;
+        write_state(&dir, &state)?;
+        registry::register(&state.id, state.pid)?;
         Ok(Lab { state, shared, cp, tasks, dir })
+    }
+
+    /// SIGUSR1: the API server restarted in place (state.json gets its new pid).
+    pub async fn restart_apiserver(&mut self) -> Result<()> {
+        self.cp.restart_apiserver().await?;
+        self.state.pids = self.cp.pids();
+        write_state(&self.dir, &self.state)
     }
 
     /// A component that has died, by name.
@@ -251,8 +264,41 @@ impl Lab {
             self.shared.runc.delete(&id).await;
         }
         self.cp.stop().await;
+        // Unregistered first: its own names count as left over only once it is not live.
+        registry::unregister(&self.state.id);
         let _ = net::remove_leftovers().await;
         let _ = std::fs::remove_file(state_path(&self.dir));
+    }
+}
+
+fn write_state(dir: &Path, state: &State) -> Result<()> {
+    let s = serde_json::to_vec_pretty(state).map_err(|e| Error::Command(format!("state: {e}")))?;
+    std::fs::write(state_path(dir), s).ctx(|| "write state.json".into())
+}
+
+/// Live clusters by run id (`/run/lw-lab/<id>`, holding the pid), so that a second cluster
+/// on the machine (a test beside `make kube-up`) does not take the first one's network
+/// names for leftovers, and `down` never removes a live cluster's.
+pub mod registry {
+    use crate::error::{IoContext, Result};
+    use std::path::PathBuf;
+
+    fn dir() -> PathBuf {
+        PathBuf::from("/run/lw-lab")
+    }
+
+    pub fn register(id: &str, pid: u32) -> Result<()> {
+        std::fs::create_dir_all(dir()).ctx(|| "create /run/lw-lab".into())?;
+        std::fs::write(dir().join(id), pid.to_string()).ctx(|| format!("write /run/lw-lab/{id}"))
+    }
+
+    pub fn unregister(id: &str) {
+        let _ = std::fs::remove_file(dir().join(id));
+    }
+
+    /// True when `id` belongs to a cluster whose harness is alive.
+    pub fn live(id: &str) -> bool {
+        std::fs::read_to_string(dir().join(id)).ok().and_then(|s| s.trim().parse::<u32>().ok()).is_some_and(super::alive)
     }
 }
 

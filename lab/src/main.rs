@@ -48,6 +48,9 @@ enum Cmd {
         /// Return once the cluster is ready; the cluster keeps running (stop it with `down`).
         #[arg(long)]
         detach: bool,
+        /// An extra kube-apiserver flag (repeatable), e.g. --apiserver-arg=--etcd-compaction-interval=10s.
+        #[arg(long = "apiserver-arg", allow_hyphen_values = true)]
+        apiserver_args: Vec<String>,
     },
     /// Stop a running cluster and remove what a killed run left behind.
     Down,
@@ -100,8 +103,12 @@ fn run(cli: Cli) -> Result<()> {
     if !nix::unistd::Uid::effective().is_root() {
         return Err(Error::Usage("lw-lab needs root (network namespaces, bridges, runc)".into()));
     }
-    let opts = lab::Options { dir: abs(cli.dir), tools: abs(cli.tools) };
-    if let Cmd::Up { detach: true } = cli.cmd {
+    let apiserver_args = match &cli.cmd {
+        Cmd::Up { apiserver_args, .. } => apiserver_args.clone(),
+        _ => vec![],
+    };
+    let opts = lab::Options { dir: abs(cli.dir), tools: abs(cli.tools), apiserver_args };
+    if let Cmd::Up { detach: true, .. } = cli.cmd {
         return detach(&opts);
     }
     let rt = tokio::runtime::Runtime::new().map_err(|e| Error::Command(format!("tokio: {e}")))?;
@@ -147,6 +154,8 @@ where
     let mut lab = lab::Lab::start(opts).await?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| Error::Command(format!("signal: {e}")))?;
     let mut hup = signal(SignalKind::hangup()).map_err(|e| Error::Command(format!("signal: {e}")))?;
+    // SIGUSR1 restarts kube-apiserver in place (tests of leaderwatch's watchers).
+    let mut usr1 = signal(SignalKind::user_defined1()).map_err(|e| Error::Command(format!("signal: {e}")))?;
     let mut task = tokio::spawn(f(lab.state.clone()));
     let mut watchdog = tokio::time::interval(std::time::Duration::from_secs(2));
     let result = loop {
@@ -160,6 +169,7 @@ where
             _ = term.recv() => { task.abort(); break Ok(()); }
             _ = hup.recv() => { task.abort(); break Ok(()); }
             _ = watchdog.tick() => if let Err(e) = lab.check() { task.abort(); break Err(e); },
+            _ = usr1.recv() => if let Err(e) = lab.restart_apiserver().await { task.abort(); break Err(e); },
         }
     };
     lab.stop().await;
@@ -189,6 +199,9 @@ fn detach(opts: &lab::Options) -> Result<()> {
     let ready = opts.dir.join("ready");
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("--dir").arg(&opts.dir).arg("--tools").arg(&opts.tools).arg("up");
+    for a in &opts.apiserver_args {
+        cmd.arg(format!("--apiserver-arg={a}"));
+    }
     cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone().map_err(|e| Error::Command(e.to_string()))?).stderr(log);
     cmd.process_group(0);
     let mut child = cmd.spawn().map_err(|e| Error::Command(format!("start lw-lab up: {e}")))?;

@@ -30,11 +30,16 @@ pub fn ours(name: &str) -> bool {
     name.len() >= 6 && name.starts_with(PREFIX) && name[2..6].chars().all(|c| c.is_ascii_hexdigit())
 }
 
+/// Ours, and not of a cluster that is still running.
+fn left_over(name: &str) -> bool {
+    ours(name) && !crate::lab::registry::live(&name[2..6])
+}
+
 /// Network namespaces and links that a run of this harness left behind.
 pub async fn leftovers() -> Result<Vec<String>> {
     let mut found = Vec::new();
     for line in run("ip", &["netns", "list"]).await?.lines() {
-        if let Some(n) = line.split_whitespace().next().filter(|n| ours(n)) {
+        if let Some(n) = line.split_whitespace().next().filter(|n| left_over(n)) {
             found.push(format!("network namespace {n}"));
         }
     }
@@ -43,7 +48,7 @@ pub async fn leftovers() -> Result<Vec<String>> {
         if let Some(n) = line.split_whitespace().nth(1) {
             let n = n.trim_end_matches(':');
             let n = n.split('@').next().unwrap_or(n);
-            if ours(n) {
+            if left_over(n) {
                 found.push(format!("network link {n}"));
             }
         }
@@ -55,7 +60,7 @@ pub async fn leftovers() -> Result<Vec<String>> {
 pub async fn remove_leftovers() -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for line in run("ip", &["netns", "list"]).await?.lines() {
-        if let Some(n) = line.split_whitespace().next().filter(|n| ours(n)) {
+        if let Some(n) = line.split_whitespace().next().filter(|n| left_over(n)) {
             let _ = run("ip", &["netns", "delete", n]).await;
             let _ = std::fs::remove_dir_all(format!("/etc/netns/{n}"));
             removed.push(format!("network namespace {n}"));
@@ -65,7 +70,7 @@ pub async fn remove_leftovers() -> Result<Vec<String>> {
         if let Some(n) = line.split_whitespace().nth(1) {
             let n = n.trim_end_matches(':');
             let n = n.split('@').next().unwrap_or(n);
-            if ours(n) && run("ip", &["link", "delete", n]).await.is_ok() {
+            if left_over(n) && run("ip", &["link", "delete", n]).await.is_ok() {
                 removed.push(format!("network link {n}"));
             }
         }

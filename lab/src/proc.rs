@@ -38,6 +38,10 @@ impl Proc {
         Ok(Proc { name: name.to_string(), log, child })
     }
 
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// Fails with the log's last line if the process has already exited.
     pub fn check_running(&mut self) -> Result<()> {
         match self.child.try_wait() {

@@ -232,3 +232,75 @@ pub fn spawn_event_watcher(client: Client, o: &KubeOptions, pod_prefix: String, 
         }
     })
 }
+
+/// Whether the API server answered the last heartbeat, and since when it has not.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ApiReach {
+    Up,
+    Down { since: chrono::DateTime<chrono::Utc> },
+}
+
+impl ApiReach {
+    /// The next state after one heartbeat, and the events.csv row its change is worth:
+    /// `api_unreachable` when answers stop, `api_reachable` with the gap when they resume.
+    pub fn step(self, now: chrono::DateTime<chrono::Utc>, answer: Result<(), String>) -> (ApiReach, Option<(&'static str, String)>) {
+        match (self, answer) {
+            (ApiReach::Up, Ok(())) => (ApiReach::Up, None),
+            (ApiReach::Up, Err(e)) => (ApiReach::Down { since: now }, Some(("api_unreachable", e))),
+            (d @ ApiReach::Down { .. }, Err(_)) => (d, None),
+            (ApiReach::Down { since }, Ok(())) => {
+                let gap = (now - since).num_milliseconds() as f64 / 1000.0;
+                (ApiReach::Up, Some(("api_reachable", format!("answering again after {gap:.1} s without an answer"))))
+            }
+        }
+    }
+}
+
+/// How often the sitting asks the API server whether it is there.
+pub const API_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Asks the API server for the members' PDB every [`API_HEARTBEAT`] (a `get` the sitting
+/// needs anyway), so that an API outage is a row in events.csv with its length, not a
+/// silence: watch streams are quiet when nothing happens, and the members are measured
+/// directly, whatever the API server does.
+pub fn spawn_api_heartbeat(client: Client, o: &KubeOptions, pdb: String, clock: Arc<dyn Clock>, tx: UnboundedSender<Event>) -> JoinHandle<()> {
+    let api: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(client, &o.namespace);
+    let timeout = o.request_timeout;
+    tokio::spawn(async move {
+        let mut state = ApiReach::Up;
+        let mut tick = tokio::time::interval(API_HEARTBEAT);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let answer = super::call("get poddisruptionbudget (API heartbeat)", timeout, api.get(&pdb)).await.map(|_| ()).map_err(|e| e.to_string());
+            let (next, row) = state.step(clock.now(), answer);
+            state = next;
+            if let Some((kind, detail)) = row {
+                tracing::warn!("{kind}: {detail}");
+                if tx.send(Event::new(clock.now(), SOURCE, "", kind, detail)).is_err() {
+                    return;
+                }
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod api_reach_tests {
+    use super::ApiReach;
+    use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn an_outage_is_one_row_when_it_starts_and_one_with_its_length_when_it_ends() {
+        let t = |s: i64| Utc.timestamp_opt(1_800_000_000 + s, 0).single().expect("time");
+        let (s, row) = ApiReach::Up.step(t(0), Ok(()));
+        assert_eq!((s, row), (ApiReach::Up, None));
+        let (s, row) = s.step(t(5), Err("timed out".into()));
+        assert_eq!(row, Some(("api_unreachable", "timed out".to_string())));
+        let (s, row) = s.step(t(10), Err("timed out".into()));
+        assert_eq!(row, None, "still down: no second row");
+        let (s, row) = s.step(t(35), Ok(()));
+        assert_eq!(s, ApiReach::Up);
+        assert_eq!(row, Some(("api_reachable", "answering again after 30.0 s without an answer".to_string())));
+    }
+}
