@@ -63,18 +63,19 @@ pub fn slack(threshold: u64, window: Duration, scrape: Duration) -> f64 {
 /// The threshold from the baselines, with its derivation. Refuses (bad input) when no
 /// baseline was measured on Kubernetes and `allow_local` is off, or when none is usable.
 pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, Error> {
-    let kube = baselines.iter().any(|(_, b)| b.environment.kind == "kubernetes");
+    // A sitting on the local control plane counts as local here: its elections are not GKE's.
+    let kube = baselines.iter().any(|(_, b)| b.environment.on_target_cluster());
     if !kube && !p.allow_local {
         return Err(Error::Usage(format!(
-            "no baseline measured on Kubernetes among the {} given (environment.kind); an alert for GKE from local rehearsals would be a guess: pass --allow-local to derive one anyway",
+            "no baseline measured on a Kubernetes cluster (GKE) among the {} given (environment.kind; the local control plane counts as local); an alert for GKE from local runs would be a guess: pass --allow-local to derive one anyway",
             baselines.len()
         )));
     }
     let mut used = Vec::new();
     let mut skipped = Vec::new();
     for (path, b) in baselines {
-        if kube && b.environment.kind != "kubernetes" {
-            skipped.push((path.clone(), format!("{} baseline; Kubernetes ones were given", b.environment.kind)));
+        if kube && !b.environment.on_target_cluster() {
+            skipped.push((path.clone(), format!("{} baseline; ones from the target cluster were given", if b.environment.kind == "kubernetes" { "local control plane" } else { b.environment.kind.as_str() })));
         } else if !b.is_complete() {
             skipped.push((path.clone(), format!("incomplete: {}", b.incomplete_reason.as_deref().unwrap_or("no reason recorded"))));
         } else {
@@ -290,6 +291,18 @@ mod tests {
         assert_eq!(d.threshold, 7);
         assert_eq!(d.skipped.len(), 1, "the local baseline is left out when Kubernetes ones exist");
         assert_eq!(d.used.len(), 1);
+    }
+
+    /// Regression: a sitting on the local control plane is environment.kind "kubernetes",
+    /// and would have passed for GKE's; the alert is for the target cluster only.
+    #[test]
+    fn a_local_control_plane_sitting_is_not_a_gke_baseline() {
+        let mut local_cluster = baseline("kubernetes", (1200.0, 0), 1, 1);
+        local_cluster.1.environment.description = "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
+        assert!(matches!(derive(&[local_cluster.clone()], &params()), Err(Error::Usage(m)) if m.contains("--allow-local")));
+        let gke = baseline("kubernetes", (7200.0, 2), 1, 1);
+        let d = derive(&[gke, local_cluster], &params()).expect("derive");
+        assert_eq!((d.used.len(), d.skipped.len()), (1, 1), "the local control plane's left out beside GKE's");
     }
 
     #[test]

@@ -122,6 +122,14 @@ pub struct EventRef {
     pub detail: String,
 }
 
+impl Environment {
+    /// Measured by `measure` on a cluster of its own (GKE), not on the local control plane
+    /// nor by `rehearse`: what the GKE rows of the table and the alert rule are made of.
+    pub fn on_target_cluster(&self) -> bool {
+        self.kind == "kubernetes" && !self.description.starts_with(LOCAL_CONTROL_PLANE)
+    }
+}
+
 impl WindowRecord {
     pub fn new(name: &str, start: Stamp, end: Stamp, rounds: u64, c: &Counts, full_length: bool) -> Self {
         WindowRecord {
@@ -197,6 +205,10 @@ pub struct GroundTruth {
     pub compared_with: Option<String>,
     pub measured_minus_truth_s: Option<f64>,
 }
+
+/// How the environment label of a sitting on the local control plane (`lw-lab measure`,
+/// docs/local-cluster.md) begins: Kubernetes, but not the cluster the alert is for.
+pub const LOCAL_CONTROL_PLANE: &str = "local control plane";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {

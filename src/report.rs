@@ -764,7 +764,8 @@ pub fn render(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> S
         health.extend(health_rows(&ms, &run));
     }
     out.extend(rate_rows(baselines, readme_dir));
-    if !baselines.iter().any(|(_, b)| b.environment.kind == "kubernetes") {
+    // A sitting on the local control plane is Kubernetes but not GKE: the GKE rows stay.
+    if !baselines.iter().any(|(_, b)| b.environment.on_target_cluster()) {
         let gke = "GKE Autopilot, dlock-gke";
         let todo = format!("not yet measured: run `{GKE_COMMAND}`, then `leaderwatch report ... --update`");
         for m in [

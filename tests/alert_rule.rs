@@ -91,7 +91,7 @@ fn local_baselines_are_refused_without_allow_local() {
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.lines().count(), 1, "one line: {err}");
-    assert!(err.contains("no baseline measured on Kubernetes") && err.contains("--allow-local"), "{err}");
+    assert!(err.contains("no baseline measured on a Kubernetes cluster (GKE)") && err.contains("--allow-local"), "{err}");
     assert!(o.stdout.is_empty(), "nothing written");
     // --format prometheus is for --alert-rule only.
     let o = report(&["--format", "prometheus"], &rehearsals());

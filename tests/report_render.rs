@@ -244,3 +244,18 @@ fn the_cli_compare_and_csv_agree_on_the_figures() {
     assert!(text.contains("| disruption / m2 | heartbeat_send_failures | 2 | 2 | +0 |"), "{text}");
     assert!(text.contains("| disruption | elections_own_disruption | 1 | 1 | +0 |"), "{text}");
 }
+
+/// Regression: a sitting on the local control plane is environment.kind "kubernetes", and
+/// its rows made the GKE rows ("not yet measured" with the command) disappear as if GKE
+/// had been measured. They stay until a GKE baseline is given.
+#[test]
+fn a_local_control_plane_sitting_leaves_the_gke_rows_not_yet_measured() {
+    let mut b = schema3();
+    b.environment.kind = "kubernetes".into();
+    b.environment.description = "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
+    let table = report::render(&[(fixture("baseline-schema3-sigstop.json"), b.clone())], None);
+    assert!(table.contains("| GKE Autopilot, dlock-gke |") && table.contains("not yet measured"), "{table}");
+    b.environment.description = "GKE Autopilot, dlock-gke, 3 members".into();
+    let table = report::render(&[(fixture("baseline-schema3-sigstop.json"), b)], None);
+    assert!(!table.contains("not yet measured"), "a GKE baseline replaces them: {table}");
+}
