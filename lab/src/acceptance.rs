@@ -400,14 +400,18 @@ async fn verification(env: &Env) -> (bool, String) {
     ok &= ml.ok && started == 3;
     ev.push(format!("member list: {started} started"));
     let w = env.k(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "sh", "-c", "wget -qO- localhost:2379/metrics | grep leader_changes"]).await;
+    // The etcd README's replacement for it: the API server's pod proxy.
+    let raw = env.k(&["get", "--raw", "/api/v1/namespaces/dlock/pods/dlock-etcd-0:2379/proxy/metrics"]).await;
+    let proxied = raw.stdout.lines().find(|l| l.starts_with("etcd_server_leader_changes_seen_total ")).map(str::to_string);
     let counts = leader_changes(env).await;
     ev.push(format!(
-        "sh -c 'wget ...': exit {} ({}), as on GKE's distroless image; read from /metrics instead: {}",
+        "sh -c 'wget ...': exit {} ({}), as on GKE's distroless image; the README's `kubectl get --raw .../pods/dlock-etcd-0:2379/proxy/metrics` instead: {}; every member: {}",
         w.code,
         one_line(w.stderr.lines().next().unwrap_or("")),
+        proxied.clone().unwrap_or_else(|| format!("failed: {}", one_line(&raw.stderr))),
         fmt_counts(&counts)
     ));
-    ok &= counts.len() == 3;
+    ok &= counts.len() == 3 && proxied.is_some();
     let cc = env.k(&["-n", "dlock", "get", "pods", "-o", "custom-columns=NAME:.metadata.name,ZONE:.spec.nodeName"]).await;
     print_indented(&cc.stdout);
     ok &= cc.ok;
