@@ -70,8 +70,8 @@ $(TOOLS)/.py-deps: Makefile
 # etcd and etcdctl from lab/go/etcd (a wrapper module: etcd's own go.mod files carry
 # replace directives, so `go install ...@v3.6.14` is refused). The stamp records the
 # sha256 of go.mod and go.sum: touching them without a change does not rebuild, changing
-# either does, and so does a missing binary. Cold, the two builds take about a minute on
-# 2 cores (plus the module download); warm, seconds. Each binary is written beside its
+# either does, and so does a missing binary. Cold (empty Go caches, 73 modules to download)
+# the two builds took 43 s on 2 cores, warm 3.8 s (2026-12-01). Each binary is written beside its
 # final name and renamed, so an interrupted build never leaves half a binary (nor writes
 # through an old symlink into the venv).
 ETCD_STAMP := $(TOOLS)/.etcd-go
