@@ -44,7 +44,7 @@ PY
   local ok
   for _ in $(seq 1 150); do
     ok=0
-    for i in 0 1 2; do curl -sf "http://127.0.0.1:${ports[$i]}/health" >/dev/null && ok=$((ok + 1)); done
+    for i in 0 1 2; do curl -sf --max-time 2 "http://127.0.0.1:${ports[$i]}/health" >/dev/null && ok=$((ok + 1)); done
     [ "$ok" -eq 3 ] && return 0
     sleep 0.2
   done
