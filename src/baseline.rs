@@ -214,7 +214,7 @@ pub const LOCAL_CONTROL_PLANE: &str = "local control plane";
 pub struct Environment {
     /// `local` or `kubernetes`.
     pub kind: String,
-    /// Human label for tables, e.g. "local loopback, etcd 3.5.1, 3 members"; the sitting
+    /// Human label for tables, e.g. "local loopback, etcd 3.6.14, 3 members"; the sitting
     /// replaces `{etcd}` in it with the etcd versions it saw.
     pub description: String,
     pub members: Vec<String>,
