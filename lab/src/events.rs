@@ -57,11 +57,13 @@ pub async fn post(client: &Client, ns: &str, name: &str, involved: serde_json::V
     });
     let api: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), ns);
     match serde_json::from_value(ev) {
-        Ok(ev) => {
-            if let Err(e) = api.create(&PostParams::default(), &ev).await {
-                tracing::warn!("event {reason} for {ns}/{name}: {e}");
-            }
-        }
+        // Bounded: an API server that does not answer must not hold a pod's worker (the
+        // client's read timeout is long, for watches).
+        Ok(ev) => match tokio::time::timeout(std::time::Duration::from_secs(5), api.create(&PostParams::default(), &ev)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!("event {reason} for {ns}/{name}: {e}"),
+            Err(_) => tracing::warn!("event {reason} for {ns}/{name}: no answer within 5 s"),
+        },
         Err(e) => tracing::warn!("event {reason}: {e}"),
     }
 }

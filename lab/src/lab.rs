@@ -134,10 +134,20 @@ impl Lab {
         }
         std::fs::create_dir_all(&o.dir).ctx(|| format!("create {}", o.dir.display()))?;
         let id = random_id();
-        let net = Arc::new(Network::create(&id).await?);
-        match Self::start_on(o, bins, id, net.clone()).await {
+        // Registered before its first name exists, so that a cluster starting beside it never
+        // takes its names for leftovers.
+        registry::register(&id, std::process::id())?;
+        let net = match Network::create(&id).await {
+            Ok(n) => Arc::new(n),
+            Err(e) => {
+                registry::unregister(&id);
+                return Err(e);
+            }
+        };
+        match Self::start_on(o, bins, id.clone(), net.clone()).await {
             Ok(lab) => Ok(lab),
             Err(e) => {
+                registry::unregister(&id);
                 let _ = net::remove_leftovers().await;
                 Err(e)
             }
@@ -235,7 +245,6 @@ impl Lab {
             pids: cp.pids(),
         };
         write_state(&dir, &state)?;
-        registry::register(&state.id, state.pid)?;
         Ok(Lab { state, shared, cp, tasks, dir })
     }
 
@@ -268,6 +277,7 @@ impl Lab {
         registry::unregister(&self.state.id);
         let _ = net::remove_leftovers().await;
         let _ = std::fs::remove_file(state_path(&self.dir));
+        let _ = std::fs::remove_file(self.dir.join("ready"));
     }
 }
 
@@ -294,6 +304,15 @@ pub mod registry {
 
     pub fn unregister(id: &str) {
         let _ = std::fs::remove_file(dir().join(id));
+    }
+
+    /// Forgets every id registered by `pid`.
+    pub fn unregister_pid(pid: u32) {
+        for e in std::fs::read_dir(dir()).into_iter().flatten().flatten() {
+            if std::fs::read_to_string(e.path()).ok().and_then(|s| s.trim().parse::<u32>().ok()) == Some(pid) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
     }
 
     /// True when `id` belongs to a cluster whose harness is alive.
@@ -328,8 +347,10 @@ pub fn which(prog: &str) -> Option<PathBuf> {
     std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(prog)).find(|p| p.is_file()))
 }
 
-/// Kills what a killed run left: its runc containers, then its network objects.
+/// Kills what a killed run left: its runc containers, then its network objects. A run of
+/// this very process (interrupted while starting) is unregistered first.
 pub async fn clean_leftovers(dir: &Path) -> Vec<String> {
+    registry::unregister_pid(std::process::id());
     let mut removed = Vec::new();
     let root = dir.join("runc");
     if root.is_dir() {

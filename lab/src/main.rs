@@ -151,9 +151,25 @@ where
     Fut: std::future::Future<Output = Result<()>> + Send + 'static,
 {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut lab = lab::Lab::start(opts).await?;
+    // Signals are caught from the start: a SIGTERM while the cluster is still coming up
+    // (a test giving up) must not leave its bridge and namespaces behind.
     let mut term = signal(SignalKind::terminate()).map_err(|e| Error::Command(format!("signal: {e}")))?;
     let mut hup = signal(SignalKind::hangup()).map_err(|e| Error::Command(format!("signal: {e}")))?;
+    let started = tokio::select! {
+        r = lab::Lab::start(opts) => Some(r),
+        _ = tokio::signal::ctrl_c() => None,
+        _ = term.recv() => None,
+        _ = hup.recv() => None,
+    };
+    let mut lab = match started {
+        Some(r) => r?,
+        None => {
+            // The start future is gone: its processes were killed on drop; its names are
+            // no longer registered as live once the registry entry goes.
+            let removed = lab::clean_leftovers(&opts.dir).await;
+            return Err(Error::Command(format!("interrupted while starting; removed {}", if removed.is_empty() { "nothing".to_string() } else { removed.join(", ") })));
+        }
+    };
     // SIGUSR1 restarts kube-apiserver in place (tests of leaderwatch's watchers).
     let mut usr1 = signal(SignalKind::user_defined1()).map_err(|e| Error::Command(format!("signal: {e}")))?;
     let mut task = tokio::spawn(f(lab.state.clone()));

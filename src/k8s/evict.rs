@@ -48,10 +48,24 @@ impl KubeEvictor {
     }
 
     /// Waits until the evicted pod is gone or replaced (another uid); says which.
-    async fn wait_gone(&self, member: &MemberName, uid: Option<String>) -> std::result::Result<&'static str, KubeError> {
+    async fn wait_gone(&self, member: &MemberName, uid: Option<String>, report: &Reporter) -> std::result::Result<&'static str, KubeError> {
         let deadline = Instant::now() + self.evict_timeout;
+        let mut unreachable = false;
         loop {
-            let p = call("get pod", self.request_timeout, self.pods.get_opt(&member.0)).await?;
+            // The eviction is done; this only watches it happen. An API server that does not
+            // answer for a while (a control-plane upgrade) is waited out, up to the deadline.
+            let p = match call("get pod", self.request_timeout, self.pods.get_opt(&member.0)).await {
+                Ok(p) => p,
+                Err(e @ (KubeError::Timeout { .. } | KubeError::Api { .. })) if Instant::now() < deadline => {
+                    if !unreachable {
+                        report.event(member, "api_unreachable", format!("waiting for the old pod to go: {e}; retrying"));
+                        unreachable = true;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let gone = p.as_ref().is_none_or(|p| p.metadata.uid != uid);
             if gone {
                 return Ok(if p.is_some() { "replaced (new uid)" } else { "deleted" });
@@ -62,6 +76,25 @@ impl KubeEvictor {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+}
+
+/// The request never reached the API server: its connection was refused.
+fn never_sent(e: &kube::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    connect_refused_text(&e.to_string())
+}
+
+/// hyper-util names a failed connect "client error (Connect)"; `call` keeps only the text.
+fn connect_refused_text(message: &str) -> bool {
+    message.contains("client error (Connect)") || message.contains("Connection refused")
 }
 
 /// "needs N healthy pods and has M" from a 429's causes, else its message.
@@ -77,10 +110,21 @@ impl Disruptor for KubeEvictor {
 
     async fn disrupt(self, member: MemberName, report: Reporter) -> Result<()> {
         let member = &member;
-        let uid = call("get pod", self.request_timeout, self.pods.get(&member.0)).await?.metadata.uid;
+        let first = Instant::now();
+        // The API server may be away for a moment (a control-plane upgrade): a request that
+        // could not even connect is retried like a blocked eviction, until --evict-timeout.
+        let uid = loop {
+            match call("get pod", self.request_timeout, self.pods.get(&member.0)).await {
+                Ok(p) => break p.metadata.uid,
+                Err(KubeError::Api { message, .. }) if connect_refused_text(&message) && first.elapsed() + self.retry_every <= self.evict_timeout => {
+                    report.event(member, "api_unreachable", format!("get pod before the eviction: {message}; retrying"));
+                    tokio::time::sleep(self.retry_every).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        };
         let body = self.eviction(&member.0);
         let pp = PostParams { dry_run: self.dry_run, field_manager: None };
-        let first = Instant::now();
         let mut attempt = 0u32;
         loop {
             attempt += 1;
@@ -91,7 +135,7 @@ impl Disruptor for KubeEvictor {
                 Ok(Ok(_)) => {
                     report.event(member, "eviction_accepted", format!("attempt {attempt}{}", if self.dry_run { " (dry run)" } else { "" }));
                     if !self.dry_run {
-                        let how = self.wait_gone(member, uid).await?;
+                        let how = self.wait_gone(member, uid, &report).await?;
                         report.event(member, "old_pod_gone", how);
                     }
                     return Ok(());
@@ -106,6 +150,12 @@ impl Disruptor for KubeEvictor {
                             humantime::format_duration(Duration::from_secs(first.elapsed().as_secs()))
                         )));
                     }
+                    tokio::time::sleep(self.retry_every).await;
+                }
+                // Never sent (the connection was refused): nothing was evicted, so asking again
+                // cannot take a second member. A timeout is not retried: it may have landed.
+                Ok(Err(e)) if never_sent(&e) && first.elapsed() + self.retry_every <= self.evict_timeout => {
+                    report.event(member, "api_unreachable", format!("attempt {attempt}: {e}; nothing sent, retrying"));
                     tokio::time::sleep(self.retry_every).await;
                 }
                 Ok(Err(e)) => return Err(api_error("create pods/eviction", e).into()),

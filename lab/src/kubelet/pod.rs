@@ -141,7 +141,11 @@ impl Worker {
                 self.finish_deletion().await;
                 return;
             }
-            match sandbox::create(&self.sh, &self.client, &self.pod).await {
+            // Bounded: the volumes need the API server, which may not answer for a while.
+            let made = tokio::time::timeout(Duration::from_secs(30), sandbox::create(&self.sh, &self.client, &self.pod))
+                .await
+                .unwrap_or_else(|_| Err(crate::error::Error::Command("the API server did not answer within 30 s while mounting the volumes".into())));
+            match made {
                 Ok(sb) => {
                     self.set_condition("PodReadyToStartContainers", true);
                     self.set_condition("Initialized", true);
@@ -576,8 +580,22 @@ impl Worker {
         self.teardown().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns());
         let dp = DeleteParams { grace_period_seconds: Some(0), preconditions: Some(Preconditions { uid: Some(self.uid()), resource_version: None }), ..Default::default() };
-        if let Err(e) = api.delete(&self.pod.name_any(), &dp).await {
-            tracing::warn!("delete pod {}/{}: {e}", self.ns(), self.pod.name_any());
+        // Retried until it lands, as the kubelet's status manager does: a pod the kubelet
+        // has stopped but not deleted would block its StatefulSet forever.
+        let start = std::time::Instant::now();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), api.delete(&self.pod.name_any(), &dp)).await {
+                Ok(Ok(_)) => return,
+                // Gone already, or a new pod of that name (the UID precondition failed).
+                Ok(Err(kube::Error::Api(s))) if s.code == 404 || s.code == 409 => return,
+                Ok(Err(e)) => tracing::warn!("delete pod {}/{}: {e} (retrying)", self.ns(), self.pod.name_any()),
+                Err(_) => tracing::warn!("delete pod {}/{}: no answer within 10 s (retrying)", self.ns(), self.pod.name_any()),
+            }
+            if start.elapsed() > Duration::from_secs(600) {
+                tracing::error!("delete pod {}/{}: gave up after 10 min", self.ns(), self.pod.name_any());
+                return;
+            }
+            tokio::time::sleep(Duration::from_secs(2)).await;
         }
     }
 
