@@ -581,7 +581,7 @@ fn window_rows(ms: &[Measurement], link: &str) -> Vec<String> {
             CLIENT => client_cell(rows),
             _ => counts_cell(rows),
         };
-        out.push(format!("| {} | {MEASURED} {value} | {} | {} | {link} |", first.label, span(first), first.environment));
+        out.push(format!("| {} | {value} | {MEASURED_LABEL} | {} | {} | {link} |", first.label, span(first), first.environment));
     }
     out
 }
@@ -607,7 +607,7 @@ fn rate_rows(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> Ve
             .collect();
         let exposure = humantime::format_duration(Duration::from_secs(r.exposure_s.round() as u64));
         out.push(format!(
-            "| residual rate of elections at rest (at_rest + settle windows of {} sitting(s); `leaderwatch rate`) | {MEASURED} {} election(s) in {exposure} of quiet exposure: {} per day, 95% exact Poisson interval {} – {} per day | {} – {} ({:.0} s quiet) | {env} | {} |",
+            "| residual rate of elections at rest (at_rest + settle windows of {} sitting(s); `leaderwatch rate`) | {} election(s) in {exposure} of quiet exposure: {} per day, 95% exact Poisson interval {} – {} per day | {MEASURED_LABEL} | {} – {} ({:.0} s quiet) | {env} | {} |",
             group.len(),
             r.residual,
             sig(day.rate, false),
@@ -742,42 +742,64 @@ fn in_order(baselines: &[(PathBuf, Baseline)]) -> Vec<&(PathBuf, Baseline)> {
     v
 }
 
-/// The window table, then (when any baseline has member health, schema 3) the health
-/// table. `readme_dir` (where the tables will live) makes the source links relative;
-/// without it the paths are shown as given.
+/// The label of every row that comes from a run, in a column of its own (the task spec's
+/// wording); rows not yet measured say so instead.
+pub const MEASURED_LABEL: &str = "ASSUMPTION-free measurement";
+
+const TABLE_HEADER: &str = "| measurement | value | label | observation window | environment | source |\n|---|---|---|---|---|---|";
+
+/// The spec's table first: GKE's rows (measured, or "not yet measured" with the command),
+/// then the sittings on the local control plane; then, in a second table, the short local
+/// rehearsals; then (when any baseline has member health, schema 3) the health table.
+/// `readme_dir` (where the tables will live) makes the source links relative; without it
+/// the paths are shown as given.
 pub fn render(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> String {
-    let mut out = vec![
-        "| measurement | value | observation window | environment | source |".to_owned(),
-        "|---|---|---|---|---|".to_owned(),
-    ];
+    // GKE before the local control plane, each by run id.
+    let mut spec: Vec<&(PathBuf, Baseline)> = in_order(baselines).into_iter().filter(|(_, b)| b.environment.kind == "kubernetes").collect();
+    spec.sort_by_key(|(_, b)| !b.environment.on_target_cluster());
+    let short: Vec<&(PathBuf, Baseline)> = in_order(baselines).into_iter().filter(|(_, b)| b.environment.kind != "kubernetes").collect();
     let mut health = Vec::new();
-    for (path, b) in in_order(baselines) {
-        let ms = measurements(path, b);
-        let (link, run) = match readme_dir {
-            Some(dir) => {
-                let l = format!("[{}]({})", b.run_id, relative(path, dir).display());
-                (l.clone(), l)
-            }
-            None => (format!("`{}`", path.display()), b.run_id.clone()),
-        };
-        out.extend(window_rows(&ms, &link));
-        health.extend(health_rows(&ms, &run));
-    }
-    out.extend(rate_rows(baselines, readme_dir));
+    let rows = |group: &[&(PathBuf, Baseline)], health: &mut Vec<String>| -> Vec<String> {
+        let mut out = Vec::new();
+        for (path, b) in group {
+            let ms = measurements(path, b);
+            let (link, run) = match readme_dir {
+                Some(dir) => {
+                    let l = format!("[{}]({})", b.run_id, relative(path, dir).display());
+                    (l.clone(), l)
+                }
+                None => (format!("`{}`", path.display()), b.run_id.clone()),
+            };
+            out.extend(window_rows(&ms, &link));
+            health.extend(health_rows(&ms, &run));
+        }
+        let owned: Vec<(PathBuf, Baseline)> = group.iter().map(|x| (*x).clone()).collect();
+        out.extend(rate_rows(&owned, readme_dir));
+        out
+    };
+    let mut out = vec![TABLE_HEADER.to_owned()];
     // A sitting on the local control plane is Kubernetes but not GKE: the GKE rows stay.
     if !baselines.iter().any(|(_, b)| b.environment.on_target_cluster()) {
         let gke = "GKE Autopilot, dlock-gke";
-        let todo = format!("not yet measured: run `{GKE_COMMAND}`, then `leaderwatch report ... --update`");
+        let todo = format!("run `{GKE_COMMAND}`, then `leaderwatch report ... --update`");
         for m in [
             "leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections",
             "leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections",
             "time from member loss to a healthy 3-member endpoint list",
         ] {
-            out.push(format!("| {m} | not yet measured | — | {gke} | {todo} |"));
+            out.push(format!("| {m} | — | not yet measured | — | {gke} | {todo} |"));
         }
         out.push(format!(
-            "| residual rate of elections at rest, per day with its 95% interval | not yet measured | — | {gke} | not yet measured: after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/*/baseline.json <sampler run directory>` |"
+            "| residual rate of elections at rest, per day with its 95% interval | — | not yet measured | — | {gke} | after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/*/baseline.json <sampler run directory>` |"
         ));
+    }
+    out.extend(rows(&spec, &mut health));
+    if !short.is_empty() {
+        out.push(String::new());
+        out.push("Short rehearsals on local loopback (`leaderwatch rehearse`: minutes at rest, not the spec's 20, and a local signal instead of an eviction), for comparison:".to_owned());
+        out.push(String::new());
+        out.push(TABLE_HEADER.to_owned());
+        out.extend(rows(&short, &mut health));
     }
     if !health.is_empty() {
         out.push(String::new());

@@ -56,8 +56,9 @@ fn schema3_shows_the_causes_and_a_health_table_with_flags_marked_and_unknowns_as
     assert!(text.contains("elections (raft term) 1 (the SIGSTOP of m2) |"), "{text}");
     assert!(text.contains("elections (raft term) 0 |"), "no causes where there was no election: {text}");
     assert!(text.contains(report::HEALTH_HEADER), "{text}");
-    // The health table follows the window table after a blank line, labelled as measured.
-    let (windows, health) = text.split_once("\n\n").expect("a blank line before the health table");
+    // The health table follows the window tables after a blank line, labelled as measured.
+    let at = text.find(&format!("\n\n{}", report::MEASURED)).expect("a blank line before the health table");
+    let (windows, health) = (&text[..at], &text[at + 2..]);
     assert!(!windows.contains("WAL fsync"));
     assert!(health.starts_with(report::MEASURED), "{health}");
 
@@ -116,20 +117,27 @@ fn split_votes_and_several_causes_are_listed_per_election() {
     assert_eq!(Some(causes), v("elections"), "the causes add up to the raft-term delta");
 }
 
-const SCHEMA2_BEFORE: &str = r#"| measurement | value | observation window | environment | source |
-|---|---|---|---|---|
-| leader changes at rest (60 s idle) | **ASSUMPTION-free measurement:** raw sum 3 → 3; reset-aware increase 0; elections (raft term) 0 | 2026-11-30 09:43:38Z – 09:44:38Z (60.0 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
-| leader changes from one disruption until healthy (local-sigkill, target m2 = leader) | **ASSUMPTION-free measurement:** raw sum 3 → 5; reset-aware increase 3; elections (raft term) 1 | 2026-11-30 09:44:38Z – 09:44:43Z (5.1 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
-| leader changes after recovery (30 s settle) | **ASSUMPTION-free measurement:** raw sum 5 → 5; reset-aware increase 0; elections (raft term) 0 | 2026-11-30 09:44:43Z – 09:45:13Z (30.0 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
-| time from member loss to a healthy 3-member endpoint list (local-sigkill, target m2 = leader) | **ASSUMPTION-free measurement:** 5.12 s (request → healthy 5.12 s); of which the member was kept down 5.01 s (exit → restart) | 2026-11-30 09:44:38Z – 09:44:43Z (5.1 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
-| residual rate of elections at rest (at_rest + settle windows of 1 sitting(s); `leaderwatch rate`) | **ASSUMPTION-free measurement:** 0 election(s) in 1m 30s of quiet exposure: 0 per day, 95% exact Poisson interval 0 – 3540.420 per day | 2026-11-30 09:43:38Z – 09:45:13Z (90 s quiet) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
-| leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
-| leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
-| time from member loss to a healthy 3-member endpoint list | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
-| residual rate of elections at rest, per day with its 95% interval | not yet measured | — | GKE Autopilot, dlock-gke | not yet measured: after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/*/baseline.json <sampler run directory>` |"#;
+const SCHEMA2_BEFORE: &str = r#"| measurement | value | label | observation window | environment | source |
+|---|---|---|---|---|---|
+| leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
+| leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
+| time from member loss to a healthy 3-member endpoint list | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
+| residual rate of elections at rest, per day with its 95% interval | — | not yet measured | — | GKE Autopilot, dlock-gke | after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/*/baseline.json <sampler run directory>` |
+
+Short rehearsals on local loopback (`leaderwatch rehearse`: minutes at rest, not the spec's 20, and a local signal instead of an eviction), for comparison:
+
+| measurement | value | label | observation window | environment | source |
+|---|---|---|---|---|---|
+| leader changes at rest (60 s idle) | raw sum 3 → 3; reset-aware increase 0; elections (raft term) 0 | ASSUMPTION-free measurement | 2026-11-30 09:43:38Z – 09:44:38Z (60.0 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
+| leader changes from one disruption until healthy (local-sigkill, target m2 = leader) | raw sum 3 → 5; reset-aware increase 3; elections (raft term) 1 | ASSUMPTION-free measurement | 2026-11-30 09:44:38Z – 09:44:43Z (5.1 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
+| leader changes after recovery (30 s settle) | raw sum 5 → 5; reset-aware increase 0; elections (raft term) 0 | ASSUMPTION-free measurement | 2026-11-30 09:44:43Z – 09:45:13Z (30.0 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
+| time from member loss to a healthy 3-member endpoint list (local-sigkill, target m2 = leader) | 5.12 s (request → healthy 5.12 s); of which the member was kept down 5.01 s (exit → restart) | ASSUMPTION-free measurement | 2026-11-30 09:44:38Z – 09:44:43Z (5.1 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
+| residual rate of elections at rest (at_rest + settle windows of 1 sitting(s); `leaderwatch rate`) | 0 election(s) in 1m 30s of quiet exposure: 0 per day, 95% exact Poisson interval 0 – 3540.420 per day | ASSUMPTION-free measurement | 2026-11-30 09:43:38Z – 09:45:13Z (90 s quiet) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |"#;
 
 /// As before, plus the residual-rate rows every report has had since (its quiet windows,
-/// 0 elections there: the one election is in the disruption window).
+/// 0 elections there: the one election is in the disruption window), in today's layout:
+/// the spec's table first (GKE not yet measured), the label in its own column, the short
+/// rehearsal in the second table.
 #[test]
 fn schema2_renders_exactly_as_before_and_has_no_health_or_cause_figures() {
     let b = report::load(&fixture("baseline-schema2-sigkill.json")).expect("schema-2 fixture");
@@ -259,3 +267,4 @@ fn a_local_control_plane_sitting_leaves_the_gke_rows_not_yet_measured() {
     let table = report::render(&[(fixture("baseline-schema3-sigstop.json"), b)], None);
     assert!(!table.contains("not yet measured"), "a GKE baseline replaces them: {table}");
 }
+
