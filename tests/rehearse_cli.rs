@@ -41,7 +41,7 @@ fn rehearse_leader_target_one_election_in_the_disruption_window() {
     assert!(d["loss_to_healthy_s"].as_f64().is_some_and(|s| s > 0.0), "{d:#}");
     assert_eq!(b["environment"]["kind"], "local");
     // The printed table: three counts per window, labelled as a local loopback run.
-    assert!(stdout.contains("| measurement | value | observation window | environment | source |"), "{stdout}");
+    assert!(stdout.contains("| measurement | value | label | observation window | environment | source |"), "{stdout}");
     assert!(stdout.contains("raw sum 3 → 5") && stdout.contains("elections (raft term) 1"), "{stdout}");
     assert!(stdout.contains(&local_label()), "{stdout}");
     assert_eq!(b["environment"]["etcd_versions"], serde_json::json!([pinned_etcd_version()]));
