@@ -588,9 +588,10 @@ fn window_rows(ms: &[Measurement], link: &str) -> Vec<String> {
 
 /// The residual rate over the baselines' quiet windows, one row per environment (a rate
 /// pooled across places would describe none of them). Computed by [`crate::rate`].
-fn rate_rows(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> Vec<String> {
+/// `baselines` come in run-id order (from [`in_order`]).
+fn rate_rows(baselines: &[&(PathBuf, Baseline)], readme_dir: Option<&Path>) -> Vec<String> {
     let mut by_env: BTreeMap<&str, Vec<(&PathBuf, &Baseline)>> = BTreeMap::new();
-    for (p, b) in in_order(baselines) {
+    for (p, b) in baselines.iter().copied() {
         by_env.entry(b.environment.description.as_str()).or_default().push((p, b));
     }
     let mut out = Vec::new();
@@ -773,8 +774,7 @@ pub fn render(baselines: &[(PathBuf, Baseline)], readme_dir: Option<&Path>) -> S
             out.extend(window_rows(&ms, &link));
             health.extend(health_rows(&ms, &run));
         }
-        let owned: Vec<(PathBuf, Baseline)> = group.iter().map(|x| (*x).clone()).collect();
-        out.extend(rate_rows(&owned, readme_dir));
+        out.extend(rate_rows(group, readme_dir));
         out
     };
     let mut out = vec![TABLE_HEADER.to_owned()];
