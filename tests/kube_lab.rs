@@ -39,8 +39,13 @@ struct Lab {
 }
 
 impl Lab {
-    fn up() -> Lab {
-        Lab::up_with(&[])
+    /// A cluster with dlock deployed as a user does, the ServiceAccount's kubeconfig, and a
+    /// directory for the runs.
+    fn deployed(apiserver_args: &[&str]) -> (Lab, PathBuf, tempfile::TempDir) {
+        let lab = Lab::up_with(apiserver_args);
+        lab.deploy();
+        let kc = lab.service_account_kubeconfig();
+        (lab, kc, tempfile::tempdir().expect("tempdir"))
     }
 
     fn up_with(apiserver_args: &[&str]) -> Lab {
@@ -239,10 +244,7 @@ fn granted() -> BTreeSet<(String, String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, runc and make kube-tools; make test runs it"]
 async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
-    let lab = Lab::up();
-    lab.deploy();
-    let kc = lab.service_account_kubeconfig();
-    let out = tempfile::tempdir().expect("tempdir");
+    let (lab, kc, out) = Lab::deployed(&[]);
 
     // 1. A follower eviction through the real Eviction API, the PDB computed by the real
     //    disruption controller, the pod recreated by the real StatefulSet controller.
@@ -363,10 +365,7 @@ async fn wait_for_event(run: &Path, kind: &str, within: Duration) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, runc and make kube-tools; make test runs it"]
 async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
-    let lab = Lab::up_with(&["--etcd-compaction-interval=10s"]);
-    lab.deploy();
-    let kc = lab.service_account_kubeconfig();
-    let out = tempfile::tempdir().expect("tempdir");
+    let (lab, kc, out) = Lab::deployed(&["--etcd-compaction-interval=10s"]);
     let run = out.path().join("faults");
     let mut cfg = config(&kc, &run, "follower");
     // Long enough that the restart (up to 30 s of graceful shutdown, then the new one) is
@@ -444,10 +443,7 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, runc and make kube-tools; make test runs it"]
 async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() {
-    let lab = Lab::up();
-    lab.deploy();
-    let kc = lab.service_account_kubeconfig();
-    let out = tempfile::tempdir().expect("tempdir");
+    let (lab, kc, out) = Lab::deployed(&[]);
     let frozen = "dlock-etcd-2";
     let pod = lab.json(&["-n", "dlock", "get", "pod", frozen, "-o", "json"]);
     let id = pod["status"]["containerStatuses"][0]["containerID"].as_str().and_then(|c| c.strip_prefix("runc://")).expect("container id").to_string();
@@ -496,10 +492,7 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root, runc and make kube-tools; make test runs it"]
 async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
-    let lab = Lab::up();
-    lab.deploy();
-    let kc = lab.service_account_kubeconfig();
-    let out = tempfile::tempdir().expect("tempdir");
+    let (lab, kc, out) = Lab::deployed(&[]);
     let b = measure(&kc, out.path(), "leader").await.unwrap_or_else(|e| panic!("measure: {e}"));
     assert_eq!(b.status, "complete", "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
