@@ -110,6 +110,10 @@ pub struct ElectionDetail {
     /// not running then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_unavailable_s: Option<f64>,
+    /// The same over the writes a client with one op in flight would have sent: what
+    /// such a client sees. Absent in runs before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_unavailable_one_in_flight_s: Option<f64>,
 }
 
 /// Names one events.csv row.

@@ -1,8 +1,15 @@
 //! The canary: what an election costs a client of the lock service. One etcd client that
 //! knows every member (as dlock's does), and two loops on it: each tick one linearizable
 //! write (a Put of `__leaderwatch/canary/<run_id>` under a lease) and one linearizable read
-//! (a Get of that key), each op with its own deadline and one op of each kind in flight at
-//! a time. An op still running at the next tick delays that tick; the delay is recorded.
+//! (a Get of that key), each op with its own deadline.
+//!
+//! Each tick starts its op even while earlier ones are still in flight (at most
+//! [`in_flight_limit`] per kind), so the first success after an election comes within one
+//! tick of the cluster accepting writes again: the figures measure the cluster, not the
+//! canary's own queue. Beside that, each op says whether a client that keeps **one op in
+//! flight** (waits for each answer before the next tick) would have sent it: the op of the
+//! first tick after that client's previous op finished. Those ops give the second figure,
+//! what such a client sees (up to one tick later than it would have retried).
 //!
 //! Nothing outlives the run by more than [`LEASE_TTL_S`]: every Put carries a lease of that
 //! TTL, a fresh one every [`LEASE_RENEW`] (no keep-alive stream to lose), and a clean stop
@@ -11,9 +18,12 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use etcd_client::{Client, KvClient, LeaseClient, PutOptions};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
-use tokio::task::JoinHandle;
+use tokio::sync::Semaphore;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior};
 
 use crate::clock::{Clock, Stamp};
@@ -55,6 +65,8 @@ pub struct Op {
     pub error: String,
     /// The member that answered, from the response header (0 = not known).
     pub member_id: u64,
+    /// A client with one op in flight would have sent this one (see the module header).
+    pub one_in_flight: bool,
 }
 
 impl Op {
@@ -62,7 +74,8 @@ impl Op {
         self.started.secs_to(&self.done) * 1000.0
     }
 
-    /// How long the previous op of this kind held this one up.
+    /// How long the op started after its tick (waiting for the in-flight limit, or the
+    /// runtime being late).
     pub fn delay_ms(&self) -> f64 {
         (self.due.secs_to(&self.started) * 1000.0).max(0.0)
     }
@@ -74,6 +87,14 @@ pub struct CanaryConfig {
     pub every: Duration,
     /// Deadline of each op.
     pub timeout: Duration,
+}
+
+/// Ops of one kind in flight at once: one deadline's worth of ticks and one more, so the
+/// limit only bites when the runtime itself falls behind; capped so a tiny cadence cannot
+/// pile up connections.
+pub fn in_flight_limit(cfg: &CanaryConfig) -> usize {
+    let per_deadline = cfg.timeout.as_nanos().div_ceil(cfg.every.as_nanos().max(1));
+    usize::try_from(per_deadline).unwrap_or(usize::MAX).saturating_add(1).clamp(2, 64)
 }
 
 /// The leases granted so far (newest last) and when the newest was granted.
@@ -112,7 +133,7 @@ impl Canary {
         let key = format!("{PREFIX}{run_id}");
         let leases = Arc::new(Mutex::new(Leases::default()));
         let (tx, rx) = mpsc::unbounded_channel();
-        let write = Writer { kv: client.kv_client(), lease: client.lease_client(), key: key.clone(), leases: leases.clone() };
+        let write = Writer { kv: client.kv_client(), lease: client.lease_client(), key: key.clone(), leases: leases.clone(), granting: Arc::new(tokio::sync::Mutex::new(())) };
         let read = Reader { kv: client.kv_client(), key: key.clone() };
         let loops = vec![
             tokio::spawn(run(Kind::Write, write, cfg.clone(), clock.clone(), tx.clone())),
@@ -169,24 +190,37 @@ impl Drop for Canary {
     }
 }
 
-/// One op of one kind: `Ok(member id)` or a one-line error.
-trait DoOp: Send + 'static {
-    fn op(&mut self, at: Stamp) -> impl std::future::Future<Output = Result<u64, String>> + Send;
+/// One op of one kind: `Ok(member id)` or a one-line error. Each op runs on its own clone.
+trait DoOp: Clone + Send + Sync + 'static {
+    fn op(self, at: Stamp) -> impl std::future::Future<Output = Result<u64, String>> + Send;
 }
 
+#[derive(Clone)]
 struct Writer {
     kv: KvClient,
     lease: LeaseClient,
     key: String,
     leases: Arc<Mutex<Leases>>,
+    /// One grant at a time: ops in flight together wait for it rather than each granting.
+    granting: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Writer {
+    /// The newest lease if it is fresh.
+    fn fresh(&self) -> Option<i64> {
+        self.leases.lock().ok().and_then(|l| l.newest.is_some_and(|t| t.elapsed() < LEASE_RENEW).then(|| l.ids.last().copied()).flatten())
+    }
 }
 
 impl DoOp for Writer {
-    async fn op(&mut self, at: Stamp) -> Result<u64, String> {
-        let (id, fresh) = self.leases.lock().map(|l| (l.ids.last().copied(), l.newest.is_some_and(|t| t.elapsed() < LEASE_RENEW))).unwrap_or((None, false));
-        let id = match (id, fresh) {
-            (Some(id), true) => id,
-            _ => {
+    async fn op(mut self, at: Stamp) -> Result<u64, String> {
+        let id = match self.fresh() {
+            Some(id) => id,
+            None => {
+                let _one = self.granting.lock().await;
+                if let Some(id) = self.fresh() {
+                    id
+                } else {
                 let g = self.lease.grant(LEASE_TTL_S, None).await.map_err(|e| format!("lease grant: {}", one_line(&e)))?;
                 if let Ok(mut l) = self.leases.lock() {
                     l.ids.push(g.id());
@@ -196,6 +230,7 @@ impl DoOp for Writer {
                     l.ids.drain(..keep);
                 }
                 g.id()
+                }
             }
         };
         let value = crate::record::ts(at.utc);
@@ -204,40 +239,72 @@ impl DoOp for Writer {
     }
 }
 
+#[derive(Clone)]
 struct Reader {
     kv: KvClient,
     key: String,
 }
 
 impl DoOp for Reader {
-    async fn op(&mut self, _at: Stamp) -> Result<u64, String> {
+    async fn op(mut self, _at: Stamp) -> Result<u64, String> {
         // Linearizable (the default): it needs a leader, as a lock check does.
         let r = self.kv.get(self.key.clone(), None).await.map_err(|e| one_line(&e))?;
         Ok(r.header().map_or(0, |h| h.member_id()))
     }
 }
 
-/// The loop of one kind: an op per tick, each bounded by the deadline; a late op delays
-/// the next tick rather than overlapping it.
-async fn run<D: DoOp>(kind: Kind, mut d: D, cfg: CanaryConfig, clock: Arc<dyn Clock>, tx: UnboundedSender<Op>) {
+/// The loop of one kind: an op per tick, each bounded by the deadline, overlapping the
+/// ones still in flight up to [`in_flight_limit`]. Aborting the loop drops its `JoinSet`,
+/// which aborts the ops in flight.
+async fn run<D: DoOp>(kind: Kind, d: D, cfg: CanaryConfig, clock: Arc<dyn Clock>, tx: UnboundedSender<Op>) {
     let mut tick = tokio::time::interval(cfg.every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let limit = Arc::new(Semaphore::new(in_flight_limit(&cfg)));
+    // The one-in-flight client's op is still running.
+    let busy = Arc::new(AtomicBool::new(false));
+    let mut ops = JoinSet::new();
     loop {
         let due_at = tick.tick().await;
+        while ops.try_join_next().is_some() {}
+        let Ok(permit) = limit.clone().acquire_owned().await else { return };
         let started = clock.stamp();
         let lag = started.mono.saturating_duration_since(due_at);
         let due = Stamp { utc: started.utc - chrono::Duration::from_std(lag).unwrap_or_default(), mono: due_at };
-        let result = match tokio::time::timeout(cfg.timeout, d.op(started)).await {
-            Ok(r) => r,
-            Err(_) => Err(format!("timed out after {}", humantime::format_duration(cfg.timeout))),
-        };
-        let done = clock.stamp();
-        let (ok, error, member_id) = match result {
-            Ok(m) => (true, String::new(), m),
-            Err(e) => (false, e, 0),
-        };
-        if tx.send(Op { kind, due, started, done, ok, error, member_id }).is_err() {
+        let one_in_flight = busy.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        let (d, clock, sent, busy, timeout) = (d.clone(), clock.clone(), tx.clone(), busy.clone(), cfg.timeout);
+        ops.spawn(async move {
+            let result = match tokio::time::timeout(timeout, d.op(started)).await {
+                Ok(r) => r,
+                Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
+            };
+            let done = clock.stamp();
+            if one_in_flight {
+                busy.store(false, Ordering::Release);
+            }
+            drop(permit);
+            let (ok, error, member_id) = match result {
+                Ok(m) => (true, String::new(), m),
+                Err(e) => (false, e, 0),
+            };
+            let _ = sent.send(Op { kind, due, started, done, ok, error, member_id, one_in_flight });
+        });
+        if tx.is_closed() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_in_flight_limit_covers_one_deadline_of_ticks() {
+        let c = |every: u64, timeout: u64| CanaryConfig { every: Duration::from_millis(every), timeout: Duration::from_millis(timeout) };
+        assert_eq!(in_flight_limit(&c(100, 1000)), 11);
+        assert_eq!(in_flight_limit(&c(1000, 1000)), 2);
+        assert_eq!(in_flight_limit(&c(300, 1000)), 5);
+        assert_eq!(in_flight_limit(&c(1, 1000)), 64);
+        assert_eq!(in_flight_limit(&c(0, 1000)), 64);
     }
 }

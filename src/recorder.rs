@@ -20,6 +20,7 @@ use crate::exporter::Exporter;
 use crate::health::Fold;
 use crate::member::MemberName;
 use crate::canary::{Kind, Op};
+use crate::client::WriteTrail;
 use crate::record::{CanaryRow, HealthRow, RecordError, RunDir};
 use crate::round::Round;
 use crate::windows::Windows;
@@ -59,12 +60,18 @@ pub struct Recorder {
     details: Vec<(String, ElectionDetail)>,
     horizon: Duration,
     series: Series,
-    /// The canary's start and cadence, once it runs.
-    canary: Option<(Stamp, f64)>,
-    /// Completions of the recent successful canary writes, for each election's cost.
-    write_oks: VecDeque<Stamp>,
+    /// The canary's recent successful writes, once it runs, for each election's cost.
+    canary: Option<CanaryWrites>,
     /// `--metrics-addr`: fed what is recorded, as it is recorded.
     exporter: Option<Exporter>,
+}
+
+/// The canary's cadence and its recent successful writes: all of them (the cluster) and
+/// those a one-in-flight client would have sent.
+struct CanaryWrites {
+    cadence_s: f64,
+    all: WriteTrail,
+    one_in_flight: WriteTrail,
 }
 
 impl Recorder {
@@ -98,7 +105,6 @@ impl Recorder {
             horizon,
             series: Series::default(),
             canary: None,
-            write_oks: VecDeque::new(),
             exporter: None,
         };
         rec.events(&startup)?;
@@ -210,12 +216,16 @@ impl Recorder {
         let mut rows = Vec::new();
         for p in ready {
             let mut d = self.elections.detail(&p, evidence, self.horizon);
-            if let Some((from, cadence)) = self.canary {
-                let oks = self.write_oks.make_contiguous();
-                d.write_unavailable_s = crate::client::unavailable_over(from, oks, p.after, p.observed, cadence);
+            if let Some(c) = &self.canary {
+                d.write_unavailable_s = c.all.unavailable_over(p.after, p.observed, c.cadence_s);
+                d.write_unavailable_one_in_flight_s = c.one_in_flight.unavailable_over(p.after, p.observed, c.cadence_s);
             }
             let pointer = d.cause_event.as_ref().map_or(String::new(), |e| format!(" ({} {} {})", e.source, e.kind, crate::record::ts(e.ts)));
-            let writes = d.write_unavailable_s.map_or(String::new(), |w| format!(", writes unavailable {w:.3} s"));
+            let writes = match (d.write_unavailable_s, d.write_unavailable_one_in_flight_s) {
+                (Some(w), Some(one)) => format!(", writes unavailable {w:.3} s (one op in flight {one:.3} s)"),
+                (Some(w), None) => format!(", writes unavailable {w:.3} s"),
+                _ => String::new(),
+            };
             let detail = format!(
                 "term {} -> {}, leader {} -> {}, leaderless {}{writes}; cause {}{pointer}",
                 d.term_from,
@@ -233,7 +243,7 @@ impl Recorder {
 
     /// The canary starts now, one op of each kind every `cadence`: its intervals start here.
     pub fn canary_started(&mut self, at: Stamp, cadence: Duration) {
-        self.canary = Some((at, cadence.as_secs_f64()));
+        self.canary = Some(CanaryWrites { cadence_s: cadence.as_secs_f64(), all: WriteTrail::new(at), one_in_flight: WriteTrail::new(at) });
         self.windows.canary_started(at, cadence.as_secs_f64());
     }
 
@@ -259,22 +269,19 @@ impl Recorder {
         if let Some(e) = self.exporter.as_mut() {
             e.canary(ops);
         }
+        let keep = (self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).as_secs_f64();
         for op in ops {
             self.windows.push_op(op);
-            if op.ok && op.kind == Kind::Write {
-                self.write_oks.push_back(op.done);
-            }
-        }
-        // Ops arrive in completion order per kind; keep the writes in order.
-        self.write_oks.make_contiguous().sort_by_key(|s| s.mono);
-        let keep = (self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).as_secs_f64();
-        if let Some(newest) = self.write_oks.back().copied() {
-            while self.write_oks.len() > 1 && self.write_oks.front().is_some_and(|t| t.secs_to(&newest) > keep) {
-                // The dropped write becomes the start of the first gap still kept.
-                if let (Some(old), Some((from, c))) = (self.write_oks.pop_front(), self.canary) {
-                    self.canary = Some((if old.mono > from.mono { old } else { from }, c));
+            if let (true, Kind::Write, Some(c)) = (op.ok, op.kind, self.canary.as_mut()) {
+                c.all.push(op.done);
+                if op.one_in_flight {
+                    c.one_in_flight.push(op.done);
                 }
             }
+        }
+        if let Some(c) = self.canary.as_mut() {
+            c.all.trim(keep);
+            c.one_in_flight.trim(keep);
         }
         Ok(())
     }

@@ -995,6 +995,7 @@ mod tests {
                 detail: if k == "k8s_event" { "Normal Killing: Stopping container etcd".to_owned() } else { String::new() },
             }),
             write_unavailable_s: None,
+            write_unavailable_one_in_flight_s: None,
         }
     }
 

@@ -22,6 +22,9 @@ use leaderwatch::probe::ProbeConfig;
 use leaderwatch::sitting::SittingConfig;
 use serde_json::Value;
 
+#[path = "support/writer.rs"]
+mod writer;
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -493,7 +496,13 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
 #[ignore = "needs root, runc and make kube-tools; make test runs it"]
 async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     let (lab, kc, out) = Lab::deployed(&[]);
+    // An independent writer beside it (tests/support/writer.rs), at the pods' IPs as the
+    // sitting's canary is: its figure for the election is the canary's reference.
+    let pods = lab.json(&["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd", "-o", "json"]);
+    let urls: Vec<String> = pods["items"].as_array().expect("pods").iter().map(|p| format!("http://{}:2379", p["status"]["podIP"].as_str().expect("podIP"))).collect();
+    let w = writer::Writer::start(&urls);
     let b = measure(&kc, out.path(), "leader").await.unwrap_or_else(|e| panic!("measure: {e}"));
+    let ops = tokio::task::spawn_blocking(move || w.stop()).await.expect("writer");
     assert_eq!(b.status, "complete", "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(d.target_was_leader);
@@ -505,4 +514,11 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     let cause = e.cause_event.as_ref().expect("cause_event");
     assert_eq!((e.cause.as_str(), cause.kind.as_str(), cause.member.as_str()), ("own_disruption", "eviction_accepted", d.target.as_str()), "{e:?}");
     assert_eq!(lab.accepted_evictions(), vec![d.target.clone()]);
+    // The canary measures the cluster, not its own queue: within 0.2 s of the writer.
+    let canary = e.write_unavailable_s.expect("the canary ran through the election");
+    let one = e.write_unavailable_one_in_flight_s.expect("its one-in-flight figure");
+    let independent = writer::unavailable_over(&ops, e.after, e.observed_at).expect("the writer wrote again after the election");
+    eprintln!("leader eviction: canary {canary:.3} s, one in flight {one:.3} s, independent writer {independent:.3} s");
+    assert!((canary - independent).abs() <= 0.2, "canary {canary:.3} s vs independent writer {independent:.3} s");
+    assert!(one >= canary - 1e-9, "one in flight {one:.3} s < {canary:.3} s");
 }
