@@ -157,7 +157,9 @@ impl Place<'_> {
 /// - per window with the canary: `client_<write|read>_<ops|failures|availability|p50_s|
 ///   p99_s|max_s|longest_unavailable_s>`;
 /// - `client` (the disruption window's canary writes): `write_longest_unavailable_s`,
-///   `write_ops`, `write_failures`, `write_p99_s`, and `election_<n>_write_unavailable_s`;
+///   `write_longest_unavailable_one_in_flight_s` (runs since the canary overlaps its ops),
+///   `write_ops`, `write_failures`, `write_p99_s`, and `election_<n>_write_unavailable_s`
+///   (with `election_<n>_write_unavailable_one_in_flight_s`);
 /// - `recovery`: `loss_to_healthy_s`, `request_to_healthy_s`, `kept_down_s`, `attempts`,
 ///   `blocked_s`.
 pub fn measurements(path: &Path, b: &Baseline) -> Vec<Measurement> {
@@ -240,10 +242,19 @@ fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
         at.figure("", "write_failures", Some(c.write.failures as f64), COUNT),
         at.figure("", "write_p99_s", c.write.p99_ms.map(|v| v / 1000.0), SECONDS),
     ];
+    // Runs before the canary overlapped its ops have no one-in-flight figure: no row.
+    if c.write.one_in_flight_longest_unavailable_s.is_some() {
+        out.insert(1, at.figure("", "write_longest_unavailable_one_in_flight_s", c.write.one_in_flight_longest_unavailable_s, SECONDS));
+    }
     for (i, e) in w.elections_detail.iter().enumerate() {
         let mut m = at.figure("", &format!("election_{}_write_unavailable_s", i + 1), e.write_unavailable_s, SECONDS);
         m.note = cause_phrase(e);
         out.push(m);
+        if e.write_unavailable_one_in_flight_s.is_some() {
+            let mut m = at.figure("", &format!("election_{}_write_unavailable_one_in_flight_s", i + 1), e.write_unavailable_one_in_flight_s, SECONDS);
+            m.note = cause_phrase(e);
+            out.push(m);
+        }
     }
     out
 }
@@ -254,6 +265,9 @@ fn client_cell(rows: &[&Measurement]) -> String {
         Some(u) => format!("{u:.2} s longest without a successful write"),
         None => "no successful write in the window".to_owned(),
     };
+    if let Some(one) = value(rows, "write_longest_unavailable_one_in_flight_s") {
+        v.push_str(&format!(", {one:.2} s for a client with one write in flight"));
+    }
     if let (Some(ops), Some(failed)) = (value(rows, "write_ops"), value(rows, "write_failures")) {
         v.push_str(&format!(" ({failed:.0} of {ops:.0} writes failed"));
         if let Some(p99) = value(rows, "write_p99_s") {
