@@ -12,12 +12,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::local::{LocalCluster, LocalOptions};
-use leaderwatch::metrics::{extract, parse_full_page};
-use leaderwatch::probe::ProbeConfig;
-use leaderwatch::round::Sampler;
-use leaderwatch::round::probers;
+use leaderwatch::io::local::{LocalCluster, LocalOptions};
+use leaderwatch::io::metrics::{extract, parse_full_page};
+use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::io::round::{probers, Sampler};
+use leaderwatch::model::clock::{Clock, SystemClock};
 use nix::sys::resource::{getrusage, UsageWho};
 
 fn cpu() -> Duration {

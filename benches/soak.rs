@@ -6,13 +6,12 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::counts::Window;
-use leaderwatch::events::Tracker;
-use leaderwatch::local::{LocalCluster, LocalOptions};
-use leaderwatch::probe::ProbeConfig;
-use leaderwatch::round::Sampler;
-use leaderwatch::round::probers;
+use leaderwatch::analysis::counts::Window;
+use leaderwatch::analysis::events::Tracker;
+use leaderwatch::io::local::{LocalCluster, LocalOptions};
+use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::io::round::{probers, Sampler};
+use leaderwatch::model::clock::{Clock, SystemClock};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")

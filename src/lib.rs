@@ -1,45 +1,34 @@
 //! leaderwatch measures etcd leader changes for the dlock lock service.
 //!
-//! The data path, one module per step:
-//! [`probe`] (one member) -> [`round`] (all members) -> [`counts`] (pure math) ->
-//! [`windows`] (tiling the run) -> [`recorder`] / [`record`] (CSV, JSON) -> [`report`].
-//! [`recovery`] judges the recovery after one [`disrupt`]ion (pure). [`sample`] and
-//! [`sitting`] are the two loops that move data between them; [`local`] starts a real
-//! etcd cluster for `rehearse` and the tests.
-//! This file owns the crate-wide [`Error`] and its mapping to process exit codes.
+//! Layers, each importing only those below it:
+//!
+//! - [`model`]: the plain types that are written and read (baseline.json, summary.json,
+//!   a round's observations, canary ops, events, measurements) and the timestamp format;
+//! - [`analysis`]: pure functions over them: counting, windows, health, causes, client
+//!   figures, recovery, the Poisson interval, the rate, the measurement list;
+//! - [`io`]: what talks to members, processes and files: probe -> round (all members),
+//!   the canary, the local cluster and disruptor, record / recorder (CSV, JSON), the
+//!   readers, the exporter;
+//! - [`render`]: text for people and tools: the report table, CSV, compare, the rate
+//!   table, the alert rule, progress;
+//! - the commands on top: [`sample`], [`sitting`] (with [`rehearse`] and [`measure`]),
+//!   [`cli`], and [`k8s`] (the Kubernetes API).
+//!
+//! The data path: `io::probe` (one member) -> `io::round` (all members) ->
+//! `analysis::counts` -> `analysis::windows` -> `io::recorder` / `io::record` ->
+//! `render::report`. This file owns the crate-wide [`Error`] and its mapping to process
+//! exit codes.
 
-pub mod alert;
-pub mod attribution;
-pub mod baseline;
-pub mod canary;
-pub mod client;
+pub mod analysis;
 pub mod cli;
-pub mod clock;
-pub mod counts;
-pub mod disrupt;
-pub mod events;
-pub mod exporter;
-pub mod health;
+pub mod io;
 pub mod k8s;
-pub mod local;
 pub mod measure;
-pub mod member;
-pub mod metrics;
-pub mod poisson;
-pub mod probe;
-pub mod rate;
-pub mod progress;
-pub mod record;
-pub mod recorder;
-pub mod recovery;
+pub mod model;
 pub mod rehearse;
-pub mod rotate;
-pub mod report;
-pub mod round;
+pub mod render;
 pub mod sample;
 pub mod sitting;
-pub mod summary;
-pub mod windows;
 
 /// Everything that can end a leaderwatch command.
 #[derive(Debug, thiserror::Error)]
@@ -49,10 +38,10 @@ pub enum Error {
     Usage(String),
     /// The output directory could not be written (unwritable, disk full, foreign file).
     #[error(transparent)]
-    Record(#[from] record::RecordError),
+    Record(#[from] io::record::RecordError),
     /// The local etcd cluster could not be found, started or driven.
     #[error(transparent)]
-    Local(#[from] local::LocalError),
+    Local(#[from] io::local::LocalError),
     /// A sitting ended without its full result (interrupted, or no recovery in time);
     /// what it measured is written.
     #[error("sitting incomplete: {0}")]

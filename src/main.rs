@@ -6,10 +6,11 @@ use std::sync::Arc;
 use clap::Parser;
 use leaderwatch::cli::{Cli, Command, CompareArgs, KubeArgs, MeasureArgs, PreflightArgs, RateArgs, ReportArgs, SampleArgs};
 use leaderwatch::k8s::{self, KubeOptions};
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::member::parse_members;
-use leaderwatch::probe::{ProbeConfig, TlsFiles};
-use leaderwatch::baseline::Environment;
+use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::model::member::parse_members;
+use leaderwatch::io::probe::{ProbeConfig, TlsFiles};
+use leaderwatch::io::read;
+use leaderwatch::model::baseline::Environment;
 use leaderwatch::sample::{self, SampleConfig};
 use leaderwatch::sitting::SittingConfig;
 use leaderwatch::{exit, Error};
@@ -69,7 +70,7 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
                 humantime::format_duration(a.interval)
             )))
         }
-        Some(m) => leaderwatch::round::rounds_per_page(m, a.interval),
+        Some(m) => leaderwatch::io::round::rounds_per_page(m, a.interval),
     };
     let cfg = SampleConfig {
         members,
@@ -85,7 +86,7 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
         cause_horizon: a.cause_horizon,
         canary: a.canary.then_some(a.canary_timeout),
         metrics_addr: a.metrics_addr,
-        rotation: Some(leaderwatch::rotate::Rotation { retain_days: a.retain }),
+        rotation: Some(leaderwatch::io::rotate::Rotation { retain_days: a.retain }),
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     sample::run(cfg, clock, shutdown_signal()).await.map(|_| ())
@@ -142,80 +143,81 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     };
     let client = k8s::client(&cfg.kube).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let path = a.out.join(leaderwatch::baseline::BASELINE);
+    let path = a.out.join(leaderwatch::model::baseline::BASELINE);
     let since = std::time::SystemTime::now();
     match leaderwatch::measure::run(client, cfg, clock, shutdown_signal()).await {
         Ok(b) => {
-            leaderwatch::report::print_result(&path, &b);
+            leaderwatch::render::report::print_result(&leaderwatch::io::read::with_rate(&path, b)?);
             Ok(())
         }
         Err(e) => {
             // An incomplete sitting still wrote what it measured: the Job's log gets it too.
-            leaderwatch::report::print_written_since(&path, since);
+            if let Some(f) = leaderwatch::io::read::written_since(&path, since) {
+                leaderwatch::render::report::print_result(&f);
+            }
             Err(e)
         }
     }
 }
 
 fn run_report(a: ReportArgs) -> Result<(), Error> {
-    let baselines = a
-        .baselines
-        .iter()
-        .map(|p| leaderwatch::report::load(p).map(|b| (p.clone(), b)))
-        .collect::<Result<Vec<_>, _>>()?;
     if a.alert_rule {
+        let baselines = a.baselines.iter().map(|p| read::baseline(p).map(|b| (p.clone(), b))).collect::<Result<Vec<_>, _>>()?;
         let format = match a.format.as_deref() {
             None | Some("rules") => "rules",
             Some("prometheus") => "prometheus",
             Some(f) => return Err(Error::Usage(format!("--alert-rule writes --format rules or prometheus, not {f}"))),
         };
-        let p = leaderwatch::alert::Params { window: a.window, disruptions: a.disruptions, allow_local: a.allow_local, scrape_interval: a.scrape_interval };
-        let d = leaderwatch::alert::derive(&baselines, &p)?;
+        let p = leaderwatch::render::alert::Params { window: a.window, disruptions: a.disruptions, allow_local: a.allow_local, scrape_interval: a.scrape_interval };
+        let d = leaderwatch::render::alert::derive(&baselines, &p)?;
         for l in &d.lines {
             eprintln!("{l}");
         }
-        print!("{}", leaderwatch::alert::render(&d, &p, format, &a.namespace)?);
+        print!("{}", leaderwatch::render::alert::render(&d, &p, format, &a.namespace)?);
         return Ok(());
     }
     if let Some(f @ ("rules" | "prometheus")) = a.format.as_deref() {
         return Err(Error::Usage(format!("--format {f} is for --alert-rule")));
     }
+    // Each baseline with the events.csv beside it (the rate rows): one unreadable file is
+    // one line and exit 2, for the table as for the CSV.
+    let baselines = a.baselines.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
     match (a.update, a.format.as_deref()) {
         (Some(readme), _) => {
-            let changed = leaderwatch::report::update(&readme, &baselines)?;
+            let changed = leaderwatch::io::readme::update(&readme, &baselines)?;
             eprintln!("{}: {}", readme.display(), if changed { "baseline table updated" } else { "already up to date" });
         }
-        (None, Some("csv")) => print!("{}", leaderwatch::report::render_csv(&baselines)?),
-        (None, _) => println!("{}", leaderwatch::report::render(&baselines, None)),
+        (None, Some("csv")) => print!("{}", leaderwatch::render::report::render_csv(&baselines)?),
+        (None, _) => println!("{}", leaderwatch::render::report::render(&baselines, None)),
     }
     Ok(())
 }
 
 fn run_rate(a: RateArgs) -> Result<(), Error> {
-    let sources = leaderwatch::rate::load_all(&a.paths)?;
-    let r = leaderwatch::rate::pool(&sources, a.confidence);
+    let sources = read::sources(&a.paths)?;
+    let r = leaderwatch::analysis::rate::pool(&sources, a.confidence);
     match a.output.as_str() {
         "json" => println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(format!("json: {e}")))?),
         "csv" => {
             let mut w = csv::Writer::from_writer(std::io::stdout());
-            for m in leaderwatch::rate::measurements(&r) {
+            for m in leaderwatch::analysis::rate::measurements(&r) {
                 w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
             }
             w.flush().map_err(|e| Error::Usage(format!("csv export: {e}")))?;
         }
-        _ => print!("{}", leaderwatch::rate::render(&r)),
+        _ => print!("{}", leaderwatch::render::rate::render(&r)),
     }
     Ok(())
 }
 
 fn run_compare(a: CompareArgs) -> Result<(), Error> {
-    let (ba, bb) = (leaderwatch::report::load(&a.a)?, leaderwatch::report::load(&a.b)?);
-    let (ma, mb) = (leaderwatch::report::measurements(&a.a, &ba), leaderwatch::report::measurements(&a.b, &bb));
-    let diffs = leaderwatch::report::compare(&ma, &mb);
+    let (ba, bb) = (read::baseline(&a.a)?, read::baseline(&a.b)?);
+    let (ma, mb) = (leaderwatch::analysis::measurements::measurements(&a.a, &ba), leaderwatch::analysis::measurements::measurements(&a.b, &bb));
+    let diffs = leaderwatch::analysis::measurements::compare(&ma, &mb);
     if a.output == "json" {
         println!("{}", serde_json::to_string_pretty(&diffs).unwrap_or_default());
     } else {
-        println!("{}", leaderwatch::report::render_compare(&ba.run_id, &bb.run_id, &diffs));
+        println!("{}", leaderwatch::render::report::render_compare(&ba.run_id, &bb.run_id, &diffs));
     }
     Ok(())
 }

@@ -8,16 +8,15 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client};
 
-use crate::baseline::{Baseline, Environment};
-use crate::clock::Clock;
+use crate::{Error, Result};
+use crate::io::probe::ProbeConfig;
+use crate::k8s::{timing, watch, KubeOptions};
 use crate::k8s::discover::{connect, Reach};
 use crate::k8s::evict::KubeEvictor;
-use crate::k8s::{timing, watch};
 use crate::k8s::preflight::{self, PreflightOptions};
-use crate::k8s::KubeOptions;
-use crate::probe::ProbeConfig;
+use crate::model::baseline::{Baseline, Environment};
+use crate::model::clock::Clock;
 use crate::sitting::{self, SittingConfig};
-use crate::{Error, Result};
 
 /// The spec's observation window: a real sitting is never shorter.
 pub const MIN_IDLE: Duration = Duration::from_secs(20 * 60);

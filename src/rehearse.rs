@@ -9,14 +9,15 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use crate::baseline::{Environment, BASELINE};
+use crate::{render::report, Error, Result};
 use crate::cli::RehearseArgs;
-use crate::clock::{Clock, SystemClock};
-use crate::disrupt::{LocalDisruptor, Method};
-use crate::local::{LocalCluster, LocalOptions};
-use crate::probe::ProbeConfig;
+use crate::io::read;
+use crate::io::disrupt::{LocalDisruptor, Method};
+use crate::io::local::{LocalCluster, LocalOptions};
+use crate::io::probe::ProbeConfig;
+use crate::model::baseline::{BASELINE, Environment};
+use crate::model::clock::{Clock, SystemClock};
 use crate::sitting::{self, SittingConfig, Target};
-use crate::{report, Error, Result};
 
 /// The kubelet's default grace, and the StatefulSet's terminationGracePeriodSeconds.
 const GRACE: Duration = Duration::from_secs(30);
@@ -28,8 +29,8 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
         return Err(Error::Usage("--fast-interval must not be longer than --interval".to_owned()));
     }
     // A name is checked against m0..m{n-1} before anything starts.
-    let names: Vec<crate::member::Member> =
-        (0..a.members).map(|i| crate::member::Member { name: crate::member::MemberName(format!("m{i}")), url: String::new() }).collect();
+    let names: Vec<crate::model::member::Member> =
+        (0..a.members).map(|i| crate::model::member::Member { name: crate::model::member::MemberName(format!("m{i}")), url: String::new() }).collect();
     target.check(&names).map_err(Error::Usage)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let out = a
@@ -71,9 +72,11 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
     drop(cluster); // the last handle: stops the members before printing
     let path = out.join(BASELINE);
     match result {
-        Ok(baseline) => report::print_result(&path, &baseline),
+        Ok(baseline) => report::print_result(&read::with_rate(&path, baseline)?),
         Err(e) => {
-            report::print_written_since(&path, since);
+            if let Some(f) = read::written_since(&path, since) {
+                report::print_result(&f);
+            }
             return Err(e);
         }
     }

@@ -8,15 +8,16 @@ use std::time::Duration;
 
 use tokio::time::MissedTickBehavior;
 
-use crate::canary::{Canary, CanaryConfig};
-use crate::clock::Clock;
-use crate::events::Event;
-use crate::member::Member;
-use crate::probe::ProbeConfig;
-use crate::recorder::{new_run_id, Recorder};
-use crate::round::{probers, Sampler};
-use crate::summary::{explain, LeaderChanges, MemberRef, Summary, SCHEMA_VERSION};
 use crate::Result;
+use crate::io::canary::{Canary, CanaryConfig};
+use crate::io::probe::ProbeConfig;
+use crate::io::recorder::{new_run_id, Recorder};
+use crate::io::round::{probers, Sampler};
+use crate::model::clock::Clock;
+use crate::model::counts::LeaderChanges;
+use crate::model::event::Event;
+use crate::model::member::Member;
+use crate::model::summary::{explain, MemberRef, SCHEMA_VERSION, Summary};
 
 pub const SUMMARY: &str = "summary.json";
 
@@ -40,7 +41,7 @@ pub struct SampleConfig {
     /// Serve leaderwatch's own /metrics and /healthz here (`--metrics-addr`).
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Daily files and their retention; `None`: one samples.csv forever.
-    pub rotation: Option<crate::rotate::Rotation>,
+    pub rotation: Option<crate::io::rotate::Rotation>,
 }
 
 /// Runs the sampler until `cfg.duration` or `shutdown`, whichever comes first.
@@ -48,7 +49,7 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
     let mut sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
     // Bound before anything is written: a taken port is bad input, not a half-started run.
     let exporter = match cfg.metrics_addr {
-        Some(addr) => Some(crate::exporter::start(addr, cfg.interval).await?),
+        Some(addr) => Some(crate::io::exporter::start(addr, cfg.interval).await?),
         None => None,
     };
     let run_id = new_run_id(clock.as_ref());
@@ -121,9 +122,9 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
     let elections_detail: Vec<_> = rec.close_windows(true)?.into_iter().flat_map(|w| w.elections_detail).collect();
     rec.event(Event::stamped(ended, "leaderwatch", "", "run_ended", format!("{ended_by}; {rounds} round(s)")))?;
     // Every run of this directory, this one just ended included (events.csv is flushed).
-    let residual = match crate::rate::Residual::of(&cfg.out, 0.95) {
+    let residual = match crate::io::read::residual(&cfg.out, 0.95) {
         Ok(r) => {
-            tracing::info!("{}", r.line());
+            tracing::info!("{}", crate::render::rate::residual_line(&r));
             Some(r)
         }
         Err(e) => {

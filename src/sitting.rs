@@ -23,20 +23,22 @@ use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio::task::JoinHandle;
 use tokio::time::{Interval, MissedTickBehavior};
 
-use crate::baseline::{Baseline, Disruption, Environment, GroundTruth, Step, BASELINE, COMPLETE, INCOMPLETE, SCHEMA_VERSION};
-use crate::canary::{Canary, CanaryConfig, Kind};
-use crate::clock::{mono_secs, Clock, Stamp};
-use crate::disrupt::{Disruptor, Report, Reporter};
-use crate::events::Event;
-use crate::member::{Member, MemberName};
-use crate::probe::ProbeConfig;
-use crate::progress::Progress;
-use crate::recorder::{new_run_id, Recorder};
-use crate::recovery::{max_term, Change, Outcome, RecoveryTracker};
-use crate::round::{probers, Round, Sampler};
 use crate::{Error, Result};
+use crate::analysis::recovery::{max_term, Change, Outcome, RecoveryTracker};
+use crate::io::canary::{Canary, CanaryConfig};
+use crate::io::disrupt::{Disruptor, Report, Reporter};
+use crate::io::probe::ProbeConfig;
+use crate::io::recorder::{new_run_id, Recorder};
+use crate::io::round::{probers, Sampler};
+use crate::model::baseline::{BASELINE, Baseline, COMPLETE, Disruption, Environment, GroundTruth, INCOMPLETE, SCHEMA_VERSION, Step};
+use crate::model::canary::Kind;
+use crate::model::clock::{mono_secs, Clock, Stamp};
+use crate::model::event::Event;
+use crate::model::member::{Member, MemberName};
+use crate::model::observation::Round;
+use crate::render::progress::Progress;
 
-pub use crate::recovery::{healthy_list, resolve_target, Target, CATCH_UP_BOUND};
+pub use crate::analysis::recovery::{healthy_list, resolve_target, CATCH_UP_BOUND, Target};
 
 /// How long the sitting keeps sampling (fast) for a single leader when at_rest ends.
 pub const TARGET_WAIT: Duration = Duration::from_secs(10);
@@ -147,7 +149,7 @@ pub async fn run<D: Disruptor>(
     let run_id = new_run_id(clock.as_ref());
     let sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
     let exporter = match cfg.metrics_addr {
-        Some(addr) => Some(crate::exporter::start(addr, cfg.interval).await?),
+        Some(addr) => Some(crate::io::exporter::start(addr, cfg.interval).await?),
         None => None,
     };
     let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "at_rest", cfg.members.len(), cfg.cause_horizon)?;
@@ -241,7 +243,7 @@ impl Sitting<'_> {
     }
 
     /// Records the canary's finished ops.
-    fn canary_ops(&mut self, ops: Vec<crate::canary::Op>) -> std::result::Result<(), crate::record::RecordError> {
+    fn canary_ops(&mut self, ops: Vec<crate::model::canary::Op>) -> std::result::Result<(), crate::io::record::RecordError> {
         if let Some(log) = self.log.as_mut() {
             log.write_oks.extend(ops.iter().filter(|o| o.ok && o.kind == Kind::Write).map(|o| o.done));
         }
@@ -381,7 +383,7 @@ impl Sitting<'_> {
         let cfg = self.cfg;
         let n = cfg.members.len();
         // /metrics (the expensive page) once per slow interval; health and status every round.
-        let every = crate::round::rounds_per_page(cfg.interval, cfg.fast_interval);
+        let every = crate::io::round::rounds_per_page(cfg.interval, cfg.fast_interval);
         let mut tick = ticker(cfg.fast_interval);
         let mut k = 0u64;
         loop {

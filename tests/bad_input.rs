@@ -7,11 +7,10 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::member::parse_members;
-use leaderwatch::probe::ProbeConfig;
-use leaderwatch::round::Sampler;
-use leaderwatch::round::probers;
+use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::io::round::{probers, Sampler};
+use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::model::member::parse_members;
 use support::fake_member::{start, Misbehaviour};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,7 +97,7 @@ async fn a_full_disk_names_the_path_exits_3_and_keeps_earlier_rows() {
     let text = std::fs::read_to_string(copy.path().join("samples.csv")).expect("samples.csv");
     let complete = text.matches('\n').count().saturating_sub(1);
     assert!(complete > 10, "rows were written before the disk filled: {complete}");
-    let _reopened = leaderwatch::record::RunDir::open(copy.path(), "check").expect("reopen");
+    let _reopened = leaderwatch::io::record::RunDir::open(copy.path(), "check").expect("reopen");
     let rows = support::samples(copy.path()); // panics on any unparseable row
     assert_eq!(rows.len(), complete, "every complete row is intact");
 }

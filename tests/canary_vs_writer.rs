@@ -16,10 +16,10 @@ mod writer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaderwatch::baseline::{Baseline, ElectionDetail, Environment};
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::disrupt::{LocalDisruptor, Method};
-use leaderwatch::probe::ProbeConfig;
+use leaderwatch::io::disrupt::{LocalDisruptor, Method};
+use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::model::baseline::{Baseline, ElectionDetail, Environment};
+use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::{self, SittingConfig, Target};
 
 /// How far the canary may be from the independent writer (the bound).
@@ -40,7 +40,7 @@ async fn leader_sitting(method: Method) -> (Baseline, Vec<writer::WriterOp>) {
         out: f.out.path().to_owned(),
         recovery_timeout: Duration::from_secs(30),
         environment: Environment { kind: "local".into(), description: "test".into(), ..Environment::default() },
-        cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+        cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
         metrics_addr: None,
     };

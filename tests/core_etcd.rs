@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use leaderwatch::member::MemberName;
+use leaderwatch::model::member::MemberName;
 use support::{cluster, events, sample_rows_for, samples, sleep, start_sampler};
 
 const FAST: Duration = Duration::from_millis(250);
@@ -33,7 +33,7 @@ async fn at_rest_no_elections_no_increase_constant_raw_sum() {
     assert!(rows.iter().all(|r| r["reachable"] == "true" && r["health"] == "true" && r["error"].is_empty()));
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(f.out.path().join("summary.json")).expect("summary.json")).expect("json");
-    assert_eq!(summary["schema_version"], leaderwatch::summary::SCHEMA_VERSION);
+    assert_eq!(summary["schema_version"], leaderwatch::model::summary::SCHEMA_VERSION);
     assert!(summary["elections_detail"].as_array().is_some_and(|e| e.is_empty()), "no election, none listed");
     assert_eq!(summary["health"].as_object().map(|h| h.len()), Some(3), "health of every member");
 }
@@ -92,7 +92,7 @@ async fn sigstop_of_the_leader_under_sample_is_an_election_caused_by_unreachable
     assert!(["unreachable", "stress"].contains(&first.cause.as_str()), "{first:?}");
     let row = first.cause_event.as_ref().expect("cause_event");
     let ev = events(f.out.path());
-    assert!(ev.iter().any(|e| e["kind"] == row.kind && e["member"] == row.member && e["ts"] == leaderwatch::record::ts(row.ts)), "{row:?}");
+    assert!(ev.iter().any(|e| e["kind"] == row.kind && e["member"] == row.member && e["ts"] == leaderwatch::model::clock::ts(row.ts)), "{row:?}");
     assert!(ev.iter().any(|e| e["kind"] == "election" && e["detail"].contains(&first.cause)));
     assert_eq!(s.health.len(), 3, "the run's health per member");
     assert_eq!(s.health[&format!("m{leader}")].restarts, 0, "frozen, not restarted");
@@ -278,7 +278,7 @@ async fn the_statefulsets_probe_paths_on_real_members_with_and_without_quorum() 
     for m in &members {
         for p in [&ready, &live, &startup] {
             let (code, body) = get(format!("{}{p}", m.url)).await;
-            let h = leaderwatch::probe::parse_health(code, &body).unwrap_or_else(|e| panic!("{} {p}: {e}", m.name));
+            let h = leaderwatch::io::probe::parse_health(code, &body).unwrap_or_else(|e| panic!("{} {p}: {e}", m.name));
             assert!(h.healthy && code == 200, "{} {p}: {code} {h:?}", m.name);
         }
     }
@@ -293,7 +293,7 @@ async fn the_statefulsets_probe_paths_on_real_members_with_and_without_quorum() 
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let no_leader = loop {
         let last = match try_get(format!("{url}{ready}")).await {
-            Ok((503, body)) => break leaderwatch::probe::parse_health(503, &body).expect("etcd health JSON"),
+            Ok((503, body)) => break leaderwatch::io::probe::parse_health(503, &body).expect("etcd health JSON"),
             Ok((code, _)) => format!("HTTP {code}"),
             Err(e) => e,
         };
@@ -303,7 +303,7 @@ async fn the_statefulsets_probe_paths_on_real_members_with_and_without_quorum() 
     assert_eq!((no_leader.healthy, no_leader.reason.as_str()), (false, "RAFT NO LEADER"));
     for p in [&live, &startup] {
         let (code, body) = get(format!("{url}{p}")).await;
-        let h = leaderwatch::probe::parse_health(code, &body).unwrap_or_else(|e| panic!("{p}: {e}"));
+        let h = leaderwatch::io::probe::parse_health(code, &body).unwrap_or_else(|e| panic!("{p}: {e}"));
         assert_eq!((code, h.healthy), (200, true), "{p} on the survivor without quorum: {h:?}");
     }
 }

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use leaderwatch::counts::{count, round_leader, Point, RoundView, Window};
-use leaderwatch::member::MemberName;
+use leaderwatch::analysis::counts::{count, round_leader, Window};
+use leaderwatch::model::counts::{Point, RoundView};
+use leaderwatch::model::member::MemberName;
 use proptest::prelude::*;
 
 fn point() -> impl Strategy<Value = Option<Point>> {

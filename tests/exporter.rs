@@ -75,7 +75,7 @@ async fn elections_total_moves_by_the_raft_term_across_a_leader_sigkill_and_rest
     let mut f = cluster().await;
     let mut cfg = sample_config(&f, Duration::from_millis(200), Duration::from_secs(1));
     cfg.metrics_addr = Some("127.0.0.1:0".parse().expect("addr"));
-    let run = start_sampler_with(cfg, std::sync::Arc::new(leaderwatch::clock::SystemClock));
+    let run = start_sampler_with(cfg, std::sync::Arc::new(leaderwatch::model::clock::SystemClock));
     let url = metrics_url(f.out.path()).await;
 
     let leader = f.cluster.wait_leader(Duration::from_secs(10)).await.expect("a leader");
@@ -169,7 +169,7 @@ async fn exposition_is_strict_openmetrics_and_a_real_prometheus_scrapes_and_quer
     scrape_until(&url, "a round with the canary", |s| sum(s, "leaderwatch_canary_ops_total{") > 0.0 && s.contains_key("leaderwatch_elections_total")).await;
     let (status, ctype, body) = get(&url).await;
     assert_eq!(status, 200);
-    assert_eq!(ctype, leaderwatch::exporter::CONTENT_TYPE);
+    assert_eq!(ctype, leaderwatch::io::exporter::CONTENT_TYPE);
 
     let families = openmetrics_parse(&body).unwrap_or_else(|e| panic!("not valid OpenMetrics: {e}\n{body}"));
     for want in [

@@ -2,7 +2,8 @@
 //! (what the suite and the deployment run), and, as parser-regression fixtures, from etcd
 //! 3.5.1 and Debian's 3.4.23 (tests/fixtures/README.md says how each was captured).
 
-use leaderwatch::probe::{parse_health, Health};
+use leaderwatch::io::probe::parse_health;
+use leaderwatch::model::observation::Health;
 
 fn fixture(name: &str) -> String {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);

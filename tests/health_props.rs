@@ -2,8 +2,8 @@
 //! window deltas, and a cross-check of the quantile against Prometheus itself
 //! (`promtool test rules`, Debian's prometheus package, installed by `make deps`; run by `make test`).
 
-use leaderwatch::health::{quantile, window_delta, Fold, Histogram};
-use leaderwatch::metrics::MemberMetrics;
+use leaderwatch::analysis::health::{quantile, window_delta, Fold, Histogram};
+use leaderwatch::model::metrics::MemberMetrics;
 use proptest::prelude::*;
 
 /// etcd's WAL fsync buckets (0.001 .. 8.192 s, doubling) and a +Inf bucket.

@@ -10,16 +10,16 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaderwatch::baseline::Environment;
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::sitting::SittingConfig;
+use leaderwatch::io::local::{LocalCluster, LocalOptions};
+use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::k8s::{KubeError, KubeOptions};
 use leaderwatch::k8s::discover::Reach;
 use leaderwatch::k8s::preflight::{self, PreflightOptions};
 use leaderwatch::k8s::timing::{self, ElectionTiming};
-use leaderwatch::k8s::{KubeError, KubeOptions};
-use leaderwatch::local::{LocalCluster, LocalOptions};
 use leaderwatch::measure::{self, MeasureConfig};
-use leaderwatch::probe::ProbeConfig;
+use leaderwatch::model::baseline::Environment;
+use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::sitting::SittingConfig;
 use support::fake_api::{FakeApi, Knobs, NS};
 use support::{events, leaderwatch, one_cluster_at_a_time};
 
@@ -53,7 +53,7 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
             out: out.to_owned(),
             recovery_timeout: Duration::from_secs(60),
             environment: Environment { description: "fake API server + local etcd".into(), ..Environment::default() },
-            cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+            cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
             // On, as `measure` runs by default: the canary goes through the same reach.
             canary: Some(Duration::from_secs(1)),
             metrics_addr: None,
@@ -63,7 +63,7 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
     }
 }
 
-async fn measure(api: &FakeApi, out: &std::path::Path, target: &str, dry_run: bool) -> leaderwatch::Result<leaderwatch::baseline::Baseline> {
+async fn measure(api: &FakeApi, out: &std::path::Path, target: &str, dry_run: bool) -> leaderwatch::Result<leaderwatch::model::baseline::Baseline> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     measure::run(api.client(), config(out, target, dry_run), clock, std::future::pending()).await
 }

@@ -13,12 +13,12 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaderwatch::baseline::{Baseline, Environment};
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::k8s::discover::Reach;
+use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::KubeOptions;
+use leaderwatch::k8s::discover::Reach;
 use leaderwatch::measure::{self, MeasureConfig};
-use leaderwatch::probe::ProbeConfig;
+use leaderwatch::model::baseline::{Baseline, Environment};
+use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::SittingConfig;
 use serde_json::Value;
 
@@ -210,7 +210,7 @@ fn config(kubeconfig: &Path, out: &Path, target: &str) -> MeasureConfig {
             out: out.to_owned(),
             recovery_timeout: Duration::from_secs(180),
             environment: Environment { description: "local control plane, Kubernetes v1.35.4, etcd {etcd}".into(), ..Environment::default() },
-            cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+            cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
             canary: Some(Duration::from_secs(1)),
             metrics_addr: None,
         },

@@ -132,8 +132,8 @@ fn kubectl_logs_alone_retrieves_a_valid_baseline_json() {
     assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
     let got = dir.path().join("baseline.json");
     std::fs::write(&got, &r.stdout).expect("write");
-    let b = leaderwatch::report::load(&got).unwrap_or_else(|e| panic!("not a valid baseline.json: {e}"));
-    let on_disk = leaderwatch::report::load(&out.join("baseline.json")).expect("run's baseline.json");
+    let b = leaderwatch::io::read::baseline(&got).unwrap_or_else(|e| panic!("not a valid baseline.json: {e}"));
+    let on_disk = leaderwatch::io::read::baseline(&out.join("baseline.json")).expect("run's baseline.json");
     assert_eq!(b, on_disk, "the log carries exactly the baseline.json of the run");
     let calls = std::fs::read_to_string(dir.path().join("calls")).expect("calls");
     assert_eq!(calls.trim(), "-n dlock logs job/leaderwatch-measure");

@@ -2,7 +2,8 @@
 //! the deployment run), and, as parser-regression fixtures, from etcd 3.5.1 and Debian's
 //! 3.4.23 (tests/fixtures/README.md says how each was captured).
 
-use leaderwatch::metrics::{extract, MemberMetrics};
+use leaderwatch::io::metrics::extract;
+use leaderwatch::model::metrics::MemberMetrics;
 
 fn page(name: &str) -> String {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name);
@@ -149,7 +150,7 @@ proptest::proptest! {
         cuts in proptest::collection::vec(0usize..170_000, 0..40),
         crlf in proptest::bool::ANY,
     ) {
-        use leaderwatch::metrics::Extractor;
+        use leaderwatch::io::metrics::Extractor;
         let mut text = page("metrics-etcd-3.6.14-leader.txt");
         if crlf {
             text = text.replace('\n', "\r\n");
@@ -173,7 +174,7 @@ proptest::proptest! {
 fn a_page_fed_one_byte_at_a_time_gives_the_whole_pages_values() {
     for name in ["metrics-etcd-3.6.14.txt", "metrics-etcd-3.5.1.txt"] {
         let text = page(name);
-        let mut e = leaderwatch::metrics::Extractor::default();
+        let mut e = leaderwatch::io::metrics::Extractor::default();
         for b in text.as_bytes().chunks(1) {
             e.feed(b);
         }
@@ -187,7 +188,7 @@ fn a_page_fed_one_byte_at_a_time_gives_the_whole_pages_values() {
 fn a_line_longer_than_any_of_etcds_is_skipped_not_kept() {
     let mut page = b"etcd_server_leader_changes_seen_total 2\n".to_vec();
     let long = format!("etcd_server_has_leader{{x=\"{}\"}} 1\n", "a".repeat(100_000));
-    let mut e = leaderwatch::metrics::Extractor::default();
+    let mut e = leaderwatch::io::metrics::Extractor::default();
     e.feed(&page);
     for c in long.as_bytes().chunks(4096) {
         e.feed(c);

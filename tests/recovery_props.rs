@@ -4,12 +4,11 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use leaderwatch::clock::Stamp;
-use leaderwatch::member::MemberName;
-use leaderwatch::metrics::MemberMetrics;
-use leaderwatch::probe::{Health, Observation, Part, Status};
-use leaderwatch::recovery::{Change, RecoveryTracker};
-use leaderwatch::round::{Round, Silent};
+use leaderwatch::analysis::recovery::{Change, RecoveryTracker};
+use leaderwatch::model::clock::Stamp;
+use leaderwatch::model::member::MemberName;
+use leaderwatch::model::metrics::MemberMetrics;
+use leaderwatch::model::observation::{Health, Observation, Part, Round, Silent, Status};
 use proptest::prelude::*;
 use tokio::time::Instant;
 

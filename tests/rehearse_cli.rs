@@ -184,14 +184,14 @@ fn etcd_readme_table_is_rendered_from_the_committed_baselines() {
         let p = e.expect("entry").path().join("baseline.json");
         if p.exists() {
             let rel = p.strip_prefix(root).expect("under the crate").to_path_buf();
-            baselines.push((rel.clone(), leaderwatch::report::load(&root.join(&rel)).expect("baseline")));
+            // Relative, as the README links them (the test runs in the crate root).
+            baselines.push(leaderwatch::io::read::baseline_file(&rel).expect("baseline"));
         }
     }
     assert!(!baselines.is_empty(), "data/ holds at least one recorded rehearsal");
-    baselines.sort_by(|a, b| a.1.run_id.cmp(&b.1.run_id));
     let readme = std::fs::read_to_string(root.join("deploy/k8s/etcd/README.md")).expect("README");
-    let table = leaderwatch::report::render(&baselines, Some(Path::new("deploy/k8s/etcd")));
-    let want = leaderwatch::report::splice(&readme, &table).expect("markers");
+    let table = leaderwatch::render::report::render(&baselines, Some(Path::new("deploy/k8s/etcd")));
+    let want = leaderwatch::render::report::splice(&readme, &table).expect("markers");
     assert!(want == readme, "deploy/k8s/etcd/README.md differs from `leaderwatch report data/*/baseline.json --update` (run it)");
 }
 

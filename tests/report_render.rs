@@ -1,6 +1,6 @@
 //! `leaderwatch report` and `compare` rendering, without etcd: a schema-3 baseline (member
 //! health, elections with causes) and a schema-2 one, rendered from the one list of
-//! measurements (src/report.rs). Fixtures: tests/fixtures/baseline-schema3-sigstop.json (a
+//! measurements (src/analysis/measurements.rs, rendered by src/render/report.rs). Fixtures: tests/fixtures/baseline-schema3-sigstop.json (a
 //! real `rehearse --method sigstop` of the leader, etcd 3.5.1) and
 //! tests/fixtures/baseline-schema2-sigkill.json (a copy of the committed
 //! data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json).
@@ -8,18 +8,26 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use leaderwatch::baseline::{Baseline, ElectionDetail, EventRef, Flag};
-use leaderwatch::report::{self, Measurement};
+use leaderwatch::analysis::measurements::{compare, measurements, CAUSES};
+use leaderwatch::io::read;
+use leaderwatch::model::baseline::{Baseline, BaselineFile, ElectionDetail, EventRef, Flag};
+use leaderwatch::model::measurement::Measurement;
+use leaderwatch::render::report;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
-fn schema3() -> Baseline {
-    report::load(&fixture("baseline-schema3-sigstop.json")).expect("schema-3 fixture")
+/// A baseline at `path` as the report reads it, with the events.csv beside it if any.
+fn file(path: PathBuf, b: Baseline) -> BaselineFile {
+    read::with_rate(&path, b).expect("rate source")
 }
 
-fn window<'a>(b: &'a mut Baseline, name: &str) -> &'a mut leaderwatch::baseline::WindowRecord {
+fn schema3() -> Baseline {
+    read::baseline(&fixture("baseline-schema3-sigstop.json")).expect("schema-3 fixture")
+}
+
+fn window<'a>(b: &'a mut Baseline, name: &str) -> &'a mut leaderwatch::model::baseline::WindowRecord {
     b.windows.iter_mut().find(|w| w.name == name).unwrap_or_else(|| panic!("window {name}"))
 }
 
@@ -51,7 +59,7 @@ fn health_row(table: &str, window: &str, member: &str) -> Vec<String> {
 #[test]
 fn schema3_shows_the_causes_and_a_health_table_with_flags_marked_and_unknowns_as_dashes() {
     let b = schema3_edited();
-    let text = report::render(&[(PathBuf::from("data/r/baseline.json"), b)], None);
+    let text = report::render(&[file(PathBuf::from("data/r/baseline.json"), b)], None);
 
     assert!(text.contains("elections (raft term) 1 (the SIGSTOP of m2) |"), "{text}");
     assert!(text.contains("elections (raft term) 0 |"), "no causes where there was no election: {text}");
@@ -102,10 +110,10 @@ fn split_votes_and_several_causes_are_listed_per_election() {
     });
     d.elections = Some(3);
     let p = PathBuf::from("b.json");
-    let text = report::render(&[(p.clone(), b.clone())], None);
+    let text = report::render(&[file(p.clone(), b.clone())], None);
     assert!(text.contains("elections (raft term) 3 (the SIGSTOP of m2; unreachable m0, term 3 → 5) |"), "{text}");
 
-    let ms = report::measurements(&p, &b);
+    let ms = measurements(&p, &b);
     let v = |f: &str| ms.iter().find(|m| m.window == "disruption" && m.member.is_empty() && m.figure == f).unwrap_or_else(|| panic!("{f}")).value;
     assert_eq!(v("elections_own_disruption"), Some(1.0));
     assert_eq!(v("elections_unreachable"), Some(2.0), "a split vote counts its terms");
@@ -113,7 +121,7 @@ fn split_votes_and_several_causes_are_listed_per_election() {
     assert_eq!(v("election_1_leaderless_s"), Some(0.0));
     assert_eq!(v("election_2_leaderless_s"), None);
     assert_eq!(v("leaderless_s_max"), None, "one unknown election makes the maximum unknown");
-    let causes: f64 = report::CAUSES.iter().filter_map(|c| v(&format!("elections_{c}"))).sum();
+    let causes: f64 = CAUSES.iter().filter_map(|c| v(&format!("elections_{c}"))).sum();
     assert_eq!(Some(causes), v("elections"), "the causes add up to the raft-term delta");
 }
 
@@ -140,20 +148,20 @@ Short rehearsals on local loopback (`leaderwatch rehearse`: minutes at rest, not
 /// rehearsal in the second table.
 #[test]
 fn schema2_renders_exactly_as_before_and_has_no_health_or_cause_figures() {
-    let b = report::load(&fixture("baseline-schema2-sigkill.json")).expect("schema-2 fixture");
+    let b = read::baseline(&fixture("baseline-schema2-sigkill.json")).expect("schema-2 fixture");
     assert_eq!(b.schema_version, 2);
     let path = PathBuf::from("data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json");
-    let text = report::render(&[(path.clone(), b.clone())], None);
+    let text = report::render(&[file(path.clone(), b.clone())], None);
     assert_eq!(text, SCHEMA2_BEFORE);
-    let ms = report::measurements(&path, &b);
+    let ms = measurements(&path, &b);
     assert!(ms.iter().all(|m| m.member.is_empty()), "no member health in schema 2");
     assert!(!ms.iter().any(|m| m.figure.starts_with("elections_") || m.figure.starts_with("election_")), "no causes in schema 2");
 }
 
 #[test]
 fn rendering_is_deterministic_and_update_twice_changes_nothing() {
-    let a = (fixture("baseline-schema3-sigstop.json"), schema3_edited());
-    let b = (fixture("baseline-schema2-sigkill.json"), report::load(&fixture("baseline-schema2-sigkill.json")).expect("fixture"));
+    let a = file(fixture("baseline-schema3-sigstop.json"), schema3_edited());
+    let b = file(fixture("baseline-schema2-sigkill.json"), read::baseline(&fixture("baseline-schema2-sigkill.json")).expect("fixture"));
     let one = report::render(&[a.clone(), b.clone()], None);
     assert_eq!(one, report::render(&[b.clone(), a.clone()], None), "runs by run id, whatever the argument order");
     assert_eq!(report::render_csv(&[a.clone(), b.clone()]).expect("csv"), report::render_csv(&[b.clone(), a.clone()]).expect("csv"));
@@ -161,9 +169,9 @@ fn rendering_is_deterministic_and_update_twice_changes_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let readme = dir.path().join("README.md");
     std::fs::write(&readme, format!("# x\n{}\nold\n{}\ntail\n", report::BEGIN, report::END)).expect("write");
-    assert!(report::update(&readme, &[a.clone(), b.clone()]).expect("update"), "first run writes");
+    assert!(leaderwatch::io::readme::update(&readme, &[a.clone(), b.clone()]).expect("update"), "first run writes");
     let once = std::fs::read_to_string(&readme).expect("read");
-    assert!(!report::update(&readme, &[b, a]).expect("update"), "second run changes nothing");
+    assert!(!leaderwatch::io::readme::update(&readme, &[b, a]).expect("update"), "second run changes nothing");
     assert_eq!(std::fs::read_to_string(&readme).expect("read"), once);
     let inside = &once[once.find(report::BEGIN).expect("begin")..once.find(report::END).expect("end")];
     assert!(inside.contains(report::HEALTH_HEADER) && inside.contains("**12.0 ms ⚠"), "both tables between the markers");
@@ -190,8 +198,8 @@ fn key(window: &str, member: &str, figure: &str) -> Key {
 fn csv_and_compare_carry_the_health_figures_from_the_same_list() {
     let path = fixture("baseline-schema3-sigstop.json");
     let b = schema3_edited();
-    let ms: Vec<Measurement> = report::measurements(&path, &b);
-    let (headers, mut rows) = csv_rows(&report::render_csv(&[(path.clone(), b.clone())]).expect("csv"));
+    let ms: Vec<Measurement> = measurements(&path, &b);
+    let (headers, mut rows) = csv_rows(&report::render_csv(&[file(path.clone(), b.clone())]).expect("csv"));
     // The residual rate's rows come last (window `quiet`, from rate.rs, tests/rate_cli.rs).
     let rate_rows = rows.iter().filter(|r| r["window"] == "quiet").count();
     assert!(rate_rows >= 5 && rows.iter().rev().take(rate_rows).all(|r| r["label"] == "residual rate"));
@@ -216,7 +224,7 @@ fn csv_and_compare_carry_the_health_figures_from_the_same_list() {
     assert!(rows.iter().any(|r| r["figure"] == "elections_own_disruption" && r["window"] == "disruption" && r["value"] == "1.0"));
 
     // compare of a file with itself: every (window, member, figure) of the CSV, difference 0.
-    let diffs = report::compare(&ms, &ms);
+    let diffs = compare(&ms, &ms);
     let csv_keys: BTreeSet<Key> = rows.iter().map(|r| key(&r["window"], &r["member"], &r["figure"])).collect();
     let cmp_keys: BTreeSet<Key> = diffs.iter().map(|d| key(&d.window, &d.member, &d.figure)).collect();
     assert_eq!(csv_keys, cmp_keys);
@@ -261,10 +269,10 @@ fn a_local_control_plane_sitting_leaves_the_gke_rows_not_yet_measured() {
     let mut b = schema3();
     b.environment.kind = "kubernetes".into();
     b.environment.description = "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
-    let table = report::render(&[(fixture("baseline-schema3-sigstop.json"), b.clone())], None);
+    let table = report::render(&[file(fixture("baseline-schema3-sigstop.json"), b.clone())], None);
     assert!(table.contains("| GKE Autopilot, dlock-gke |") && table.contains("not yet measured"), "{table}");
     b.environment.description = "GKE Autopilot, dlock-gke, 3 members".into();
-    let table = report::render(&[(fixture("baseline-schema3-sigstop.json"), b)], None);
+    let table = report::render(&[file(fixture("baseline-schema3-sigstop.json"), b)], None);
     assert!(!table.contains("not yet measured"), "a GKE baseline replaces them: {table}");
 }
 

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
-use leaderwatch::clock::Clock;
-use leaderwatch::rotate::Rotation;
+use leaderwatch::io::rotate::Rotation;
+use leaderwatch::model::clock::Clock;
 use support::{cluster, events, sample_config, sleep, start_sampler_with};
 
 /// The system clock moved by an offset the test sets (the monotonic clock is untouched).

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use leaderwatch::record::SAMPLES_HEADER;
+use leaderwatch::io::record::SAMPLES_HEADER;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use support::{cluster, events, leaderwatch, samples, sleep};
@@ -209,7 +209,7 @@ async fn the_canary_key_never_outlives_leaderwatch_by_more_than_its_ttl() {
     let killed = Instant::now();
     let _ = child.wait();
     while support::canary_keys(&f.cluster.members()).await > 0 {
-        let ttl = Duration::from_secs(leaderwatch::canary::LEASE_TTL_S as u64);
+        let ttl = Duration::from_secs(leaderwatch::io::canary::LEASE_TTL_S as u64);
         // etcd expires leases on the leader's clock, checked every 500 ms.
         assert!(killed.elapsed() < ttl + Duration::from_secs(3), "the key outlived leaderwatch by more than the TTL");
         sleep(500).await;

@@ -12,13 +12,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use leaderwatch::baseline::{Baseline, Environment};
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::counts::{count, Point, RoundView};
-use leaderwatch::disrupt::{LocalDisruptor, Method};
-use leaderwatch::local::{LocalCluster, LocalOptions};
-use leaderwatch::member::MemberName;
-use leaderwatch::probe::ProbeConfig;
+use leaderwatch::analysis::counts::count;
+use leaderwatch::io::disrupt::{LocalDisruptor, Method};
+use leaderwatch::io::local::{LocalCluster, LocalOptions};
+use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::model::baseline::{Baseline, Environment};
+use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::model::counts::{Point, RoundView};
+use leaderwatch::model::member::MemberName;
 use leaderwatch::sitting::{self, SittingConfig, Target};
 use support::{canary_keys, events, one_cluster_at_a_time, samples};
 use tokio::sync::Mutex;
@@ -39,7 +40,7 @@ impl Default for Sit {
     }
 }
 
-fn config(members: Vec<leaderwatch::member::Member>, out: &Path, s: &Sit) -> SittingConfig {
+fn config(members: Vec<leaderwatch::model::member::Member>, out: &Path, s: &Sit) -> SittingConfig {
     SittingConfig {
         members,
         idle: s.idle,
@@ -51,7 +52,7 @@ fn config(members: Vec<leaderwatch::member::Member>, out: &Path, s: &Sit) -> Sit
         out: out.to_owned(),
         recovery_timeout: Duration::from_secs(30),
         environment: Environment { kind: "local".into(), description: "test".into(), ..Environment::default() },
-        cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+        cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
         metrics_addr: None,
     }
@@ -87,7 +88,7 @@ async fn sit(s: Sit) -> (leaderwatch::Result<Baseline>, tempfile::TempDir) {
 }
 
 fn baseline(dir: &Path) -> Baseline {
-    leaderwatch::report::load(&dir.join("baseline.json")).unwrap_or_else(|e| panic!("baseline.json: {e}"))
+    leaderwatch::io::read::baseline(&dir.join("baseline.json")).unwrap_or_else(|e| panic!("baseline.json: {e}"))
 }
 
 /// Waits until events.csv has a row of `kind`.
@@ -175,7 +176,7 @@ fn assert_causes_and_health(dir: &Path, b: &Baseline, signal: &str) {
     let cause = e.cause_event.as_ref().expect("cause_event");
     assert_eq!((cause.kind.as_str(), cause.member.as_str()), (signal, d.target.as_str()));
     let rows = events(dir);
-    assert!(rows.iter().any(|r| r["kind"] == signal && r["ts"] == leaderwatch::record::ts(cause.ts)), "cause_event names an events.csv row");
+    assert!(rows.iter().any(|r| r["kind"] == signal && r["ts"] == leaderwatch::model::clock::ts(cause.ts)), "cause_event names an events.csv row");
     assert_eq!(rows.iter().filter(|r| r["kind"] == "election").count(), 1, "one election row");
     for w in &b.windows {
         assert_eq!(w.health.len(), 3, "{}: health of every member", w.name);
@@ -193,7 +194,7 @@ fn assert_causes_and_health(dir: &Path, b: &Baseline, signal: &str) {
     }
 }
 
-fn window<'a>(b: &'a Baseline, name: &str) -> &'a leaderwatch::baseline::WindowRecord {
+fn window<'a>(b: &'a Baseline, name: &str) -> &'a leaderwatch::model::baseline::WindowRecord {
     b.windows.iter().find(|w| w.name == name).unwrap_or_else(|| panic!("no window {name}"))
 }
 
@@ -322,7 +323,7 @@ async fn a_signal_in_each_phase_ends_the_sitting_at_once_with_every_round_writte
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_that_cannot_start_leaves_an_incomplete_baseline() {
-    let bin = leaderwatch::local::find_etcd(None).expect("etcd (make deps)");
+    let bin = leaderwatch::io::local::find_etcd(None).expect("etcd (make deps)");
     let tools = tempfile::tempdir().expect("tempdir");
     let copy = tools.path().join("etcd");
     std::fs::copy(&bin, &copy).expect("copy etcd");

@@ -6,11 +6,11 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use leaderwatch::baseline::{Baseline, Environment};
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::disrupt::{Disruptor, Reporter};
-use leaderwatch::member::MemberName;
-use leaderwatch::probe::ProbeConfig;
+use leaderwatch::io::disrupt::{Disruptor, Reporter};
+use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::model::baseline::{Baseline, Environment};
+use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::model::member::MemberName;
 use leaderwatch::sitting::{self, SittingConfig, Target};
 use support::{cluster, samples, Fixture};
 
@@ -51,7 +51,7 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
             election_ms: None,
             timing_source: String::new(),
         },
-        cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+        cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: None,
         // measure --metrics-addr: the exporter runs through every window of the sitting.
         metrics_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),

@@ -7,11 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::local::{LocalCluster, LocalOptions};
-use leaderwatch::probe::{ProbeConfig, TlsFiles};
-use leaderwatch::round::Sampler;
-use leaderwatch::round::probers;
+use leaderwatch::io::local::{LocalCluster, LocalOptions};
+use leaderwatch::io::probe::{ProbeConfig, TlsFiles};
+use leaderwatch::io::round::{probers, Sampler};
+use leaderwatch::model::clock::{Clock, SystemClock};
 use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, SanType};
 
 struct Pki {
@@ -94,7 +93,7 @@ fn bad_tls_files_are_rejected_before_any_round() {
     std::fs::write(&junk, "not a certificate").expect("write");
     let cfg = ProbeConfig { tls: TlsFiles { cacert: Some(junk), cert: None, key: None }, ..ProbeConfig::default() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let members = leaderwatch::member::parse_members(&["m0=https://127.0.0.1:1".to_owned()]).expect("member");
+    let members = leaderwatch::model::member::parse_members(&["m0=https://127.0.0.1:1".to_owned()]).expect("member");
     let err = probers(&members, &cfg, &clock).err().expect("junk CA must be refused").to_string();
     assert!(err.contains("junk.pem") && err.contains("not a PEM"), "{err}");
 }

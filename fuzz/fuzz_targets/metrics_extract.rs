@@ -3,8 +3,13 @@
 //! the same whether fed whole or in chunks.
 #![no_main]
 
-// The module itself, not the whole crate: the fuzz build stays small.
-#[path = "../../src/metrics.rs"]
+// The extractor and the types it fills, not the whole crate: the fuzz build stays small.
+#[path = "../../src/model/metrics.rs"]
+pub mod model_metrics;
+mod model {
+    pub use super::model_metrics as metrics;
+}
+#[path = "../../src/io/metrics.rs"]
 #[allow(dead_code)]
 mod metrics;
 

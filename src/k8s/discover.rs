@@ -9,7 +9,7 @@ use kube::{Api, Client};
 
 use super::forward::{forward, Forwarder};
 use super::{call, KubeError, KubeOptions};
-use crate::member::{Member, MemberName};
+use crate::model::member::{Member, MemberName};
 
 /// How to reach a member from where leaderwatch runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

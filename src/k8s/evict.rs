@@ -14,10 +14,10 @@ use kube::api::PostParams;
 use kube::Api;
 
 use super::{api_error, call, KubeError};
-use crate::clock::Clock;
-use crate::disrupt::{Disruptor, Reporter};
-use crate::member::MemberName;
 use crate::{Error, Result};
+use crate::io::disrupt::{Disruptor, Reporter};
+use crate::model::clock::Clock;
+use crate::model::member::MemberName;
 
 /// `kubectl drain` waits this long between blocked attempts.
 pub const RETRY_EVERY: Duration = Duration::from_secs(5);

@@ -11,10 +11,10 @@ use serde::Serialize;
 
 use super::discover::{pods, Reach};
 use super::{call, KubeError, KubeOptions};
-use crate::clock::Clock;
-use crate::probe::ProbeConfig;
-use crate::recovery::healthy_list;
-use crate::round::{probers, Sampler};
+use crate::analysis::recovery::healthy_list;
+use crate::io::probe::ProbeConfig;
+use crate::io::round::{probers, Sampler};
+use crate::model::clock::Clock;
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 

@@ -15,8 +15,8 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
 
 use super::KubeOptions;
-use crate::clock::Clock;
-use crate::events::Event;
+use crate::model::clock::Clock;
+use crate::model::event::Event;
 
 const SOURCE: &str = "kubernetes";
 

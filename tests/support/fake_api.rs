@@ -17,7 +17,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use leaderwatch::local::LocalCluster;
+use leaderwatch::io::local::LocalCluster;
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 

@@ -8,18 +8,18 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaderwatch::clock::{Clock, SystemClock};
-use leaderwatch::local::{LocalCluster, LocalOptions};
-use leaderwatch::probe::ProbeConfig;
+use leaderwatch::io::local::{LocalCluster, LocalOptions};
+use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::model::summary::Summary;
 use leaderwatch::sample::{self, SampleConfig};
-use leaderwatch::summary::Summary;
 use tokio::sync::{oneshot, Mutex, MutexGuard};
 use tokio::task::JoinHandle;
 
 static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 
 /// Keys under `__leaderwatch/` (the canary's), read through one client of every member.
-pub async fn canary_keys(members: &[leaderwatch::member::Member]) -> usize {
+pub async fn canary_keys(members: &[leaderwatch::model::member::Member]) -> usize {
     let urls: Vec<&str> = members.iter().map(|m| m.url.as_str()).collect();
     let mut c = etcd_client::Client::connect(urls, None).await.expect("etcd client");
     let r = tokio::time::timeout(Duration::from_secs(5), c.get("__leaderwatch/", Some(etcd_client::GetOptions::new().with_prefix())))
@@ -135,7 +135,7 @@ pub fn sample_config(f: &Fixture, interval: Duration, timeout: Duration) -> Samp
         duration: None,
         out: f.out.path().to_owned(),
         probe: ProbeConfig { timeout, ..ProbeConfig::default() },
-        cause_horizon: leaderwatch::attribution::DEFAULT_HORIZON,
+        cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: None,
         metrics_addr: None,
         rotation: None,

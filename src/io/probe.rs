@@ -1,19 +1,19 @@
 //! One member, probed three ways at once, each part with its own timeout and duration:
-//! `GET /metrics` (reduced by [`crate::metrics::extract`]), `GET /health`, and the
+//! `GET /metrics` (reduced by [`crate::io::metrics::extract`]), `GET /health`, and the
 //! Maintenance `Status` RPC through this member's own etcd client. A failure of any part
 //! is recorded in the [`Observation`] as data; probing never panics and never hangs.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use chrono::{DateTime, Utc};
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 
-use crate::clock::Clock;
-use crate::member::{Member, MemberName};
-use crate::metrics::{self, MemberMetrics};
+use crate::io::metrics;
+use crate::model::clock::Clock;
+use crate::model::member::Member;
+use crate::model::metrics::MemberMetrics;
+use crate::model::observation::{Health, Observation, Part, Status};
 
 /// Largest `/metrics` body read; a real etcd page is ~150 KB, so more means something is wrong.
 pub const METRICS_BODY_CAP: usize = 16 * 1024 * 1024;
@@ -72,117 +72,6 @@ impl Default for ProbeConfig {
     }
 }
 
-/// One part's outcome and how long it took.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Part<T> {
-    /// The part answered.
-    Ok { value: T, ms: f64 },
-    /// The part failed; `error` is one line.
-    Failed { error: String, ms: f64 },
-    /// The part was not asked this time (`/metrics` during fast sampling).
-    Skipped,
-}
-
-impl<T> Part<T> {
-    pub fn ok(&self) -> Option<&T> {
-        match self {
-            Part::Ok { value, .. } => Some(value),
-            _ => None,
-        }
-    }
-
-    /// The error of a failed part; `None` when it answered or was skipped.
-    pub fn err(&self) -> Option<&str> {
-        match self {
-            Part::Failed { error, .. } => Some(error),
-            _ => None,
-        }
-    }
-
-    /// Milliseconds the part took; 0 when skipped.
-    pub fn ms(&self) -> f64 {
-        match self {
-            Part::Ok { ms, .. } | Part::Failed { ms, .. } => *ms,
-            Part::Skipped => 0.0,
-        }
-    }
-
-    pub fn is_skipped(&self) -> bool {
-        matches!(self, Part::Skipped)
-    }
-
-    pub fn from_result(r: Result<T, String>, ms: f64) -> Self {
-        match r {
-            Ok(value) => Part::Ok { value, ms },
-            Err(error) => Part::Failed { error, ms },
-        }
-    }
-}
-
-/// `/health` as etcd answers it: 200 `{"health":"true"}` or 503 with a reason (3.5+).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Health {
-    pub healthy: bool,
-    pub reason: String,
-}
-
-/// The Maintenance `Status` RPC, as `etcdctl endpoint status` shows it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Status {
-    pub member_id: u64,
-    /// 0 when this member knows no leader.
-    pub leader_id: u64,
-    /// Term of the last applied entry: moves once a new leader's first entry applies.
-    pub raft_term: u64,
-    pub raft_index: u64,
-    pub raft_applied_index: u64,
-    pub db_size_bytes: i64,
-    pub version: String,
-    pub errors: Vec<String>,
-}
-
-/// Everything one probe of one member learned, failures included.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Observation {
-    pub member: MemberName,
-    pub endpoint: String,
-    /// When the probe started (wall clock, for display).
-    pub ts: DateTime<Utc>,
-    /// When the probe started (monotonic, for ages and durations).
-    pub at: tokio::time::Instant,
-    pub metrics: Part<MemberMetrics>,
-    pub health: Part<Health>,
-    pub status: Part<Status>,
-}
-
-impl Observation {
-    /// The member answered at least one part (a 503 from `/health` is an answer).
-    pub fn reachable(&self) -> bool {
-        self.metrics.ok().is_some() || self.health.ok().is_some() || self.status.ok().is_some()
-    }
-
-    /// Wall time of the probe: the parts run concurrently, so the slowest one.
-    pub fn probe_ms(&self) -> f64 {
-        self.metrics.ms().max(self.health.ms()).max(self.status.ms())
-    }
-
-    /// The failed parts, `part: error; ...`, empty when all succeeded.
-    pub fn error_summary(&self) -> String {
-        let mut out = String::new();
-        let mut add = |name: &str, e: Option<&str>| {
-            if let Some(e) = e {
-                if !out.is_empty() {
-                    out.push_str("; ");
-                }
-                let _ = write!(out, "{name}: {e}");
-            }
-        };
-        add("metrics", self.metrics.err());
-        add("health", self.health.err());
-        add("status", self.status.err());
-        out
-    }
-}
 
 /// Probes one member. Owns that member's etcd client: a multi-endpoint client would
 /// balance across members and hide who answered. Shared (`&self`) so that each member's

@@ -11,19 +11,20 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::attribution::{Elections, EVIDENCE_WAIT};
-use crate::baseline::{ElectionDetail, WindowRecord};
-use crate::clock::{Clock, Stamp};
-use crate::counts::Counts;
-use crate::events::{Event, Tracker};
-use crate::exporter::Exporter;
-use crate::health::Fold;
-use crate::member::MemberName;
-use crate::canary::{Kind, Op};
-use crate::client::WriteTrail;
-use crate::record::{CanaryRow, HealthRow, RecordError, RunDir};
-use crate::round::Round;
-use crate::windows::Windows;
+use crate::analysis::attribution::{EVIDENCE_WAIT, Elections};
+use crate::analysis::client::WriteTrail;
+use crate::analysis::events::Tracker;
+use crate::analysis::health::Fold;
+use crate::analysis::windows::Windows;
+use crate::io::exporter::Exporter;
+use crate::io::record::{CanaryRow, HealthRow, RecordError, RunDir};
+use crate::model::baseline::{ElectionDetail, WindowRecord};
+use crate::model::canary::{Kind, Op};
+use crate::model::clock::{Clock, Stamp};
+use crate::model::counts::Counts;
+use crate::model::event::Event;
+use crate::model::member::MemberName;
+use crate::model::observation::Round;
 
 /// The cadence of health.csv (window boundaries add rows of their own).
 pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
@@ -116,7 +117,7 @@ impl Recorder {
     }
 
     /// `sample`'s daily files (record.rs, rotate.rs), from `now` on.
-    pub fn rotate_daily(&mut self, rotation: crate::rotate::Rotation, now: chrono::DateTime<chrono::Utc>) -> Result<(), RecordError> {
+    pub fn rotate_daily(&mut self, rotation: crate::io::rotate::Rotation, now: chrono::DateTime<chrono::Utc>) -> Result<(), RecordError> {
         self.dir.rotate_daily(rotation, now)?;
         self.notes()
     }
@@ -220,7 +221,7 @@ impl Recorder {
                 d.write_unavailable_s = c.all.unavailable_over(p.after, p.observed, c.cadence_s);
                 d.write_unavailable_one_in_flight_s = c.one_in_flight.unavailable_over(p.after, p.observed, c.cadence_s);
             }
-            let pointer = d.cause_event.as_ref().map_or(String::new(), |e| format!(" ({} {} {})", e.source, e.kind, crate::record::ts(e.ts)));
+            let pointer = d.cause_event.as_ref().map_or(String::new(), |e| format!(" ({} {} {})", e.source, e.kind, crate::model::clock::ts(e.ts)));
             let writes = match (d.write_unavailable_s, d.write_unavailable_one_in_flight_s) {
                 (Some(w), Some(one)) => format!(", writes unavailable {w:.3} s (one op in flight {one:.3} s)"),
                 (Some(w), None) => format!(", writes unavailable {w:.3} s"),
@@ -353,12 +354,12 @@ impl Recorder {
     }
 
     /// The open window's client figures so far.
-    pub fn client(&self) -> Option<crate::client::ClientFigures> {
+    pub fn client(&self) -> Option<crate::model::canary::ClientFigures> {
         self.windows.client()
     }
 
     /// The open window's member health so far.
-    pub fn health(&self) -> BTreeMap<String, crate::baseline::MemberHealth> {
+    pub fn health(&self) -> BTreeMap<String, crate::model::baseline::MemberHealth> {
         let el = &self.elections;
         let peers = |hex: &str| el.peer_name(hex);
         self.windows.health(&peers)

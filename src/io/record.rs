@@ -7,13 +7,13 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-use chrono::{DateTime, NaiveDate, SecondsFormat, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
-use crate::events::Event;
-use crate::probe::Observation;
-use crate::rotate::Rotation;
-use crate::round::{Round, Silent};
+use crate::io::rotate::Rotation;
+use crate::model::clock::ts;
+use crate::model::event::Event;
+use crate::model::observation::{Observation, Round, Silent};
 
 pub const SAMPLES: &str = "samples.csv";
 pub const EVENTS: &str = "events.csv";
@@ -25,7 +25,7 @@ pub const CANARY_HEADER: [&str; 10] = ["started", "run_id", "window", "kind", "d
 /// One canary op as canary.csv writes it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CanaryRow {
-    pub op: crate::canary::Op,
+    pub op: crate::model::canary::Op,
     pub window: String,
     /// The member that answered: its name, its hex id if the name is not known, or empty.
     pub member: String,
@@ -99,7 +99,7 @@ pub struct HealthRow {
     pub interval_start: DateTime<Utc>,
     /// Monotonic seconds.
     pub interval_s: f64,
-    pub health: crate::baseline::MemberHealth,
+    pub health: crate::model::baseline::MemberHealth,
 }
 
 #[derive(Serialize)]
@@ -141,10 +141,6 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
     move |source| RecordError::Io { path: path.to_owned(), source }
 }
 
-/// RFC 3339 UTC with milliseconds, the timestamp format of every file.
-pub fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Millis, true)
-}
 
 #[derive(Serialize)]
 struct SampleRow<'a> {
@@ -311,7 +307,7 @@ impl CsvFile {
             found.rows = text.iter().filter(|b| **b == b'\n').count().saturating_sub(1) as u64;
         }
         let needs_header = text.is_empty();
-        let day = crate::rotate::first_row_day(&text);
+        let day = crate::io::rotate::first_row_day(&text);
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(f);
         if needs_header {
             w.write_record(header).map_err(|source| RecordError::Csv { path: path.clone(), source })?;
@@ -332,7 +328,7 @@ impl CsvFile {
         self.w.get_ref().sync_all().map_err(io_err(&self.path))?;
         let dir = self.path.parent().unwrap_or(Path::new(".")).to_owned();
         let live = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let closed = crate::rotate::close(&dir, &live, prev).map_err(io_err(&self.path))?;
+        let closed = crate::io::rotate::close(&dir, &live, prev).map_err(io_err(&self.path))?;
         let (mut next, _) = CsvFile::open(self.path.clone(), header)?;
         next.day = Some(day);
         *self = next;
@@ -358,7 +354,7 @@ pub struct RunDir {
     /// `sample`'s daily files; `None`: one file each, forever (a sitting).
     rotation: Option<Rotation>,
     /// Compression and retention run off the sampling path, one pass at a time.
-    housekeeping: Option<std::thread::JoinHandle<crate::rotate::Done>>,
+    housekeeping: Option<std::thread::JoinHandle<crate::io::rotate::Done>>,
     /// A day closed while a pass was running: run another after it.
     housekeeping_due: Option<NaiveDate>,
     /// What rotation did, for events.csv (the recorder takes them).
@@ -453,14 +449,14 @@ impl RunDir {
         }
         let (Some(rotation), Some(due)) = (self.rotation, self.housekeeping_due.take()) else { return };
         let dir = self.dir.clone();
-        self.housekeeping = Some(std::thread::spawn(move || crate::rotate::housekeep(&dir, &ROTATED, due, rotation)));
+        self.housekeeping = Some(std::thread::spawn(move || crate::io::rotate::housekeep(&dir, &ROTATED, due, rotation)));
     }
 
     fn collect(&mut self) {
         let Some(h) = self.housekeeping.take() else { return };
         // Stamped with the newest row's time: the recorder's clock, not the system's.
         let ts = self.last_ts.unwrap_or_else(Utc::now);
-        let done = h.join().unwrap_or_else(|_| crate::rotate::Done { failed: vec!["housekeeping panicked".into()], ..Default::default() });
+        let done = h.join().unwrap_or_else(|_| crate::io::rotate::Done { failed: vec!["housekeeping panicked".into()], ..Default::default() });
         let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         for (from, from_len, to, to_len) in &done.compressed {
             self.notes.push(Event::new(ts, "record", "", "compressed", format!("{} ({from_len} bytes) -> {} ({to_len} bytes)", name(from), name(to))));

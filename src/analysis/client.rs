@@ -10,36 +10,10 @@
 
 use std::collections::VecDeque;
 
-use serde::{Deserialize, Serialize};
 
-use crate::canary::{Kind, Op};
-use crate::clock::Stamp;
+use crate::model::canary::{ClientFigures, Kind, KindFigures, Op};
+use crate::model::clock::Stamp;
 
-/// The figures of one kind of op over one window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct KindFigures {
-    pub ops: u64,
-    pub failures: u64,
-    /// Successful ops / ops; null without ops.
-    pub availability: Option<f64>,
-    /// Latency of the successful ops, nearest rank; null without one.
-    pub p50_ms: Option<f64>,
-    pub p99_ms: Option<f64>,
-    pub max_ms: Option<f64>,
-    /// See the module header; null until a successful op completed in the window.
-    pub longest_unavailable_s: Option<f64>,
-    /// The same over the ops a client with one op in flight would have sent: what it
-    /// sees, the canary's own queue included. Absent in runs before it was measured.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub one_in_flight_longest_unavailable_s: Option<f64>,
-}
-
-/// `windows[].client` in baseline.json.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ClientFigures {
-    pub write: KindFigures,
-    pub read: KindFigures,
-}
 
 /// The gaps between successive successful completions, minus the cadence.
 #[derive(Debug, Clone, Copy, Default)]

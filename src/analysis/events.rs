@@ -6,42 +6,16 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
+use chrono::DateTime;
 
-use crate::clock::Stamp;
-use crate::counts::{reset_between, Reset};
-use crate::health::{counter_delta, quantile, window_delta, WAL_FSYNC_P99_DOCS_S};
-use crate::member::MemberName;
-use crate::metrics::MemberMetrics;
-use crate::probe::Observation;
-use crate::round::Silent;
+use crate::analysis::counts::{reset_between, Reset};
+use crate::analysis::health::{counter_delta, quantile, window_delta, WAL_FSYNC_P99_DOCS_S};
+use crate::model::clock::Stamp;
+use crate::model::event::Event;
+use crate::model::member::MemberName;
+use crate::model::metrics::MemberMetrics;
+use crate::model::observation::{Observation, Silent};
 
-/// One row of events.csv (run_id is added by the recorder).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Event {
-    pub ts: DateTime<Utc>,
-    /// Who saw it: `leaderwatch` (polling), `local` (the local cluster's own actions),
-    /// `kubernetes` (the API server), `record` (the recorder itself).
-    pub source: String,
-    /// Empty for run-wide events.
-    pub member: String,
-    pub kind: String,
-    pub detail: String,
-    /// The monotonic instant, when leaderwatch itself saw or did it (not for events that
-    /// come from the API server, which only have the server's wall time).
-    pub at: Option<tokio::time::Instant>,
-}
-
-impl Event {
-    pub fn new(ts: DateTime<Utc>, source: &str, member: &str, kind: &str, detail: impl Into<String>) -> Self {
-        Event { ts, source: source.to_owned(), member: member.to_owned(), kind: kind.to_owned(), detail: detail.into(), at: None }
-    }
-
-    /// An event at a [`Stamp`]: both clocks.
-    pub fn stamped(at: Stamp, source: &str, member: &str, kind: &str, detail: impl Into<String>) -> Self {
-        Event { at: Some(at.mono), ..Event::new(at.utc, source, member, kind, detail) }
-    }
-}
 
 #[derive(Debug, Clone, Default)]
 struct Last {
@@ -152,7 +126,7 @@ impl Tracker {
                     out.push(ev("counter_reset", format!("{prev} -> {now} ({why})")));
                 }
             }
-            let restarted = crate::counts::restarted(last.start_time, m.process_start_time);
+            let restarted = crate::analysis::counts::restarted(last.start_time, m.process_start_time);
             if let (true, Some(start)) = (restarted, m.process_start_time) {
                 // Stamped with the restart itself (the member's own clock), not when it was seen.
                 let at = DateTime::from_timestamp_micros((start * 1e6) as i64).unwrap_or(o.ts);
@@ -183,13 +157,13 @@ impl Tracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::Histogram;
+    use crate::analysis::health::Histogram;
     use std::time::Duration;
 
     #[test]
     fn one_unresponsive_row_per_spell_once_a_probe_is_a_second_old() {
         let mut t = Tracker::new();
-        let since = Stamp { utc: Utc::now(), mono: tokio::time::Instant::now() };
+        let since = Stamp { utc: chrono::Utc::now(), mono: tokio::time::Instant::now() };
         let s = |ms: u64| Silent { member: MemberName("m0".into()), endpoint: String::new(), since, in_flight: Duration::from_millis(ms) };
         assert_eq!(t.silent(&s(500)), None, "a slow answer is not a spell yet");
         let e = t.silent(&s(1200)).expect("a spell");

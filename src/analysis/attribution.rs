@@ -17,10 +17,10 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::baseline::{ElectionDetail, EventRef};
-use crate::clock::{mono_secs, Stamp};
-use crate::events::Event;
-use crate::round::Round;
+use crate::model::baseline::{ElectionDetail, EventRef};
+use crate::model::clock::{mono_secs, Stamp};
+use crate::model::event::Event;
+use crate::model::observation::Round;
 
 /// How far before an election its cause is looked for, unless `--cause-horizon` says.
 pub const DEFAULT_HORIZON: Duration = Duration::from_secs(30);
@@ -111,7 +111,7 @@ impl Elections {
             }
         }
         let mut rose = false;
-        if let Some(t) = crate::recovery::max_term(r) {
+        if let Some(t) = crate::analysis::recovery::max_term(r) {
             match self.max_term {
                 Some(m) if t > m => {
                     rose = true;
@@ -133,7 +133,7 @@ impl Elections {
                 self.last_at_max = Some(r.started);
             }
         }
-        if let Some(l) = crate::counts::round_leader(&r.view().points) {
+        if let Some(l) = crate::analysis::counts::round_leader(&r.view().points) {
             if !rose && self.replaced.is_none() && self.leader.is_some_and(|old| old != l) {
                 self.replaced = self.leader;
             } else if self.replaced == Some(l) {
@@ -305,8 +305,8 @@ mod tests {
 
     /// A round at `t` s in which member i reports (leader id, term), or is silent (None).
     fn round(index: u64, base: &Stamp, t: f64, views: &[Option<(u64, u64)>]) -> Round {
-        use crate::member::MemberName;
-        use crate::probe::{Observation, Part, Status};
+        use crate::model::member::MemberName;
+        use crate::model::observation::{Observation, Part, Status};
         let at = Stamp { utc: base.utc + chrono::Duration::milliseconds((t * 1000.0) as i64), mono: base.mono + Duration::from_secs_f64(t) };
         let observations = views
             .iter()

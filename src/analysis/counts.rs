@@ -16,63 +16,10 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
-use crate::member::MemberName;
+use crate::model::counts::{Counts, LeaderTransition, MemberCount, Point, RoundView};
+use crate::model::member::MemberName;
 
-/// What counting needs from one member in one round. `None`: not observed this round.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Point {
-    pub counter: Option<f64>,
-    pub start_time: Option<f64>,
-    pub raft_term: Option<u64>,
-    /// 0 = this member knows no leader.
-    pub leader_id: Option<u64>,
-}
-
-/// One round as counting sees it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RoundView {
-    pub round: u64,
-    pub ts: DateTime<Utc>,
-    pub points: BTreeMap<MemberName, Point>,
-}
-
-/// One member's share of the counts over the window.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct MemberCount {
-    /// First counter value observed in the window.
-    pub start: Option<f64>,
-    /// Last counter value observed in the window.
-    pub end: Option<f64>,
-    /// Reset-aware increase from `start` to `end`.
-    pub increase: f64,
-    /// Restarts detected (counter drop or changed process start time).
-    pub resets: u32,
-}
-
-/// The leader seen by polling changed between two rounds.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LeaderTransition {
-    pub round: u64,
-    pub ts: DateTime<Utc>,
-    /// Member id (hex) of the previous and new leader.
-    pub from: String,
-    pub to: String,
-}
-
-/// The counts for one window, as written to summary.json / baseline.json.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Counts {
-    pub raw_sum_start: Option<f64>,
-    pub raw_sum_end: Option<f64>,
-    pub reset_aware_increase: f64,
-    pub per_member: BTreeMap<MemberName, MemberCount>,
-    /// Raft-term delta; `None` when no member ever answered the Status RPC.
-    pub elections: Option<u64>,
-    pub leader_transitions: Vec<LeaderTransition>,
-}
 
 #[derive(Debug, Clone, Default)]
 struct MemberState {
@@ -265,7 +212,7 @@ mod tests {
     fn view(round: u64, pts: &[(&str, Point)]) -> RoundView {
         RoundView {
             round,
-            ts: DateTime::<Utc>::default(),
+            ts: chrono::DateTime::<chrono::Utc>::default(),
             points: pts.iter().map(|(n, p)| (MemberName((*n).to_owned()), *p)).collect(),
         }
     }

@@ -7,11 +7,10 @@
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::clock::Stamp;
-use crate::counts::round_leader;
-use crate::member::{Member, MemberName};
-use crate::probe::Observation;
-use crate::round::Round;
+use crate::analysis::counts::round_leader;
+use crate::model::clock::Stamp;
+use crate::model::member::{Member, MemberName};
+use crate::model::observation::{Observation, Round};
 
 /// How far (in raft entries) the disrupted member's applied index may trail the leader's
 /// and still count as caught up: at rest the cluster applies almost nothing.

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::member::{Member, MemberName};
-use crate::metrics;
-use crate::probe::{http_client, ProbeConfig, TlsFiles};
+use crate::io::metrics;
+use crate::io::probe::{http_client, ProbeConfig, TlsFiles};
+use crate::model::member::{Member, MemberName};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {

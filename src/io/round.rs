@@ -9,72 +9,12 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::task::JoinHandle;
 
-use crate::clock::{mono_secs, Clock, Stamp};
-use crate::counts::{Point, RoundView};
-use crate::member::{Member, MemberName};
-use crate::probe::{http_client, Observation, ProbeConfig, Prober};
 use crate::{Error, Result};
+use crate::io::probe::{http_client, ProbeConfig, Prober};
+use crate::model::clock::{Clock, Stamp};
+use crate::model::member::Member;
+use crate::model::observation::{Observation, Round, Silent};
 
-/// A member whose probe was still in flight when the round closed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Silent {
-    pub member: MemberName,
-    pub endpoint: String,
-    /// When its probe started.
-    pub since: Stamp,
-    /// How long its probe had been in flight when the round stopped waiting.
-    pub in_flight: Duration,
-}
-
-/// One look at every member. `observations` are the answers that arrived during this round
-/// (fresh, or a probe started in an earlier round); `silent` the members still in flight.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Round {
-    /// 0-based, per run.
-    pub index: u64,
-    pub started: Stamp,
-    pub observations: Vec<Observation>,
-    pub silent: Vec<Silent>,
-}
-
-impl Round {
-    /// What counting needs from this round (silent members are simply not observed).
-    pub fn view(&self) -> RoundView {
-        RoundView {
-            round: self.index,
-            ts: self.started.utc,
-            points: self.observations.iter().map(|o| (o.member.clone(), point(o))).collect(),
-        }
-    }
-
-    /// This member's answer in this round, if any.
-    pub fn observation(&self, name: &MemberName) -> Option<&Observation> {
-        self.observations.iter().find(|o| &o.member == name)
-    }
-
-    /// Seconds between the start of `o`'s probe and the start of this round (0 for a
-    /// probe this round started).
-    pub fn age_s(&self, o: &Observation) -> f64 {
-        mono_secs(o.at, self.started.mono).max(0.0)
-    }
-
-    /// Every member answered and every answer read `/metrics`.
-    pub fn has_all_metrics(&self, members: usize) -> bool {
-        self.silent.is_empty() && self.observations.len() == members && self.observations.iter().all(|o| !o.metrics.is_skipped())
-    }
-}
-
-/// The counting view of one observation.
-pub fn point(o: &Observation) -> Point {
-    let m = o.metrics.ok();
-    let s = o.status.ok();
-    Point {
-        counter: m.and_then(|m| m.leader_changes_seen_total),
-        start_time: m.and_then(|m| m.process_start_time),
-        raft_term: s.map(|s| s.raft_term),
-        leader_id: s.map(|s| s.leader_id),
-    }
-}
 
 /// How many rounds of `round_every` make one read of `/metrics` every `page_every` (at
 /// least 1): the page is what costs etcd the most to serve, so it may be read less often.
@@ -192,7 +132,7 @@ impl Drop for Sampler {
 }
 
 fn lost_probe(p: &Prober, why: &str, at: &Stamp) -> Observation {
-    use crate::probe::Part;
+    use crate::model::observation::Part;
     let error = format!("probe task failed: {why}");
     Observation {
         member: p.member().name.clone(),

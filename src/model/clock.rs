@@ -43,3 +43,8 @@ impl Clock for SystemClock {
         Utc::now()
     }
 }
+
+/// RFC 3339 UTC with milliseconds, the timestamp format of every file.
+pub fn ts(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

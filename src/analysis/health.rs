@@ -13,9 +13,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::baseline::{Flag, MemberHealth};
-pub use crate::metrics::Histogram;
-use crate::metrics::MemberMetrics;
+use crate::model::baseline::{Flag, MemberHealth};
+use crate::model::metrics::MemberMetrics;
+pub use crate::model::metrics::Histogram;
 
 /// etcd docs: WAL fsync p99 should stay under 10 ms.
 pub const WAL_FSYNC_P99_DOCS_S: f64 = 0.010;
@@ -139,7 +139,7 @@ impl Fold {
     /// One more `/metrics` read of this member.
     pub fn push(&mut self, m: &MemberMetrics) {
         if let Some(prev) = &self.prev {
-            let restarted = crate::counts::restarted(prev.process_start_time, m.process_start_time);
+            let restarted = crate::analysis::counts::restarted(prev.process_start_time, m.process_start_time);
             self.restarts += u32::from(restarted);
             let pair = |a: &Option<Histogram>, b: &Option<Histogram>| match (a, b) {
                 (Some(a), Some(b)) => window_delta(a, b, restarted),

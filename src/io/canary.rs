@@ -26,9 +26,10 @@ use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::clock::{Clock, Stamp};
-use crate::member::Member;
-use crate::probe::{etcd_options, ProbeConfig};
+use crate::io::probe::{etcd_options, ProbeConfig};
+use crate::model::canary::{Kind, Op};
+use crate::model::clock::{Clock, Stamp};
+use crate::model::member::Member;
 
 /// Every key the canary writes starts with this.
 pub const PREFIX: &str = "__leaderwatch/canary/";
@@ -37,49 +38,6 @@ pub const LEASE_TTL_S: i64 = 30;
 /// A fresh lease this often (well inside the TTL), so no keep-alive is needed.
 pub const LEASE_RENEW: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    Write,
-    Read,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Write => "write",
-            Kind::Read => "read",
-        }
-    }
-}
-
-/// One op and how it went.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Op {
-    pub kind: Kind,
-    /// When its tick was due: later than that, the previous op of its kind held it up.
-    pub due: Stamp,
-    pub started: Stamp,
-    pub done: Stamp,
-    pub ok: bool,
-    /// One line; empty when `ok`.
-    pub error: String,
-    /// The member that answered, from the response header (0 = not known).
-    pub member_id: u64,
-    /// A client with one op in flight would have sent this one (see the module header).
-    pub one_in_flight: bool,
-}
-
-impl Op {
-    pub fn latency_ms(&self) -> f64 {
-        self.started.secs_to(&self.done) * 1000.0
-    }
-
-    /// How long the op started after its tick (waiting for the in-flight limit, or the
-    /// runtime being late).
-    pub fn delay_ms(&self) -> f64 {
-        (self.due.secs_to(&self.started) * 1000.0).max(0.0)
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct CanaryConfig {
@@ -233,7 +191,7 @@ impl DoOp for Writer {
                 }
             }
         };
-        let value = crate::record::ts(at.utc);
+        let value = crate::model::clock::ts(at.utc);
         let r = self.kv.put(self.key.clone(), value, Some(PutOptions::new().with_lease(id))).await.map_err(|e| one_line(&e))?;
         Ok(r.header().map_or(0, |h| h.member_id()))
     }

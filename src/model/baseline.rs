@@ -8,9 +8,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Stamp;
-use crate::counts::{Counts, LeaderTransition};
-use crate::summary::LeaderChanges;
+use crate::model::clock::Stamp;
+use crate::model::counts::{Counts, LeaderChanges, LeaderTransition};
 
 pub const SCHEMA_VERSION: u32 = 3;
 pub const BASELINE: &str = "baseline.json";
@@ -43,7 +42,7 @@ pub struct WindowRecord {
     /// What the canary's writes and reads saw in the window; absent when it did not run
     /// (at rest, or `--canary off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<crate::client::ClientFigures>,
+    pub client: Option<crate::model::canary::ClientFigures>,
 }
 
 /// One member's health over one window (or one health.csv interval), from the deltas of
@@ -248,6 +247,15 @@ pub struct Baseline {
     /// How far before an election its cause is looked for (`--cause-horizon`; schema 3).
     #[serde(default)]
     pub cause_horizon_s: Option<f64>,
+}
+
+/// A baseline.json as the report reads it: where it is, what it says, and the rate's
+/// source made of it and the events.csv beside it.
+#[derive(Debug, Clone)]
+pub struct BaselineFile {
+    pub path: std::path::PathBuf,
+    pub baseline: Baseline,
+    pub rate: crate::model::rate::Source,
 }
 
 /// Lines around baseline.json in a run's log, so that `kubectl logs` alone retrieves it

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::baseline::Baseline;
 use crate::Error;
+use crate::model::baseline::Baseline;
 
 /// The alert's name in Prometheus.
 pub const ALERT: &str = "DlockEtcdElections";
@@ -244,12 +244,12 @@ pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::baseline::{Environment, WindowRecord};
-    use crate::clock::Stamp;
+    use crate::model::baseline::{Environment, WindowRecord};
+    use crate::model::clock::Stamp;
 
     fn window(name: &str, secs: f64, elections: u64) -> WindowRecord {
         let s = Stamp { utc: chrono::Utc::now(), mono: tokio::time::Instant::now() };
-        let mut w = WindowRecord::new(name, s, s, 10, &crate::counts::Counts { raw_sum_start: None, raw_sum_end: None, reset_aware_increase: 0.0, per_member: BTreeMap::new(), elections: Some(elections), leader_transitions: vec![] }, true);
+        let mut w = WindowRecord::new(name, s, s, 10, &crate::model::counts::Counts { raw_sum_start: None, raw_sum_end: None, reset_aware_increase: 0.0, per_member: BTreeMap::new(), elections: Some(elections), leader_transitions: vec![] }, true);
         w.duration_s = secs;
         w
     }

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::baseline::{ElectionDetail, MemberHealth};
-use crate::counts::{Counts, LeaderTransition, MemberCount};
-use crate::member::MemberName;
+use crate::model::baseline::{ElectionDetail, MemberHealth};
+use crate::model::counts::{Counts, LeaderChanges, LeaderTransition};
+use crate::model::member::MemberName;
 
 pub const SCHEMA_VERSION: u32 = 3;
 
@@ -15,15 +15,6 @@ pub const SCHEMA_VERSION: u32 = 3;
 pub struct MemberRef {
     pub name: MemberName,
     pub endpoint: String,
-}
-
-/// The three leader-change counts (docs/counting.md), side by side.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LeaderChanges {
-    pub raw_sum_start: Option<f64>,
-    pub raw_sum_end: Option<f64>,
-    pub reset_aware_increase: f64,
-    pub per_member: BTreeMap<MemberName, MemberCount>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -53,13 +44,13 @@ pub struct Summary {
     pub cause_horizon_s: f64,
     /// What the canary saw over the run (`--canary`); absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub client: Option<crate::client::ClientFigures>,
+    pub client: Option<crate::model::canary::ClientFigures>,
     /// One sentence that puts the three counts side by side for a reader.
     pub explanation: String,
     /// The residual rate of elections over every run in the directory (schema 3); absent
     /// when it could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub residual: Option<crate::rate::Residual>,
+    pub residual: Option<crate::model::rate::Residual>,
 }
 
 /// Says in words why the three counts differ, so that nobody quotes the raw sum as elections.
@@ -76,15 +67,4 @@ pub fn explain(c: &Counts) -> String {
         c.elections.map_or("unknown".to_owned(), |e| e.to_string()),
         c.leader_transitions.len()
     )
-}
-
-impl LeaderChanges {
-    pub fn from_counts(c: &Counts) -> Self {
-        LeaderChanges {
-            raw_sum_start: c.raw_sum_start,
-            raw_sum_end: c.raw_sum_end,
-            reset_aware_increase: c.reset_aware_increase,
-            per_member: c.per_member.clone(),
-        }
-    }
 }

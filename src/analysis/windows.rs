@@ -6,14 +6,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::baseline::WindowRecord;
-use crate::canary::Op;
-use crate::client::ClientFold;
-use crate::clock::Stamp;
-use crate::counts::{LeaderTransition, Window};
-use crate::health::Fold;
-use crate::member::MemberName;
-use crate::round::Round;
+use crate::analysis::client::ClientFold;
+use crate::analysis::counts::Window;
+use crate::analysis::health::Fold;
+use crate::model::baseline::WindowRecord;
+use crate::model::canary::Op;
+use crate::model::clock::Stamp;
+use crate::model::counts::LeaderTransition;
+use crate::model::member::MemberName;
+use crate::model::observation::Round;
 
 /// Turns a peer's hex member id into its name, where known.
 pub type PeerName<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -100,12 +101,12 @@ impl Windows {
     }
 
     /// The open window's client figures so far (for `sample`'s summary).
-    pub fn client(&self) -> Option<crate::client::ClientFigures> {
+    pub fn client(&self) -> Option<crate::model::canary::ClientFigures> {
         self.open.client.figures()
     }
 
     /// The open window's member health so far (for `sample`'s summary).
-    pub fn health(&self, peers: PeerName) -> BTreeMap<String, crate::baseline::MemberHealth> {
+    pub fn health(&self, peers: PeerName) -> BTreeMap<String, crate::model::baseline::MemberHealth> {
         self.open.health.iter().map(|(n, f)| (n.0.clone(), f.figures(peers))).collect()
     }
 
@@ -116,7 +117,7 @@ impl Windows {
     }
 
     /// The counts of the open window so far (for `sample`'s summary).
-    pub fn counts(&self) -> crate::counts::Counts {
+    pub fn counts(&self) -> crate::model::counts::Counts {
         self.open.fold.counts()
     }
 }

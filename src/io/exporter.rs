@@ -21,9 +21,9 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-use crate::canary::Op;
-use crate::record::HealthRow;
-use crate::round::Round;
+use crate::io::record::HealthRow;
+use crate::model::canary::Op;
+use crate::model::observation::Round;
 
 /// The OpenMetrics content type; Prometheus and Managed Prometheus both ask for it.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -321,9 +321,9 @@ pub async fn serve(addr: SocketAddr, shared: Shared) -> std::io::Result<SocketAd
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Stamp;
-    use crate::member::MemberName;
-    use crate::probe::{Health, Observation, Part, Status};
+    use crate::model::clock::Stamp;
+    use crate::model::member::MemberName;
+    use crate::model::observation::{Health, Observation, Part, Status};
 
     fn obs(name: &str, id: u64, leader: u64, term: u64) -> Observation {
         Observation {

@@ -11,11 +11,11 @@ use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Mutex;
 
-use crate::clock::Clock;
-use crate::events::Event;
-use crate::local::LocalCluster;
-use crate::member::MemberName;
 use crate::Result;
+use crate::io::local::LocalCluster;
+use crate::model::clock::Clock;
+use crate::model::event::Event;
+use crate::model::member::MemberName;
 
 pub trait Disruptor: Send + 'static {
     /// Recorded as `disruption.method` in baseline.json.

@@ -1,0 +1,13 @@
+//! Pure analysis over the model: no I/O, no clock of its own (time comes with the data).
+//! Imports only [`crate::model`] and its own layer.
+
+pub mod attribution;
+pub mod client;
+pub mod counts;
+pub mod events;
+pub mod health;
+pub mod measurements;
+pub mod poisson;
+pub mod rate;
+pub mod recovery;
+pub mod windows;

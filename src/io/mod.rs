@@ -1,0 +1,17 @@
+//! What talks to the world: etcd members (probe, round, the canary), processes (the local
+//! cluster and its disruptor), files (record, rotate, the recorder that feeds them, the
+//! readers) and the exporter's HTTP server. Built on [`crate::analysis`] and
+//! [`crate::model`].
+
+pub mod canary;
+pub mod disrupt;
+pub mod exporter;
+pub mod local;
+pub mod metrics;
+pub mod probe;
+pub mod read;
+pub mod readme;
+pub mod record;
+pub mod recorder;
+pub mod rotate;
+pub mod round;

@@ -1,0 +1,225 @@
+//! The readers: baseline.json (checked), events.csv (one reader for the rate and the
+//! report), and the rate's sources (a sitting with the events.csv beside it, a `sample`
+//! run directory, a directory of runs). Errors name the file: a bad input is one line
+//! and exit 2.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use chrono::{DateTime, Utc};
+
+use crate::Error;
+use crate::analysis::rate::{cuts_from, parse_election, pool, sitting_source};
+use crate::io::record::EVENTS;
+use crate::model::baseline::{BASELINE, Baseline, BaselineFile};
+use crate::model::clock::ts;
+use crate::model::event::EventRow;
+use crate::model::rate::{Election, Residual, Source};
+
+/// Reads and checks one baseline.json.
+pub fn baseline(path: &Path) -> Result<Baseline, Error> {
+    let text = std::fs::read(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    let b: Baseline =
+        serde_json::from_slice(&text).map_err(|e| Error::Usage(format!("{}: not a leaderwatch baseline.json: {e}", path.display())))?;
+    if !(1..=crate::model::baseline::SCHEMA_VERSION).contains(&b.schema_version) {
+        return Err(Error::Usage(format!("{}: schema_version {} is not supported", path.display(), b.schema_version)));
+    }
+    Ok(b)
+}
+
+/// A baseline.json and what the rate reads beside it (its events.csv), for the report.
+pub fn baseline_file(path: &Path) -> Result<BaselineFile, Error> {
+    with_rate(path, baseline(path)?)
+}
+
+/// A baseline just written to `path`, with the rate's source read beside it.
+pub fn with_rate(path: &Path, b: Baseline) -> Result<BaselineFile, Error> {
+    let rate = from_sitting(path, &b)?;
+    Ok(BaselineFile { path: path.to_owned(), baseline: b, rate })
+}
+
+/// The baseline.json a sitting that ended with an error wrote at or after `since` (never
+/// an older run's), to print it.
+pub fn written_since(path: &Path, since: std::time::SystemTime) -> Option<BaselineFile> {
+    let fresh = std::fs::metadata(path).and_then(|m| m.modified()).is_ok_and(|t| t >= since);
+    fresh.then(|| baseline_file(path).ok()).flatten()
+}
+
+/// events.csv: its rows, and how many could not be read (skipped).
+pub fn events(path: &Path) -> Result<(Vec<EventRow>, usize), Error> {
+    let mut r = csv::ReaderBuilder::new().flexible(false).from_path(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    let mut rows = Vec::new();
+    let mut bad = 0;
+    for rec in r.records() {
+        let Ok(rec) = rec else {
+            bad += 1;
+            continue;
+        };
+        let get = |i: usize| rec.get(i).unwrap_or_default().to_owned();
+        match get(0).parse::<DateTime<Utc>>() {
+            Ok(ts) => rows.push(EventRow { ts, run_id: get(1), source: get(2), member: get(3), kind: get(4), detail: get(5) }),
+            Err(_) => bad += 1,
+        }
+    }
+    Ok((rows, bad))
+}
+
+
+/// A sitting's quiet windows, elections and (from the events.csv beside it) cuts.
+pub fn from_sitting(path: &Path, b: &Baseline) -> Result<Source, Error> {
+    let beside = path.parent().map(|d| d.join(EVENTS)).filter(|p| p.exists());
+    let rows = match beside {
+        Some(p) => Some(events(&p)?.0),
+        None => None,
+    };
+    Ok(sitting_source(path, b, rows.as_deref()))
+}
+
+fn from_sample(dir: &Path) -> Result<Source, Error> {
+    let (rows, bad) = events(&dir.join(EVENTS))?;
+    let mut notes = Vec::new();
+    if bad > 0 {
+        notes.push(format!("{bad} unreadable events.csv row(s) skipped"));
+    }
+    // Each run from run_started to run_ended; a run that crashed ends at its last event.
+    type Run = (Option<DateTime<Utc>>, Option<DateTime<Utc>>, DateTime<Utc>); // started, ended, last event
+    let mut runs: BTreeMap<&str, Run> = BTreeMap::new();
+    let mut endpoints = String::new();
+    for r in &rows {
+        let e = runs.entry(&r.run_id).or_insert((None, None, r.ts));
+        e.2 = e.2.max(r.ts);
+        match r.kind.as_str() {
+            "run_started" => {
+                e.0 = Some(r.ts);
+                if let Some(m) = r.detail.split("; members ").nth(1) {
+                    endpoints = m.to_owned();
+                }
+            }
+            "run_ended" => e.1 = Some(r.ts),
+            _ => {}
+        }
+    }
+    let mut spans = Vec::new();
+    for (id, (start, end, last)) in &runs {
+        // Rows of a sitting in the same directory have no run_started: not sample time.
+        let Some(start) = start else { continue };
+        let end = end.unwrap_or_else(|| {
+            // Killed: its last samples.csv row (the live file, then closed days, newest
+            // first) says how long it ran; at rest its last event can be hours earlier.
+            match last_row(dir, id, *last) {
+                Some(t) if t > *last => {
+                    notes.push(format!("run {id} has no run_ended (killed?): counted to its last samples row, {}", ts(t)));
+                    t
+                }
+                _ => {
+                    notes.push(format!("run {id} has no run_ended (killed?): counted to its last event, {}", ts(*last)));
+                    *last
+                }
+            }
+        });
+        spans.push((*start, end));
+    }
+    let mut elections = Vec::new();
+    for r in rows.iter().filter(|r| r.kind == "election") {
+        match parse_election(r) {
+            Some(e) => elections.push(e),
+            None => {
+                notes.push(format!("election row at {} not understood ({:?}): counted as 1, unexplained", ts(r.ts), r.detail));
+                elections.push(Election { at: r.ts, terms: 1, cause: "unexplained".to_owned(), cause_at: None });
+            }
+        }
+    }
+    let environment = if endpoints.is_empty() { "sample".to_owned() } else { format!("sample of {endpoints}") };
+    Ok(Source { path: dir.to_owned(), kind: "sample".to_owned(), environment, spans, cuts: cuts_from(&rows), elections, notes })
+}
+
+/// Reads every PATH (see [`source`]); a directory that is neither a sitting nor a sample
+/// stands for the runs directly inside it (`rate data/`).
+pub fn sources(paths: &[PathBuf]) -> Result<Vec<Source>, Error> {
+    let mut out = Vec::new();
+    for p in paths {
+        let is_run = |d: &Path| d.join(BASELINE).exists() || d.join(EVENTS).exists();
+        if p.is_dir() && !is_run(p) {
+            let mut runs: Vec<PathBuf> = std::fs::read_dir(p)
+                .map_err(|e| Error::Usage(format!("{}: {e}", p.display())))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|d| d.is_dir() && is_run(d))
+                .collect();
+            if !runs.is_empty() {
+                runs.sort();
+                for r in runs {
+                    out.push(source(&r)?);
+                }
+                continue;
+            }
+        }
+        out.push(source(p)?);
+    }
+    // The same run named twice (data/ and data/run/) counts once.
+    let mut seen = std::collections::HashSet::new();
+    out.retain(|s| seen.insert(std::fs::canonicalize(&s.path).unwrap_or_else(|_| s.path.clone())));
+    Ok(out)
+}
+
+/// The time of run `id`'s last row in `dir`'s samples files, looked for in the live
+/// samples.csv and the closed days from `since`'s day on, newest first.
+fn last_row(dir: &Path, id: &str, since: DateTime<Utc>) -> Option<DateTime<Utc>> {
+    use std::io::Read;
+    let mut files: Vec<(chrono::NaiveDate, PathBuf)> = std::fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (live, day, _) = crate::io::rotate::parse_closed(&name)?;
+            (live == crate::io::record::SAMPLES && day >= since.date_naive()).then(|| (day, e.path()))
+        })
+        .collect();
+    files.sort();
+    let live = dir.join(crate::io::record::SAMPLES);
+    let tag = format!(",{id},");
+    for path in std::iter::once(live).chain(files.into_iter().rev().map(|(_, p)| p)) {
+        let Ok(f) = std::fs::File::open(&path) else { continue };
+        let mut text = String::new();
+        let read = if path.extension().is_some_and(|e| e == "gz") {
+            flate2::read::GzDecoder::new(f).read_to_string(&mut text)
+        } else {
+            std::io::BufReader::new(f).read_to_string(&mut text)
+        };
+        if read.is_err() {
+            continue;
+        }
+        // Rows start `ts,run_id,`; the last one of this run wins.
+        if let Some(t) = text.lines().rev().find(|l| l.get(24..).is_some_and(|rest| rest.starts_with(&tag[..]))).and_then(|l| l.get(..24)).and_then(|t| t.parse().ok()) {
+            return Some(t);
+        }
+    }
+    None
+}
+
+/// Reads PATH: a baseline.json (a sitting), or a directory holding one, or a `sample`
+/// run directory (events.csv without baseline.json).
+pub fn source(path: &Path) -> Result<Source, Error> {
+    if path.is_dir() {
+        if path.join(BASELINE).exists() {
+            let p = path.join(BASELINE);
+            return from_sitting(&p, &baseline(&p)?);
+        }
+        if path.join(EVENTS).exists() {
+            return from_sample(path);
+        }
+        return Err(Error::Usage(format!("{}: neither a sitting (baseline.json) nor a sample run directory (events.csv), nor a directory of them", path.display())));
+    }
+    if path.file_name().is_some_and(|n| n == "summary.json") {
+        return from_sample(path.parent().unwrap_or(Path::new(".")));
+    }
+    from_sitting(path, &baseline(path)?)
+}
+
+
+/// The residual rate over every `sample` run in `dir` (its events.csv), for summary.json.
+pub fn residual(dir: &Path, confidence: f64) -> Result<Residual, Error> {
+    let s = from_sample(dir)?;
+    let runs = s.spans.len();
+    let r = pool(std::slice::from_ref(&s), confidence);
+    Ok(Residual { runs, exposure_s: r.exposure_s, cut_s: r.cut_s, residual: r.residual, by_cause: r.elections, confidence, per_hour: r.per_hour, per_day: r.per_day })
+}

@@ -1,0 +1,67 @@
+//! One figure of one run, as `report --format csv` writes it and the tables and `compare`
+//! read it. The list is made by src/analysis/measurements.rs.
+
+use chrono::{DateTime, Utc};
+
+/// Units of [`Measurement::unit`].
+pub const SECONDS: &str = "s";
+pub const COUNT: &str = "count";
+/// Raft-term increments: what `elections` counts (docs/counting.md).
+pub const TERMS: &str = "terms";
+pub const BYTES: &str = "bytes";
+
+/// The `window` of the recovery figures (they span member loss to healthy, not a window).
+pub const RECOVERY: &str = "recovery";
+/// The `window` of the row "client writes unavailable during the disruption".
+pub const CLIENT: &str = "client";
+
+/// One figure of one baseline. `analysis::measurements::measurements` lists them; the window table, the health
+/// table, the CSV and `compare` only format, group or match that list.
+///
+/// Serialized, it is one row of `report --format csv`, columns in this order:
+///
+/// `run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s`
+///
+/// - `source`: the baseline.json path as given; `environment`: where it ran;
+/// - `window`: `at_rest`, `disruption`, `settle` (baseline.json's windows) or `recovery`;
+/// - `member`: empty for a cluster-wide figure, else whose health figure it is;
+/// - `figure`, `value`, `unit` (`s`, `count`, `terms`, `bytes`): `value` is empty when not
+///   known, never 0;
+/// - `threshold`, `threshold_source`: the highest documented threshold the figure went over
+///   (the member's `over` flags in baseline.json), empty when none; `over`: `true` or `false`;
+/// - `label`: the row the figure belongs to in the window table; `note`: words that go with
+///   the value (an election's cause, how the member was kept down);
+/// - `window_start`, `window_end` (RFC 3339, ms; `window_end` empty: never recovered),
+///   `window_s`: the monotonic duration.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Measurement {
+    pub run_id: String,
+    pub source: String,
+    pub environment: String,
+    pub window: String,
+    pub member: String,
+    pub figure: String,
+    pub value: Option<f64>,
+    pub unit: &'static str,
+    pub threshold: Option<f64>,
+    pub threshold_source: String,
+    pub over: bool,
+    pub label: String,
+    pub note: String,
+    #[serde(serialize_with = "ser_ts")]
+    pub window_start: DateTime<Utc>,
+    #[serde(serialize_with = "ser_opt_ts")]
+    pub window_end: Option<DateTime<Utc>>,
+    pub window_s: Option<f64>,
+}
+
+fn ser_ts<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::model::clock::ts(*t))
+}
+
+fn ser_opt_ts<S: serde::Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => ser_ts(t, s),
+        None => s.serialize_none(),
+    }
+}

@@ -1,0 +1,7 @@
+//! Text for people and tools, from the model and the analysis: the report's tables and
+//! CSV, `compare`, the rate table, the alert rule, the progress line.
+
+pub mod alert;
+pub mod progress;
+pub mod rate;
+pub mod report;

@@ -1,0 +1,501 @@
+//! Everything rendered from the measurement list (src/analysis/measurements.rs) and the
+//! rate: the observation-window tables followed by the member-health table (`report`, and
+//! `report --update` between `<!-- baseline:begin -->` and `<!-- baseline:end -->`), the
+//! tidy CSV (`report --format csv`) and `compare`'s table. Every count is shown as its
+//! three figures (docs/counting.md), never as a bare "leader changes". Rendering is a pure
+//! function of the files read (src/io/read.rs reads them), so `report --update` run twice
+//! changes nothing.
+
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::Error;
+use crate::analysis::measurements::{is_election_figure, measurements, Difference};
+use crate::model::baseline::BaselineFile;
+use crate::model::measurement::{BYTES, CLIENT, Measurement, RECOVERY, SECONDS};
+
+pub const BEGIN: &str = "<!-- baseline:begin -->";
+pub const END: &str = "<!-- baseline:end -->";
+
+/// How every row that comes from a run is labelled (the task spec's wording); rows not yet
+/// measured say so instead.
+pub const MEASURED: &str = "**ASSUMPTION-free measurement:**";
+
+/// The command that will fill the GKE rows, shown until a Kubernetes baseline exists.
+pub const GKE_COMMAND: &str =
+    "leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)";
+
+// ---------------------------------------------------------------------------------------
+// Markdown: the window table and the member-health table
+// ---------------------------------------------------------------------------------------
+
+fn num(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.fract() == 0.0 => format!("{v:.0}"),
+        Some(v) => format!("{v}"),
+        None => "unknown".to_owned(),
+    }
+}
+
+/// `start – end (secs)`; `secs` is the monotonic duration the run measured.
+fn when(start: DateTime<Utc>, end: DateTime<Utc>, secs: f64) -> String {
+    let end_fmt = if start.date_naive() == end.date_naive() { "%H:%M:%SZ" } else { "%Y-%m-%d %H:%M:%SZ" };
+    format!("{} – {} ({secs:.1} s)", start.format("%Y-%m-%d %H:%M:%SZ"), end.format(end_fmt))
+}
+
+/// The observation-window cell of a figure.
+fn span(m: &Measurement) -> String {
+    match m.window_end {
+        Some(end) => when(m.window_start, end, m.window_s.unwrap_or_default()),
+        None => format!("from {}", m.window_start.format("%Y-%m-%d %H:%M:%SZ")),
+    }
+}
+
+/// `to` relative to directory `from` (both made absolute against the working directory).
+fn relative(to: &Path, from: &Path) -> PathBuf {
+    let abs = |p: &Path| {
+        let p = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(p) };
+        p.components().fold(PathBuf::new(), |mut acc, c| {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    acc.pop();
+                }
+                other => acc.push(other),
+            }
+            acc
+        })
+    };
+    let (to, from) = (abs(to), abs(from));
+    let common = to.components().zip(from.components()).take_while(|(a, b)| a == b).count();
+    let mut out = PathBuf::new();
+    for _ in from.components().skip(common) {
+        out.push("..");
+    }
+    for c in to.components().skip(common) {
+        out.push(c);
+    }
+    out
+}
+
+/// The rows of `ms` grouped by (window, member), groups in the order they first appear.
+fn groups(ms: &[Measurement]) -> Vec<Vec<&Measurement>> {
+    let mut out: Vec<Vec<&Measurement>> = Vec::new();
+    for m in ms {
+        match out.iter_mut().find(|g| g.first().is_some_and(|f| f.window == m.window && f.member == m.member)) {
+            Some(g) => g.push(m),
+            None => out.push(vec![m]),
+        }
+    }
+    out
+}
+
+fn get<'a>(rows: &[&'a Measurement], figure: &str) -> Option<&'a Measurement> {
+    rows.iter().find(|m| m.figure == figure).copied()
+}
+
+fn value(rows: &[&Measurement], figure: &str) -> Option<f64> {
+    get(rows, figure).and_then(|m| m.value)
+}
+
+/// "raw sum 3 → 5; reset-aware increase 3; elections (raft term) 1 (the SIGKILL of m1)":
+/// the causes only where baseline.json has them (schema 3).
+fn counts_cell(rows: &[&Measurement]) -> String {
+    let causes: Vec<&str> = rows.iter().filter(|m| is_election_figure(&m.figure)).map(|m| m.note.as_str()).collect();
+    let mut elections = num(value(rows, "elections"));
+    if !causes.is_empty() {
+        elections.push_str(&format!(" ({})", causes.join("; ")));
+    }
+    format!(
+        "raw sum {} → {}; reset-aware increase {}; elections (raft term) {elections}",
+        num(value(rows, "raw_sum_start")),
+        num(value(rows, "raw_sum_end")),
+        num(value(rows, "reset_aware_increase")),
+    )
+}
+
+/// The client row's value cell.
+fn client_cell(rows: &[&Measurement]) -> String {
+    let mut v = match value(rows, "write_longest_unavailable_s") {
+        Some(u) => format!("{u:.2} s longest without a successful write"),
+        None => "no successful write in the window".to_owned(),
+    };
+    if let Some(one) = value(rows, "write_longest_unavailable_one_in_flight_s") {
+        v.push_str(&format!(", {one:.2} s for a client with one write in flight"));
+    }
+    if let (Some(ops), Some(failed)) = (value(rows, "write_ops"), value(rows, "write_failures")) {
+        v.push_str(&format!(" ({failed:.0} of {ops:.0} writes failed"));
+        if let Some(p99) = value(rows, "write_p99_s") {
+            v.push_str(&format!("; p99 {}", ms(p99)));
+        }
+        v.push(')');
+    }
+    v
+}
+
+/// The recovery's value cell.
+fn recovery_cell(rows: &[&Measurement]) -> String {
+    let mut v = match (value(rows, "loss_to_healthy_s"), value(rows, "request_to_healthy_s")) {
+        (Some(l), Some(r)) => format!("{l:.2} s (request → healthy {r:.2} s)"),
+        (None, Some(r)) => format!("member loss not observed; request → healthy {r:.2} s"),
+        _ => "did not recover within the sitting's timeout".to_owned(),
+    };
+    // A local rehearsal keeps the member down on purpose (standing in for the
+    // reschedule): say how much of the figure that is.
+    if let Some((down, k)) = get(rows, "kept_down_s").and_then(|k| k.value.map(|d| (d, k))) {
+        v.push_str(&format!("; of which the member was kept down {down:.2} s ({})", k.note));
+    }
+    v
+}
+
+/// Window-table rows of one baseline's figures. `link` is how the source column names it.
+fn window_rows(ms: &[Measurement], link: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for rows in groups(ms).iter().filter(|g| g.first().is_some_and(|m| m.member.is_empty())) {
+        let Some(first) = rows.first() else { continue };
+        let value = match first.window.as_str() {
+            RECOVERY => recovery_cell(rows),
+            CLIENT => client_cell(rows),
+            _ => counts_cell(rows),
+        };
+        out.push(format!("| {} | {value} | {MEASURED_LABEL} | {} | {} | {link} |", first.label, span(first), first.environment));
+    }
+    out
+}
+
+/// The residual rate over the baselines' quiet windows, one row per environment (a rate
+/// pooled across places would describe none of them). Computed by [`crate::analysis::rate`].
+/// `baselines` come in run-id order (from [`in_order`]).
+fn rate_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> Vec<String> {
+    let mut by_env: BTreeMap<&str, Vec<&BaselineFile>> = BTreeMap::new();
+    for f in baselines.iter().copied() {
+        by_env.entry(f.baseline.environment.description.as_str()).or_default().push(f);
+    }
+    let mut out = Vec::new();
+    for (env, group) in by_env {
+        let sources: Vec<crate::model::rate::Source> = group.iter().map(|f| f.rate.clone()).collect();
+        let r = crate::analysis::rate::pool(&sources, 0.95);
+        let (Some(day), Some(from), Some(to)) = (r.per_day.as_ref(), r.from, r.to) else { continue };
+        let links: Vec<String> = group
+            .iter()
+            .map(|f| match readme_dir {
+                Some(dir) => format!("[{}]({})", f.baseline.run_id, relative(&f.path, dir).display()),
+                None => format!("`{}`", f.path.display()),
+            })
+            .collect();
+        let exposure = humantime::format_duration(Duration::from_secs(r.exposure_s.round() as u64));
+        out.push(format!(
+            "| residual rate of elections at rest (at_rest + settle windows of {} sitting(s); `leaderwatch rate`) | {} election(s) in {exposure} of quiet exposure: {} per day, 95% exact Poisson interval {} – {} per day | {MEASURED_LABEL} | {} – {} ({:.0} s quiet) | {env} | {} |",
+            group.len(),
+            r.residual,
+            sig(day.rate, false),
+            sig(day.lower, false),
+            sig(day.upper, false),
+            from.format("%Y-%m-%d %H:%M:%SZ"),
+            to.format("%H:%M:%SZ"),
+            r.exposure_s,
+            links.join(", ")
+        ));
+    }
+    out
+}
+
+/// A latency in milliseconds, about three significant digits.
+fn ms(s: f64) -> String {
+    let v = s * 1000.0;
+    match v.abs() {
+        a if a >= 100.0 => format!("{v:.0} ms"),
+        a if a >= 10.0 => format!("{v:.1} ms"),
+        _ => format!("{v:.2} ms"),
+    }
+}
+
+fn bytes(v: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let (mut x, mut i) = (v, 0);
+    while x.abs() >= 1024.0 && i + 1 < units.len() {
+        x /= 1024.0;
+        i += 1;
+    }
+    if x.fract() == 0.0 { format!("{x:.0} {}", units[i]) } else { format!("{x:.1} {}", units[i]) }
+}
+
+fn count(v: f64) -> String {
+    if v.fract() == 0.0 { format!("{v:.0}") } else { format!("{v}") }
+}
+
+fn by_unit(unit: &str) -> fn(f64) -> String {
+    match unit {
+        SECONDS => ms,
+        BYTES => bytes,
+        _ => count,
+    }
+}
+
+/// A health figure: "—" when not known, and marked when it went over a threshold.
+fn cell(m: Option<&Measurement>) -> String {
+    let Some(m) = m else { return "—".to_owned() };
+    let f = by_unit(m.unit);
+    let Some(v) = m.value else { return "—".to_owned() };
+    match (m.over, m.threshold) {
+        (true, Some(t)) => format!("**{} ⚠ > {} ({})**", f(v), f(t), m.threshold_source),
+        (true, None) => format!("**{} ⚠**", f(v)),
+        _ => f(v),
+    }
+}
+
+/// "1.25 ms / 1.99 ms (3 fsyncs)"; the count says what the quantiles rest on.
+fn quantiles_cell(qs: &[Option<&Measurement>], n: Option<f64>, what: &str) -> String {
+    let cells: Vec<String> = qs.iter().map(|q| cell(*q)).collect();
+    let mut out = if cells.iter().all(|c| c == "—") { "—".to_owned() } else { cells.join(" / ") };
+    if let Some(n) = n {
+        out.push_str(&format!(" ({} {what}{})", count(n), if n == 1.0 { "" } else { "s" }));
+    }
+    out
+}
+
+pub const HEALTH_HEADER: &str = "| run | window | member | WAL fsync p50 / p99 | backend commit p99 | peer RTT p99 (worst peer) | heartbeat send failures | slow applies | proposals failed | slow read indexes | db size / quota |";
+
+/// Health-table rows of one baseline's figures, one per member per window.
+fn health_rows(ms: &[Measurement], run: &str) -> Vec<String> {
+    const COLUMNS: [&str; 11] = [
+        "wal_fsyncs",
+        "wal_fsync_p50_s",
+        "wal_fsync_p99_s",
+        "backend_commits",
+        "backend_commit_p99_s",
+        "heartbeat_send_failures",
+        "slow_applies",
+        "proposals_failed",
+        "slow_read_indexes",
+        "db_size_bytes",
+        "quota_bytes",
+    ];
+    let mut out = Vec::new();
+    for rows in groups(ms).iter().filter(|g| g.first().is_some_and(|m| !m.member.is_empty())) {
+        let Some(first) = rows.first() else { continue };
+        let f = |name: &str| get(rows, name);
+        let peers: Vec<(&str, &Measurement)> =
+            rows.iter().filter_map(|m| m.figure.strip_prefix("peer_rtt_p99_s{").and_then(|p| p.strip_suffix('}')).map(|p| (p, *m))).collect();
+        let worst = peers.iter().filter(|(_, m)| m.value.is_some()).max_by(|a, b| a.1.value.unwrap_or_default().total_cmp(&b.1.value.unwrap_or_default()));
+        // The worst peer, and any other peer that went over its threshold.
+        let mut rtt: Vec<String> = worst.iter().map(|(p, m)| format!("{p}: {}", cell(Some(m)))).collect();
+        for (p, m) in &peers {
+            if m.over && worst.is_none_or(|w| w.0 != *p) {
+                rtt.push(format!("{p}: {}", cell(Some(m))));
+            }
+        }
+        let rtt = if rtt.is_empty() { "—".to_owned() } else { rtt.join("; ") };
+        let mut member = first.member.clone();
+        if let Some(r) = value(rows, "restarts").filter(|r| *r > 0.0) {
+            member.push_str(&format!(" ({} restart{})", count(r), if r == 1.0 { "" } else { "s" }));
+        }
+        // Flags on figures without a column of their own.
+        for m in rows.iter().filter(|m| m.over && !COLUMNS.contains(&m.figure.as_str()) && !m.figure.starts_with("peer_rtt_p99_s{")) {
+            member.push_str(&format!(" {} {}", m.figure, cell(Some(m))));
+        }
+        let db = match (f("db_size_bytes").and_then(|m| m.value), f("quota_bytes").and_then(|m| m.value)) {
+            (None, None) => "—".to_owned(),
+            _ => format!("{} / {}", cell(f("db_size_bytes")), cell(f("quota_bytes"))),
+        };
+        out.push(format!(
+            "| {run} | {} | {member} | {} | {} | {rtt} | {} | {} | {} | {} | {db} |",
+            first.window,
+            quantiles_cell(&[f("wal_fsync_p50_s"), f("wal_fsync_p99_s")], value(rows, "wal_fsyncs"), "fsync"),
+            quantiles_cell(&[f("backend_commit_p99_s")], value(rows, "backend_commits"), "commit"),
+            cell(f("heartbeat_send_failures")),
+            cell(f("slow_applies")),
+            cell(f("proposals_failed")),
+            cell(f("slow_read_indexes")),
+        ));
+    }
+    out
+}
+
+/// The baselines in time order (by run id, whatever the order of the arguments, so that
+/// `report --update` gives one table for one set of files).
+fn in_order(baselines: &[BaselineFile]) -> Vec<&BaselineFile> {
+    let mut v: Vec<&BaselineFile> = baselines.iter().collect();
+    v.sort_by(|a, b| a.baseline.run_id.cmp(&b.baseline.run_id));
+    v
+}
+
+/// The label of every row that comes from a run, in a column of its own (the task spec's
+/// wording); rows not yet measured say so instead.
+pub const MEASURED_LABEL: &str = "ASSUMPTION-free measurement";
+
+const TABLE_HEADER: &str = "| measurement | value | label | observation window | environment | source |\n|---|---|---|---|---|---|";
+
+/// The spec's table first: GKE's rows (measured, or "not yet measured" with the command),
+/// then the sittings on the local control plane; then, in a second table, the short local
+/// rehearsals; then (when any baseline has member health, schema 3) the health table.
+/// `readme_dir` (where the tables will live) makes the source links relative; without it
+/// the paths are shown as given.
+pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
+    // GKE before the local control plane, each by run id.
+    let mut spec: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind == "kubernetes").collect();
+    spec.sort_by_key(|f| !f.baseline.environment.on_target_cluster());
+    let short: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind != "kubernetes").collect();
+    let mut health = Vec::new();
+    let rows = |group: &[&BaselineFile], health: &mut Vec<String>| -> Vec<String> {
+        let mut out = Vec::new();
+        for BaselineFile { path, baseline: b, .. } in group.iter().copied() {
+            let ms = measurements(path, b);
+            let (link, run) = match readme_dir {
+                Some(dir) => {
+                    let l = format!("[{}]({})", b.run_id, relative(path, dir).display());
+                    (l.clone(), l)
+                }
+                None => (format!("`{}`", path.display()), b.run_id.clone()),
+            };
+            out.extend(window_rows(&ms, &link));
+            health.extend(health_rows(&ms, &run));
+        }
+        out.extend(rate_rows(group, readme_dir));
+        out
+    };
+    let mut out = vec![TABLE_HEADER.to_owned()];
+    // A sitting on the local control plane is Kubernetes but not GKE: the GKE rows stay.
+    if !baselines.iter().any(|f| f.baseline.environment.on_target_cluster()) {
+        let gke = "GKE Autopilot, dlock-gke";
+        let todo = format!("run `{GKE_COMMAND}`, then `leaderwatch report ... --update`");
+        for m in [
+            "leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections",
+            "leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections",
+            "time from member loss to a healthy 3-member endpoint list",
+        ] {
+            out.push(format!("| {m} | — | not yet measured | — | {gke} | {todo} |"));
+        }
+        out.push(format!(
+            "| residual rate of elections at rest, per day with its 95% interval | — | not yet measured | — | {gke} | after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/*/baseline.json <sampler run directory>` |"
+        ));
+    }
+    out.extend(rows(&spec, &mut health));
+    if !short.is_empty() {
+        out.push(String::new());
+        out.push("Short rehearsals on local loopback (`leaderwatch rehearse`: minutes at rest, not the spec's 20, and a local signal instead of an eviction), for comparison:".to_owned());
+        out.push(String::new());
+        out.push(TABLE_HEADER.to_owned());
+        out.extend(rows(&short, &mut health));
+    }
+    if !health.is_empty() {
+        out.push(String::new());
+        out.push(format!(
+            "{MEASURED} each member's health over each window, from the deltas of its `/metrics` between the window's \
+             boundary rounds. Latencies in ms; — = not known (no observation), never 0; ⚠ = above the threshold named."
+        ));
+        out.push(String::new());
+        out.push(HEALTH_HEADER.to_owned());
+        out.push("|---|---|---|---|---|---|---|---|---|---|---|".to_owned());
+        out.extend(health);
+    }
+    out.join("\n")
+}
+
+/// What `rehearse` and `measure` print at the end: the tables, then baseline.json between
+/// the log markers, in one write so that no log line from elsewhere lands inside it.
+pub fn print_result(f: &BaselineFile) {
+    use std::io::Write;
+    let text = format!("{}\n{}", render(std::slice::from_ref(f), None), crate::model::baseline::log_block(&f.baseline));
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+/// Replaces what is between the markers in `readme` with `table`. Idempotent.
+pub fn splice(readme: &str, table: &str) -> Result<String, String> {
+    let b = readme.find(BEGIN).ok_or_else(|| format!("no {BEGIN} marker"))?;
+    let e = readme.find(END).ok_or_else(|| format!("no {END} marker"))?;
+    if e < b {
+        return Err(format!("{END} comes before {BEGIN}"));
+    }
+    Ok(format!("{}{BEGIN}\n{table}\n{}", &readme[..b], &readme[e..]))
+}
+
+// ---------------------------------------------------------------------------------------
+// CSV and compare
+// ---------------------------------------------------------------------------------------
+
+/// `report --format csv`: the tidy list, one row per figure ([`Measurement`] has the
+/// columns), runs by run id, then the residual rate over their quiet windows
+/// ([`crate::analysis::rate`], 95 %).
+pub fn render_csv(baselines: &[BaselineFile]) -> Result<String, Error> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for f in in_order(baselines) {
+        for m in measurements(&f.path, &f.baseline) {
+            w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+        }
+    }
+    // The residual rate over the same baselines' quiet windows (window `quiet`).
+    let sources: Vec<crate::model::rate::Source> = baselines.iter().map(|f| f.rate.clone()).collect();
+    for m in crate::analysis::rate::measurements(&crate::analysis::rate::pool(&sources, 0.95)) {
+        w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+    }
+    let bytes = w.into_inner().map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// About three significant digits, at least three decimals.
+fn sig(v: f64, sign: bool) -> String {
+    let decimals = if v == 0.0 || v.abs() >= 1.0 { 3 } else { (2 - v.abs().log10().floor() as i32).clamp(3, 9) as usize };
+    match (v.fract() == 0.0, sign) {
+        (true, true) => format!("{v:+.0}"),
+        (true, false) => format!("{v:.0}"),
+        (false, true) => format!("{v:+.decimals$}"),
+        (false, false) => format!("{v:.decimals$}"),
+    }
+}
+
+/// `compare` as a markdown table; a member's figure is in the window column as
+/// `window / member`.
+pub fn render_compare(a_name: &str, b_name: &str, diffs: &[Difference]) -> String {
+    let n = |v: Option<f64>| v.map_or("—".to_owned(), |v| sig(v, false));
+    let mut out = vec![format!("| window | figure | A: {a_name} | B: {b_name} | B − A |"), "|---|---|---|---|---|".to_owned()];
+    for d in diffs {
+        let window = if d.member.is_empty() { d.window.clone() } else { format!("{} / {}", d.window, d.member) };
+        let diff = d.diff.map_or("—".to_owned(), |v| sig(v, true));
+        out.push(format!("| {window} | {} | {} | {} | {diff} |", d.figure, n(d.a), n(d.b)));
+    }
+    out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splice_replaces_only_between_markers_and_is_idempotent() {
+        let doc = format!("# T\nbefore\n{BEGIN}\nold\n{END}\nafter\n");
+        let once = splice(&doc, "| new |").expect("markers");
+        assert_eq!(once, format!("# T\nbefore\n{BEGIN}\n| new |\n{END}\nafter\n"));
+        assert_eq!(splice(&once, "| new |").expect("markers"), once);
+        assert!(splice("no markers", "x").is_err());
+    }
+
+    #[test]
+    fn relative_links_walk_up_from_the_readme() {
+        let p = relative(Path::new("/r/data/x/baseline.json"), Path::new("/r/deploy/k8s/etcd"));
+        assert_eq!(p, PathBuf::from("../../../data/x/baseline.json"));
+    }
+
+    #[test]
+    fn compare_numbers_keep_small_latencies() {
+        assert_eq!(sig(0.00199, false), "0.00199");
+        assert_eq!(sig(0.203776, false), "0.204");
+        assert_eq!(sig(60.000365, false), "60.000");
+        assert_eq!(sig(-1.0, true), "-1");
+        assert_eq!(sig(-0.000365, true), "-0.000365");
+    }
+
+    #[test]
+    fn health_cells_mark_flags_and_never_print_unknown_as_zero() {
+        assert_eq!(ms(0.012), "12.0 ms");
+        assert_eq!(ms(0.00125), "1.25 ms");
+        assert_eq!(ms(0.203776), "204 ms");
+        assert_eq!(bytes(20480.0), "20 KiB");
+        assert_eq!(bytes(2147483648.0), "2 GiB");
+        assert_eq!(cell(None), "—");
+    }
+}
