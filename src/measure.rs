@@ -14,7 +14,7 @@ use crate::k8s::{timing, watch, KubeOptions};
 use crate::k8s::discover::{connect, Reach};
 use crate::k8s::evict::KubeEvictor;
 use crate::k8s::preflight::{self, PreflightOptions};
-use crate::model::baseline::{Baseline, Environment};
+use crate::model::baseline::{Baseline, Environment, EnvironmentKind};
 use crate::model::clock::Clock;
 use crate::sitting::{self, SittingConfig};
 
@@ -66,7 +66,7 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
     let sitting = SittingConfig {
         members: members.clone(),
         environment: Environment {
-            kind: "kubernetes".into(),
+            kind: EnvironmentKind::Kubernetes,
             description: format!("{label}, {} members{}", members.len(), if cfg.dry_run { ", DRY RUN (nothing evicted)" } else { "" }),
             members: vec![],
             etcd_versions: vec![],

@@ -15,7 +15,7 @@ use crate::io::read;
 use crate::io::disrupt::{LocalDisruptor, Method};
 use crate::io::local::{LocalCluster, LocalOptions};
 use crate::io::probe::ProbeConfig;
-use crate::model::baseline::{BASELINE, Environment};
+use crate::model::baseline::{BASELINE, Environment, EnvironmentKind};
 use crate::model::clock::{Clock, SystemClock};
 use crate::sitting::{self, SittingConfig, Target};
 
@@ -52,7 +52,7 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
         out: out.clone(),
         recovery_timeout: a.recovery_timeout,
         environment: Environment {
-            kind: "local".to_owned(),
+            kind: EnvironmentKind::Local,
             // Labelled before the sitting, so an incomplete baseline says where it ran too.
             description: format!("local loopback, etcd {{etcd}}, {} members", members.len()),
             members: vec![],

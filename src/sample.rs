@@ -13,11 +13,12 @@ use crate::io::canary::{Canary, CanaryConfig};
 use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{new_run_id, Recorder};
 use crate::io::round::{probers, Sampler};
+use crate::model::baseline::WindowName;
 use crate::model::clock::Clock;
 use crate::model::counts::LeaderChanges;
 use crate::model::event::Event;
 use crate::model::member::Member;
-use crate::model::summary::{explain, MemberRef, SCHEMA_VERSION, Summary};
+use crate::model::summary::{explain, EndedBy, MemberRef, SCHEMA_VERSION, Summary};
 
 pub const SUMMARY: &str = "summary.json";
 
@@ -53,7 +54,7 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         None => None,
     };
     let run_id = new_run_id(clock.as_ref());
-    let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "sample", cfg.members.len(), cfg.cause_horizon)?;
+    let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), WindowName::Sample, cfg.members.len(), cfg.cause_horizon)?;
     let started = clock.stamp();
     let names: Vec<String> = cfg.members.iter().map(|m| format!("{}={}", m.name, m.url)).collect();
     rec.event(Event::stamped(
@@ -92,16 +93,16 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
     let ended_by = loop {
         tokio::select! {
             biased;
-            _ = &mut shutdown => break "signal",
+            _ = &mut shutdown => break EndedBy::Signal,
             _ = ticker.tick() => {}
         }
         if cfg.duration.is_some_and(|d| started.mono.elapsed() >= d) {
-            break "duration";
+            break EndedBy::Duration;
         }
         sampler.set_with_metrics(sampler.next_index() % cfg.metrics_every.max(1) == 0);
         let round = tokio::select! {
             biased;
-            _ = &mut shutdown => break "signal",
+            _ = &mut shutdown => break EndedBy::Signal,
             r = sampler.round_within(Some(cfg.interval)) => r,
         };
         rec.round(&round)?;
@@ -139,7 +140,7 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         started_at: started.utc,
         ended_at: ended.utc,
         duration_s: started.secs_to(&ended),
-        ended_by: ended_by.to_owned(),
+        ended_by,
         rounds,
         members: cfg.members.iter().map(|m| MemberRef { name: m.name.clone(), endpoint: m.url.clone() }).collect(),
         leader_changes: LeaderChanges::from_counts(&counts),

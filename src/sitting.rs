@@ -30,7 +30,7 @@ use crate::io::disrupt::{Disruptor, Report, Reporter};
 use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{new_run_id, Recorder};
 use crate::io::round::{probers, Sampler};
-use crate::model::baseline::{BASELINE, Baseline, COMPLETE, Disruption, Environment, GroundTruth, INCOMPLETE, SCHEMA_VERSION, Step};
+use crate::model::baseline::{BASELINE, Baseline, Disruption, Environment, GroundTruth, SCHEMA_VERSION, Status, Step, WindowName};
 use crate::model::canary::Kind;
 use crate::model::clock::{mono_secs, Clock, Stamp};
 use crate::model::event::Event;
@@ -152,7 +152,7 @@ pub async fn run<D: Disruptor>(
         Some(addr) => Some(crate::io::exporter::start(addr, cfg.interval).await?),
         None => None,
     };
-    let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), "at_rest", cfg.members.len(), cfg.cause_horizon)?;
+    let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), WindowName::AtRest, cfg.members.len(), cfg.cause_horizon)?;
     if let Some((e, bound)) = exporter {
         rec.export_to(e, bound, clock.stamp())?;
     }
@@ -310,10 +310,10 @@ impl Sitting<'_> {
             self.record(&r)?;
             self.last = Some(r); // what the target is chosen from
         };
-        self.rec.next_window(true, "disruption").map_err(rec_err)?;
+        self.rec.next_window(true, WindowName::Disruption).map_err(rec_err)?;
         self.disruption(disruptor, target, was_leader).await?;
         // settle, from the round that closed the disruption
-        self.rec.next_window(true, "settle").map_err(rec_err)?;
+        self.rec.next_window(true, WindowName::Settle).map_err(rec_err)?;
         self.progress.phase("settle", Some(cfg.settle));
         let t1 = self.clock.stamp();
         let mut tick = ticker(cfg.interval);
@@ -500,7 +500,7 @@ impl Sitting<'_> {
             schema_version: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
             run_id: self.rec.run_id().to_owned(),
-            status: if cut.is_none() { COMPLETE } else { INCOMPLETE }.to_owned(),
+            status: if cut.is_none() { Status::Complete } else { Status::Incomplete },
             incomplete_reason: cut.as_ref().map(|c| c.reason.clone()),
             windows,
             disruption,
@@ -520,7 +520,7 @@ impl Sitting<'_> {
 
 /// Who the disruptor's events come from, in events.csv.
 fn source_of(env: &Environment) -> &'static str {
-    if env.kind == "kubernetes" { "kubernetes" } else { "local" }
+    env.kind.as_str()
 }
 
 fn disruption_record(log: DisruptionLog) -> Disruption {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use leaderwatch::io::disrupt::{LocalDisruptor, Method};
 use leaderwatch::io::probe::ProbeConfig;
-use leaderwatch::model::baseline::{Baseline, ElectionDetail, Environment};
+use leaderwatch::model::baseline::{Baseline, ElectionDetail, Environment, EnvironmentKind, Status, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::{self, SittingConfig, Target};
 
@@ -39,7 +39,7 @@ async fn leader_sitting(method: Method) -> (Baseline, Vec<writer::WriterOp>) {
         probe: ProbeConfig { timeout: Duration::from_secs(1), ..ProbeConfig::default() },
         out: f.out.path().to_owned(),
         recovery_timeout: Duration::from_secs(30),
-        environment: Environment { kind: "local".into(), description: "test".into(), ..Environment::default() },
+        environment: Environment { kind: EnvironmentKind::Local, description: "test".into(), ..Environment::default() },
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
         metrics_addr: None,
@@ -55,8 +55,8 @@ async fn leader_sitting(method: Method) -> (Baseline, Vec<writer::WriterOp>) {
 
 /// The election of the disruption window, and both figures beside the writer's.
 fn compare(b: &Baseline, ops: &[writer::WriterOp]) -> (f64, f64, f64, ElectionDetail) {
-    assert_eq!(b.status, "complete", "{:?}", b.incomplete_reason);
-    let dis = b.windows.iter().find(|w| w.name == "disruption").expect("disruption window");
+    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    let dis = b.windows.iter().find(|w| w.name == WindowName::Disruption).expect("disruption window");
     assert_eq!(dis.elections, Some(1), "{:?}", dis.elections_detail);
     let e = dis.elections_detail.first().expect("election detail").clone();
     let canary = e.write_unavailable_s.expect("the canary ran through the election");

@@ -93,7 +93,7 @@ async fn sigstop_of_the_leader_under_sample_is_an_election_caused_by_unreachable
     let row = first.cause_event.as_ref().expect("cause_event");
     let ev = events(f.out.path());
     assert!(ev.iter().any(|e| e["kind"] == row.kind && e["member"] == row.member && e["ts"] == leaderwatch::model::clock::ts(row.ts)), "{row:?}");
-    assert!(ev.iter().any(|e| e["kind"] == "election" && e["detail"].contains(&first.cause)));
+    assert!(ev.iter().any(|e| e["kind"] == "election" && e["detail"].contains(first.cause.as_str())));
     assert_eq!(s.health.len(), 3, "the run's health per member");
     assert_eq!(s.health[&format!("m{leader}")].restarts, 0, "frozen, not restarted");
 }

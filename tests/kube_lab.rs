@@ -21,6 +21,7 @@ use leaderwatch::model::baseline::{Baseline, Environment};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::SittingConfig;
 use serde_json::Value;
+use leaderwatch::model::baseline::{Status, WindowName};
 
 #[path = "support/writer.rs"]
 mod writer;
@@ -256,7 +257,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let term_before = lab.raft_term();
     let b = measure(&kc, &out.path().join("follower"), "follower").await.unwrap_or_else(|e| panic!("measure: {e}"));
     let term_after = lab.raft_term();
-    assert_eq!(b.status, "complete", "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!(d.method, "kubernetes-eviction");
     assert_eq!(d.attempts, 1, "the PDB allowed the first eviction");
@@ -335,8 +336,8 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let e = r.expect_err("a sitting whose eviction is forbidden fails");
     assert_eq!(e.exit_code(), 6, "{e}");
     let saved: Baseline = serde_json::from_slice(&std::fs::read(run.join("baseline.json")).expect("baseline.json written")).expect("baseline json");
-    assert_eq!(saved.status, "incomplete");
-    assert!(saved.windows.iter().any(|w| w.name == "at_rest" && w.duration_s > 15.0), "at_rest kept: {:?}", saved.windows);
+    assert_eq!(saved.status, Status::Incomplete);
+    assert!(saved.windows.iter().any(|w| w.name == WindowName::AtRest && w.duration_s > 15.0), "at_rest kept: {:?}", saved.windows);
     assert_eq!(lab.accepted_evictions().len(), 1, "still exactly one accepted Eviction in the whole run");
     lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]);
 }
@@ -401,7 +402,7 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
     let (result, frozen_at) = tokio::join!(measure::run(client, cfg, clock, std::future::pending()), faults);
 
     let b = result.unwrap_or_else(|e| panic!("measure: {e}"));
-    assert_eq!(b.status, "complete", "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!(lab.accepted_evictions(), vec![d.target.clone()], "one accepted Eviction, not repeated");
     let ev = events(&run);
@@ -470,8 +471,8 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
     assert_eq!(e.exit_code(), 5, "incomplete: {e}");
     assert!(e.to_string().contains("still blocked"), "{e}");
     let saved: Baseline = serde_json::from_slice(&std::fs::read(run.join("baseline.json")).expect("baseline.json written")).expect("baseline json");
-    assert_eq!(saved.status, "incomplete");
-    assert!(saved.windows.iter().any(|w| w.name == "at_rest" && w.full_length), "at_rest kept whole: {:?}", saved.windows);
+    assert_eq!(saved.status, Status::Incomplete);
+    assert!(saved.windows.iter().any(|w| w.name == WindowName::AtRest && w.full_length), "at_rest kept whole: {:?}", saved.windows);
     let refusals: Vec<_> = events(&run).into_iter().filter(|e| e.2 == "eviction_blocked").collect();
     assert!(refusals.len() >= 3, "retried every 5 s for 16 s: {refusals:#?}");
     assert!(refusals.iter().all(|e| e.3.contains("disruption budget")), "the real PDB's cause: {refusals:#?}");
@@ -484,7 +485,7 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let b = measure(&kc, &out.path().join("after"), "follower").await.unwrap_or_else(|e| panic!("measure: {e}"));
-    assert_eq!(b.status, "complete");
+    assert_eq!(b.status, Status::Complete);
     assert_eq!(lab.accepted_evictions().len(), 1, "exactly one member evicted in all");
 }
 
@@ -503,12 +504,12 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     let w = writer::Writer::start(&urls);
     let b = measure(&kc, out.path(), "leader").await.unwrap_or_else(|e| panic!("measure: {e}"));
     let ops = tokio::task::spawn_blocking(move || w.stop()).await.expect("writer");
-    assert_eq!(b.status, "complete", "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(d.target_was_leader);
     assert!(b.environment.timing_source.contains("StatefulSet dlock/dlock-etcd"), "timing read from the real StatefulSet: {}", b.environment.timing_source);
     assert_eq!((b.environment.heartbeat_ms, b.environment.election_ms), (Some(100), Some(1000)));
-    let dis = b.windows.iter().find(|w| w.name == "disruption").expect("window");
+    let dis = b.windows.iter().find(|w| w.name == WindowName::Disruption).expect("window");
     assert_eq!(dis.elections, Some(1), "a graceful transfer is one election: {:?}", dis.elections_detail);
     let e = dis.elections_detail.first().expect("its detail");
     let cause = e.cause_event.as_ref().expect("cause_event");

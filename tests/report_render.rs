@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use leaderwatch::analysis::measurements::{compare, measurements, CAUSES};
 use leaderwatch::io::read;
-use leaderwatch::model::baseline::{Baseline, BaselineFile, ElectionDetail, EventRef, Flag};
+use leaderwatch::model::baseline::{Baseline, Cause, ElectionDetail, EnvironmentKind, EventRef, Flag, WindowName};
 use leaderwatch::model::measurement::Measurement;
+use leaderwatch::model::rate::BaselineFile;
 use leaderwatch::render::report;
 
 fn fixture(name: &str) -> PathBuf {
@@ -27,7 +28,7 @@ fn schema3() -> Baseline {
     read::baseline(&fixture("baseline-schema3-sigstop.json")).expect("schema-3 fixture")
 }
 
-fn window<'a>(b: &'a mut Baseline, name: &str) -> &'a mut leaderwatch::model::baseline::WindowRecord {
+fn window<'a>(b: &'a mut Baseline, name: WindowName) -> &'a mut leaderwatch::model::baseline::WindowRecord {
     b.windows.iter_mut().find(|w| w.name == name).unwrap_or_else(|| panic!("window {name}"))
 }
 
@@ -35,11 +36,11 @@ fn window<'a>(b: &'a mut Baseline, name: &str) -> &'a mut leaderwatch::model::ba
 /// and a few figures made unknown.
 fn schema3_edited() -> Baseline {
     let mut b = schema3();
-    let d = window(&mut b, "disruption");
+    let d = window(&mut b, WindowName::Disruption);
     let m0 = d.health.get_mut("m0").expect("m0");
     m0.wal_fsync_p99_s = Some(0.012);
     m0.over.push(Flag { figure: "wal_fsync_p99_s".into(), value: 0.012, threshold: 0.010, source: "etcd docs".into() });
-    let m1 = window(&mut b, "at_rest").health.get_mut("m1").expect("m1");
+    let m1 = window(&mut b, WindowName::AtRest).health.get_mut("m1").expect("m1");
     m1.heartbeat_send_failures = None;
     m1.slow_read_indexes = None;
     m1.db_size_bytes = None;
@@ -97,14 +98,14 @@ fn schema3_shows_the_causes_and_a_health_table_with_flags_marked_and_unknowns_as
 #[test]
 fn split_votes_and_several_causes_are_listed_per_election() {
     let mut b = schema3();
-    let d = window(&mut b, "disruption");
+    let d = window(&mut b, WindowName::Disruption);
     let first = d.elections_detail[0].clone();
     d.elections_detail.push(ElectionDetail {
         term_from: 3,
         term_to: 5,
         old_leader: Some("m0".into()),
         leaderless_s: None,
-        cause: "unreachable".into(),
+        cause: Cause::Unreachable,
         cause_event: Some(EventRef { ts: first.after, source: "leaderwatch".into(), member: "m0".into(), kind: "unreachable".into(), detail: String::new() }),
         ..first
     });
@@ -267,7 +268,7 @@ fn the_cli_compare_and_csv_agree_on_the_figures() {
 #[test]
 fn a_local_control_plane_sitting_leaves_the_gke_rows_not_yet_measured() {
     let mut b = schema3();
-    b.environment.kind = "kubernetes".into();
+    b.environment.kind = EnvironmentKind::Kubernetes;
     b.environment.description = "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
     let table = report::render(&[file(fixture("baseline-schema3-sigstop.json"), b.clone())], None);
     assert!(table.contains("| GKE Autopilot, dlock-gke |") && table.contains("not yet measured"), "{table}");

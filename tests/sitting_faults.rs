@@ -23,6 +23,7 @@ use leaderwatch::model::member::MemberName;
 use leaderwatch::sitting::{self, SittingConfig, Target};
 use support::{canary_keys, events, one_cluster_at_a_time, samples};
 use tokio::sync::Mutex;
+use leaderwatch::model::baseline::{EnvironmentKind, Status};
 
 type Row = HashMap<String, String>;
 
@@ -51,7 +52,7 @@ fn config(members: Vec<leaderwatch::model::member::Member>, out: &Path, s: &Sit)
         probe: ProbeConfig { timeout: s.timeout, ..ProbeConfig::default() },
         out: out.to_owned(),
         recovery_timeout: Duration::from_secs(30),
-        environment: Environment { kind: "local".into(), description: "test".into(), ..Environment::default() },
+        environment: Environment { kind: EnvironmentKind::Local, description: "test".into(), ..Environment::default() },
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
         metrics_addr: None,
@@ -148,7 +149,7 @@ fn assert_windows_tile_the_run(dir: &Path, b: &Baseline) {
     }
     assert!(phase_of.values().all(|p| p.len() == 1), "a round with two phases");
     for w in &b.windows {
-        let n = phase_of.values().filter(|p| p.contains(&w.name)).count() as u64;
+        let n = phase_of.values().filter(|p| p.contains(w.name.as_str())).count() as u64;
         assert_eq!(w.rounds, n, "window {} owns the rounds of its phase", w.name);
     }
     assert_eq!(b.windows.iter().map(|w| w.rounds).sum::<u64>(), phase_of.len() as u64, "every round is in a window");
@@ -195,7 +196,7 @@ fn assert_causes_and_health(dir: &Path, b: &Baseline, signal: &str) {
 }
 
 fn window<'a>(b: &'a Baseline, name: &str) -> &'a leaderwatch::model::baseline::WindowRecord {
-    b.windows.iter().find(|w| w.name == name).unwrap_or_else(|| panic!("no window {name}"))
+    b.windows.iter().find(|w| w.name.as_str() == name).unwrap_or_else(|| panic!("no window {name}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,11 +310,11 @@ async fn a_signal_in_each_phase_ends_the_sitting_at_once_with_every_round_writte
         assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{phase}: {err}");
         assert!(took < Duration::from_secs(3 + 4 + 15), "{phase}: the signal was not honoured promptly ({took:?})");
         let b = baseline(out.path());
-        assert_eq!(b.status, "incomplete", "{phase}");
+        assert_eq!(b.status, Status::Incomplete, "{phase}");
         let reason = b.incomplete_reason.clone().unwrap_or_default();
         assert!(reason.contains("signal") && reason.contains(if phase == "disruption" { "the disruption" } else { phase }), "{phase}: {reason}");
         let last = b.windows.last().expect("a window");
-        assert_eq!(last.name, phase);
+        assert_eq!(last.name.as_str(), phase);
         assert!(!last.full_length, "{phase}: the last window is cut short");
         assert_windows_tile_the_run(out.path(), &b);
         let ended = events(out.path()).into_iter().rfind(|e| e["kind"] == "sitting_ended").expect("sitting_ended");
@@ -343,7 +344,7 @@ async fn a_restart_that_cannot_start_leaves_an_incomplete_baseline() {
     let err = r.expect_err("the restart must fail");
     assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{err}");
     let b = baseline(out.path());
-    assert_eq!(b.status, "incomplete");
+    assert_eq!(b.status, Status::Incomplete);
     assert!(b.incomplete_reason.as_deref().unwrap_or_default().contains("the disruption failed"), "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(d.member_lost_at.is_some() && d.healthy_at.is_none());

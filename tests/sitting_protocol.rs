@@ -13,6 +13,7 @@ use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::member::MemberName;
 use leaderwatch::sitting::{self, SittingConfig, Target};
 use support::{cluster, samples, Fixture};
+use leaderwatch::model::baseline::EnvironmentKind;
 
 /// Disrupts nothing; remembers whom it was asked to disrupt.
 struct Fake {
@@ -43,7 +44,7 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
         out: f.out.path().to_owned(),
         recovery_timeout: Duration::from_secs(20),
         environment: Environment {
-            kind: "local".into(),
+            kind: EnvironmentKind::Local,
             description: "test".into(),
             members: vec![],
             etcd_versions: vec![],

@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::model::baseline::{ElectionDetail, EventRef};
+use crate::model::baseline::{Cause, ElectionDetail, EventRef, WindowName};
 use crate::model::clock::{mono_secs, Stamp};
 use crate::model::event::Event;
 use crate::model::observation::Round;
@@ -42,7 +42,7 @@ const KUBE_REASONS: [&str; 8] =
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pending {
     /// The window of the round that observed it.
-    pub window: String,
+    pub window: WindowName,
     pub term_from: u64,
     pub term_to: u64,
     pub after: Stamp,
@@ -104,7 +104,7 @@ impl Elections {
     }
 
     /// One round, in window `window`.
-    pub fn push(&mut self, r: &Round, window: &str) {
+    pub fn push(&mut self, r: &Round, window: WindowName) {
         for o in &r.observations {
             if let Some(s) = o.status.ok().filter(|s| s.member_id != 0) {
                 self.names.entry(s.member_id).or_insert_with(|| o.member.0.clone());
@@ -116,7 +116,7 @@ impl Elections {
                 Some(m) if t > m => {
                     rose = true;
                     self.pending.push(Pending {
-                        window: window.to_owned(),
+                        window,
                         term_from: m,
                         term_to: t,
                         after: self.last_at_max.unwrap_or(r.started),
@@ -178,7 +178,7 @@ impl Elections {
             old_leader: old,
             new_leader: name(p.new_leader),
             leaderless_s: p.leaderless_s,
-            cause: cause.to_owned(),
+            cause,
             cause_event: event.map(|e| EventRef {
                 ts: e.ts,
                 source: e.source.clone(),
@@ -201,8 +201,9 @@ fn before(e: &Event, at: &Stamp) -> f64 {
     }
 }
 
-/// The reason of a `k8s_event` row (`"<type> <reason>: <message> ..."`).
-fn k8s_reason(detail: &str) -> &str {
+/// The reason of a `k8s_event` row (`"<type> <reason>: <message> ..."`, as src/k8s/watch.rs
+/// writes it).
+pub fn k8s_reason(detail: &str) -> &str {
     detail.split(':').next().and_then(|head| head.split_whitespace().nth(1)).unwrap_or("")
 }
 
@@ -214,8 +215,8 @@ pub fn is_kubernetes_disruption(source: &str, kind: &str, detail: &str) -> bool 
 
 /// The cause of an election observed at `at` whose old leader was `old`, and the
 /// events.csv row it rests on. Pure; `events` in any order.
-pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon: Duration) -> (&'static str, Option<&'a Event>) {
-    let Some(old) = old else { return ("unexplained", None) };
+pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon: Duration) -> (Cause, Option<&'a Event>) {
+    let Some(old) = old else { return (Cause::Unexplained, None) };
     let h = horizon.as_secs_f64();
     let mut mine: Vec<(f64, &Event)> = events.iter().filter(|e| e.member == old).map(|e| (before(e, at), e)).filter(|(d, _)| *d >= 0.0).collect();
     // Latest first: the closest evidence names the cause.
@@ -227,21 +228,21 @@ pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon
         mine.iter().find(|(_, e)| e.kind == start || e.kind == end).filter(|(_, e)| e.kind == start).map(|(_, e)| *e)
     };
     if let Some(e) = point(&|e| OWN.contains(&e.kind.as_str())) {
-        return ("own_disruption", Some(e));
+        return (Cause::OwnDisruption, Some(e));
     }
     if let Some(e) = point(&|e| is_kubernetes_disruption(&e.source, &e.kind, &e.detail)) {
-        return ("kubernetes", Some(e));
+        return (Cause::Kubernetes, Some(e));
     }
     if let Some(e) = point(&|e| e.kind == "process_restarted") {
-        return ("restart", Some(e));
+        return (Cause::Restart, Some(e));
     }
     if let Some(e) = point(&|e| e.kind == "unreachable" || e.kind == "unresponsive").or_else(|| episode("unreachable", "back")) {
-        return ("unreachable", Some(e));
+        return (Cause::Unreachable, Some(e));
     }
     if let Some(e) = point(&|e| e.kind == "stress").or_else(|| episode("stress", "stress_over")) {
-        return ("stress", Some(e));
+        return (Cause::Stress, Some(e));
     }
-    ("unexplained", None)
+    (Cause::Unexplained, None)
 }
 
 #[cfg(test)]
@@ -269,18 +270,18 @@ mod tests {
             ev(99.0, "leaderwatch", "etcd-1", "unreachable", "another member"),
         ];
         let (c, e) = attribute(Some("etcd-0"), &at, &evs, h);
-        assert_eq!((c, e.map(|e| e.kind.as_str())), ("unreachable", Some("unreachable")));
+        assert_eq!((c, e.map(|e| e.kind.as_str())), (Cause::Unreachable, Some("unreachable")));
         let mut more = evs.clone();
         more.push(ev(98.0, "kubernetes", "etcd-0", "k8s_event", "Normal Killing: Stopping container etcd (cluster time x)"));
-        assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, "kubernetes");
+        assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, Cause::Kubernetes);
         more.push(ev(90.0, "local", "etcd-0", "sigkill_sent", "SIGKILL"));
-        assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, "own_disruption");
+        assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, Cause::OwnDisruption);
         // The evictor's own row comes from source `kubernetes`: still our disruption.
         let evicted = [ev(99.0, "kubernetes", "etcd-0", "eviction_accepted", "")];
-        assert_eq!(attribute(Some("etcd-0"), &at, &evicted, h).0, "own_disruption");
+        assert_eq!(attribute(Some("etcd-0"), &at, &evicted, h).0, Cause::OwnDisruption);
         // After the election: not its cause.
-        assert_eq!(attribute(Some("etcd-0"), &at, &[ev(101.0, "local", "etcd-0", "sigkill_sent", "")], h).0, "unexplained");
-        assert_eq!(attribute(None, &at, &more, h).0, "unexplained");
+        assert_eq!(attribute(Some("etcd-0"), &at, &[ev(101.0, "local", "etcd-0", "sigkill_sent", "")], h).0, Cause::Unexplained);
+        assert_eq!(attribute(None, &at, &more, h).0, Cause::Unexplained);
     }
 
     /// Regression: a leader frozen by hand under `sample` at 1 s answered `/health` just
@@ -291,16 +292,16 @@ mod tests {
         let at = stamp(33.0);
         let evs = [ev(31.0, "leaderwatch", "a", "unresponsive", "no answer for 1001 ms"), ev(34.0, "leaderwatch", "a", "unreachable", "timed out")];
         let (cause, row) = attribute(Some("a"), &at, &evs, DEFAULT_HORIZON);
-        assert_eq!((cause, row.map(|e| e.kind.as_str())), ("unreachable", Some("unresponsive")));
+        assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Unreachable, Some("unresponsive")));
     }
 
     #[test]
     fn a_state_still_on_at_the_horizon_counts() {
         let at = stamp(100.0);
         let evs = vec![ev(10.0, "leaderwatch", "etcd-0", "stress", "fsync p99 40 ms")];
-        assert_eq!(attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON).0, "stress");
+        assert_eq!(attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON).0, Cause::Stress);
         let over = vec![evs[0].clone(), ev(20.0, "leaderwatch", "etcd-0", "stress_over", "")];
-        assert_eq!(attribute(Some("etcd-0"), &at, &over, DEFAULT_HORIZON).0, "unexplained");
+        assert_eq!(attribute(Some("etcd-0"), &at, &over, DEFAULT_HORIZON).0, Cause::Unexplained);
     }
 
     /// A round at `t` s in which member i reports (leader id, term), or is silent (None).
@@ -342,7 +343,7 @@ mod tests {
             round(4, &base, 1.5, &[None, Some((2, 3)), Some((2, 3))]),
         ];
         for r in &rounds {
-            el.push(r, "w");
+            el.push(r, WindowName::Disruption);
         }
         assert!(el.ready(&rounds[4].started, false).is_empty(), "waits for late evidence");
         let later = Stamp { utc: base.utc, mono: base.mono + Duration::from_secs(12) };
@@ -354,7 +355,7 @@ mod tests {
         assert_eq!((d.after, d.observed_at), (rounds[2].started.utc, rounds[3].started.utc));
         // No majority agreed from 1.2 s (round 2) to 1.5 s (round 4).
         assert!((d.leaderless_s.expect("leaderless") - 0.3).abs() < 1e-9, "{d:?}");
-        assert_eq!(d.cause, "unexplained");
+        assert_eq!(d.cause, Cause::Unexplained);
     }
 
     /// Regression (a committed sigterm rehearsal): the new leader was named a round before
@@ -370,7 +371,7 @@ mod tests {
             round(2, &base, 0.2, &[Some((3, 3)), None, Some((3, 3))]),
         ];
         for r in &rounds {
-            el.push(r, "w");
+            el.push(r, WindowName::Disruption);
         }
         let ready = el.ready(&rounds[2].started, true);
         let d = el.detail(&ready[0], &[], DEFAULT_HORIZON);
@@ -382,6 +383,6 @@ mod tests {
         assert_eq!(k8s_reason("Warning NodeNotReady: Node is not ready (cluster time t)"), "NodeNotReady");
         let at = stamp(100.0);
         let pulled = [ev(99.0, "kubernetes", "etcd-0", "k8s_event", "Normal Pulled: image present (cluster time t)")];
-        assert_eq!(attribute(Some("etcd-0"), &at, &pulled, DEFAULT_HORIZON).0, "unexplained");
+        assert_eq!(attribute(Some("etcd-0"), &at, &pulled, DEFAULT_HORIZON).0, Cause::Unexplained);
     }
 }

@@ -7,13 +7,14 @@ use std::path::Path;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::baseline::{Baseline, Disruption, ElectionDetail, EventRef, Flag, MemberHealth, WindowRecord};
+use crate::analysis::attribution::k8s_reason;
+use crate::model::baseline::{Baseline, Cause, Disruption, ElectionDetail, EventRef, Flag, MemberHealth, WindowName, WindowRecord};
 use crate::model::canary::ClientFigures;
 use crate::model::measurement::{BYTES, CLIENT, COUNT, Measurement, RECOVERY, SECONDS, TERMS};
 
 /// An election's possible causes (src/attribution.rs), in its order of precedence; each is
 /// an `elections_<cause>` figure.
-pub const CAUSES: [&str; 6] = ["own_disruption", "kubernetes", "restart", "unreachable", "stress", "unexplained"];
+pub const CAUSES: [Cause; 6] = Cause::ALL;
 
 /// What the figures of one window (or of the recovery) share.
 struct Place<'a> {
@@ -74,7 +75,7 @@ pub fn measurements(path: &Path, b: &Baseline) -> Vec<Measurement> {
         let at = Place {
             b,
             source: source.clone(),
-            window: &w.name,
+            window: w.name.as_str(),
             label: window_label(w, b),
             start: w.start,
             end: Some(w.end),
@@ -128,7 +129,7 @@ fn client_figures(at: &Place, c: &ClientFigures) -> Vec<Measurement> {
 /// The row "client writes unavailable during the disruption": the disruption window's
 /// canary writes (absent without the canary).
 fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
-    let Some((w, c)) = b.windows.iter().find(|w| w.name == "disruption").and_then(|w| w.client.as_ref().map(|c| (w, c))) else {
+    let Some((w, c)) = b.windows.iter().find(|w| w.name == WindowName::Disruption).and_then(|w| w.client.as_ref().map(|c| (w, c))) else {
         return Vec::new();
     };
     let role = if d.target_was_leader { "leader" } else { "follower" };
@@ -171,13 +172,7 @@ fn election_figures(at: &Place, w: &WindowRecord) -> Vec<Measurement> {
     if at.b.schema_version >= 3 {
         // No detail for a window that had elections: the causes are not known, not 0.
         let known = !detail.is_empty() || w.elections == Some(0);
-        let mut causes: Vec<&str> = CAUSES.to_vec();
-        for d in detail {
-            if !causes.contains(&d.cause.as_str()) {
-                causes.push(&d.cause);
-            }
-        }
-        for cause in causes {
+        for cause in CAUSES {
             let terms: u64 = detail.iter().filter(|d| d.cause == cause).map(|d| d.term_to.saturating_sub(d.term_from)).sum();
             out.push(at.figure("", &format!("elections_{cause}"), known.then_some(terms as f64), TERMS));
         }
@@ -306,9 +301,9 @@ fn kept_down_s(d: &Disruption) -> Option<(f64, &'static str)> {
 /// one (a split vote).
 pub fn cause_phrase(d: &ElectionDetail) -> String {
     let text = match &d.cause_event {
-        _ if d.cause == "unexplained" => "unexplained".to_owned(),
-        Some(e) => event_phrase(&d.cause, e),
-        None => d.cause.replace('_', " "),
+        _ if d.cause == Cause::Unexplained => "unexplained".to_owned(),
+        Some(e) => event_phrase(d.cause, e),
+        None => d.cause.as_str().replace('_', " "),
     };
     if d.term_to > d.term_from + 1 {
         format!("{text}, term {} → {}", d.term_from, d.term_to)
@@ -317,7 +312,7 @@ pub fn cause_phrase(d: &ElectionDetail) -> String {
     }
 }
 
-fn event_phrase(cause: &str, e: &EventRef) -> String {
+fn event_phrase(cause: Cause, e: &EventRef) -> String {
     let m = &e.member;
     match (cause, e.kind.as_str()) {
         (_, "eviction_accepted") => format!("the eviction of {m}"),
@@ -326,13 +321,13 @@ fn event_phrase(cause: &str, e: &EventRef) -> String {
         (_, "disruption_target") => format!("DisruptionTarget on {m}"),
         // "<type> <reason>: <message>", as src/k8s/watch.rs writes it.
         (_, "k8s_event") => {
-            let reason = e.detail.split(':').next().and_then(|h| h.split_whitespace().nth(1)).unwrap_or("event");
+            let reason = Some(k8s_reason(&e.detail)).filter(|r| !r.is_empty()).unwrap_or("event");
             format!("Kubernetes {reason} on {m}")
         }
         (_, "process_restarted") => format!("the restart of {m}"),
-        ("unreachable", _) => format!("unreachable {m}"),
-        ("stress", _) => format!("stress on {m}"),
-        (c, k) => format!("{} ({k} of {m})", c.replace('_', " ")),
+        (Cause::Unreachable, _) => format!("unreachable {m}"),
+        (Cause::Stress, _) => format!("stress on {m}"),
+        (c, k) => format!("{} ({k} of {m})", c.as_str().replace('_', " ")),
     }
 }
 
@@ -351,9 +346,9 @@ fn window_label(w: &WindowRecord, b: &Baseline) -> String {
 
 fn window_name(w: &WindowRecord, b: &Baseline) -> String {
     let d = b.disruption.as_ref();
-    match w.name.as_str() {
-        "at_rest" => format!("leader changes at rest ({:.0} s idle)", w.duration_s),
-        "disruption" => match d {
+    match w.name {
+        WindowName::AtRest => format!("leader changes at rest ({:.0} s idle)", w.duration_s),
+        WindowName::Disruption => match d {
             Some(d) => format!(
                 "leader changes from one disruption until healthy ({}, target {} = {})",
                 d.method,
@@ -362,7 +357,7 @@ fn window_name(w: &WindowRecord, b: &Baseline) -> String {
             ),
             None => "leader changes during the disruption".to_owned(),
         },
-        "settle" => format!("leader changes after recovery ({:.0} s settle)", w.duration_s),
+        WindowName::Settle => format!("leader changes after recovery ({:.0} s settle)", w.duration_s),
         other => format!("leader changes, window {other}"),
     }
 }
@@ -425,7 +420,7 @@ fn index(ms: &[Measurement]) -> HashMap<Key<'_>, &Measurement> {
 mod tests {
     use super::*;
 
-    fn detail(cause: &str, kind: Option<&str>, member: &str, terms: (u64, u64)) -> ElectionDetail {
+    fn detail(cause: Cause, kind: Option<&str>, member: &str, terms: (u64, u64)) -> ElectionDetail {
         let t = DateTime::<Utc>::default();
         ElectionDetail {
             term_from: terms.0,
@@ -435,7 +430,7 @@ mod tests {
             old_leader: Some(member.to_owned()),
             new_leader: None,
             leaderless_s: Some(0.0),
-            cause: cause.to_owned(),
+            cause,
             cause_event: kind.map(|k| EventRef {
                 ts: t,
                 source: "local".to_owned(),
@@ -451,15 +446,15 @@ mod tests {
     #[test]
     fn causes_read_as_a_few_words() {
         let cases = [
-            (detail("own_disruption", Some("sigkill_sent"), "m1", (2, 3)), "the SIGKILL of m1"),
-            (detail("own_disruption", Some("sigterm_sent"), "m0", (2, 3)), "the SIGTERM of m0"),
-            (detail("own_disruption", Some("eviction_accepted"), "dlock-etcd-0", (2, 3)), "the eviction of dlock-etcd-0"),
-            (detail("kubernetes", Some("k8s_event"), "dlock-etcd-1", (2, 3)), "Kubernetes Killing on dlock-etcd-1"),
-            (detail("restart", Some("process_restarted"), "m2", (2, 3)), "the restart of m2"),
-            (detail("unreachable", Some("unreachable"), "m2", (2, 3)), "unreachable m2"),
-            (detail("stress", Some("stress"), "m1", (2, 3)), "stress on m1"),
-            (detail("unexplained", None, "m1", (2, 3)), "unexplained"),
-            (detail("own_disruption", Some("sigstop_sent"), "m2", (2, 4)), "the SIGSTOP of m2, term 2 → 4"),
+            (detail(Cause::OwnDisruption, Some("sigkill_sent"), "m1", (2, 3)), "the SIGKILL of m1"),
+            (detail(Cause::OwnDisruption, Some("sigterm_sent"), "m0", (2, 3)), "the SIGTERM of m0"),
+            (detail(Cause::OwnDisruption, Some("eviction_accepted"), "dlock-etcd-0", (2, 3)), "the eviction of dlock-etcd-0"),
+            (detail(Cause::Kubernetes, Some("k8s_event"), "dlock-etcd-1", (2, 3)), "Kubernetes Killing on dlock-etcd-1"),
+            (detail(Cause::Restart, Some("process_restarted"), "m2", (2, 3)), "the restart of m2"),
+            (detail(Cause::Unreachable, Some("unreachable"), "m2", (2, 3)), "unreachable m2"),
+            (detail(Cause::Stress, Some("stress"), "m1", (2, 3)), "stress on m1"),
+            (detail(Cause::Unexplained, None, "m1", (2, 3)), "unexplained"),
+            (detail(Cause::OwnDisruption, Some("sigstop_sent"), "m2", (2, 4)), "the SIGSTOP of m2, term 2 → 4"),
         ];
         for (d, want) in cases {
             assert_eq!(cause_phrase(&d), want);

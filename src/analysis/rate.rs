@@ -13,10 +13,10 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::analysis::attribution::OWN;
-use crate::model::baseline::Baseline;
+use crate::model::baseline::{Baseline, Cause};
 use crate::model::event::EventRow;
 use crate::model::measurement::Measurement;
-use crate::model::rate::{Bound, Election, Source};
+use crate::model::rate::{Bound, Election, Source, SourceKind};
 
 /// A disruption in progress is cut from this event to its member's next `back` or
 /// `health_true`, or this long after it if none follows.
@@ -30,13 +30,13 @@ fn starts_disruption(source: &str, kind: &str, detail: &str) -> bool {
 
 
 /// Causes, grouped as the rate reports them.
-pub fn category(cause: &str) -> &'static str {
+pub fn category(cause: Cause) -> &'static str {
     match cause {
-        "own_disruption" => "own disruption",
-        "kubernetes" => "kubernetes disruption",
-        "restart" | "unreachable" => "node or pod events",
-        "stress" => "stress",
-        _ => "unexplained",
+        Cause::OwnDisruption => "own disruption",
+        Cause::Kubernetes => "kubernetes disruption",
+        Cause::Restart | Cause::Unreachable => "node or pod events",
+        Cause::Stress => "stress",
+        Cause::Unexplained => "unexplained",
     }
 }
 
@@ -68,7 +68,7 @@ pub struct Rate {
 #[derive(Debug, Clone, Serialize)]
 pub struct SourceSummary {
     pub path: PathBuf,
-    pub kind: String,
+    pub kind: SourceKind,
     pub environment: String,
     pub exposure_s: f64,
     pub cut_s: f64,
@@ -135,7 +135,7 @@ pub fn pool(sources: &[Source], confidence: f64) -> Rate {
         // Each election caused by a disruption also cuts the time from its cause to it.
         let mut cuts: Vec<_> = s.cuts.iter().map(|(a, b, _)| (*a, *b)).collect();
         for e in &s.elections {
-            if let (Some(c), "own disruption" | "kubernetes disruption") = (e.cause_at, category(&e.cause)) {
+            if let (Some(c), "own disruption" | "kubernetes disruption") = (e.cause_at, category(e.cause)) {
                 cuts.push((c.min(e.at), e.at));
             }
         }
@@ -144,7 +144,7 @@ pub fn pool(sources: &[Source], confidence: f64) -> Rate {
         let (q, total) = (secs(&quiet), secs(&spans));
         let mut residual = 0;
         for e in &s.elections {
-            let cat = category(&e.cause);
+            let cat = category(e.cause);
             if !inside(e.at, &spans) {
                 *excluded.entry("outside the quiet windows (a sitting's disruption window)".to_owned()).or_default() += e.terms;
             } else if !RESIDUAL.contains(&cat) {
@@ -158,7 +158,7 @@ pub fn pool(sources: &[Source], confidence: f64) -> Rate {
         }
         quiet_all += q;
         cut_all += total - q;
-        summaries.push(SourceSummary { path: s.path.clone(), kind: s.kind.clone(), environment: s.environment.clone(), exposure_s: q, cut_s: total - q, residual, notes: s.notes.clone() });
+        summaries.push(SourceSummary { path: s.path.clone(), kind: s.kind, environment: s.environment.clone(), exposure_s: q, cut_s: total - q, residual, notes: s.notes.clone() });
     }
     let residual = elections.values().sum();
     let bound = |unit_s: f64| {
@@ -199,18 +199,18 @@ pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) ->
     let mut spans = Vec::new();
     let mut elections = Vec::new();
     for w in &b.windows {
-        if w.name == "at_rest" || w.name == "settle" {
+        if w.name.is_quiet() {
             spans.push((w.start, w.end));
         }
         for d in &w.elections_detail {
-            elections.push(Election { at: d.observed_at, terms: d.term_to.saturating_sub(d.term_from).max(1), cause: d.cause.clone(), cause_at: d.cause_event.as_ref().map(|e| e.ts) });
+            elections.push(Election { at: d.observed_at, terms: d.term_to.saturating_sub(d.term_from).max(1), cause: d.cause, cause_at: d.cause_event.as_ref().map(|e| e.ts) });
         }
         // Schema 1-2 windows have counts but no details: their elections have no cause.
         if w.elections_detail.is_empty() && w.elections.unwrap_or(0) > 0 {
-            if w.name == "at_rest" || w.name == "settle" {
+            if w.name.is_quiet() {
                 notes.push(format!("{}: {} election(s) without causes (schema {}), counted as unexplained at the window's end", w.name, w.elections.unwrap_or(0), b.schema_version));
             }
-            elections.push(Election { at: w.end, terms: w.elections.unwrap_or(0), cause: "unexplained".to_owned(), cause_at: None });
+            elections.push(Election { at: w.end, terms: w.elections.unwrap_or(0), cause: Cause::Unexplained, cause_at: None });
         }
     }
     let cuts = match events {
@@ -220,7 +220,7 @@ pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) ->
             Vec::new()
         }
     };
-    Source { path: path.to_owned(), kind: "sitting".to_owned(), environment: b.environment.description.clone(), spans, cuts, elections, notes }
+    Source { path: path.to_owned(), kind: SourceKind::Sitting, environment: b.environment.description.clone(), spans, cuts, elections, notes }
 }
 
 /// An `election` row's detail: "term A -> B, ...; cause C (source kind ts)".
@@ -229,7 +229,7 @@ pub fn parse_election(r: &EventRow) -> Option<Election> {
     let (from, to) = terms.split_once(" -> ")?;
     let (from, to): (u64, u64) = (from.trim().parse().ok()?, to.trim().parse().ok()?);
     let cause_part = r.detail.rsplit_once("; cause ")?.1;
-    let cause = cause_part.split_whitespace().next()?.to_owned();
+    let cause = Cause::parse(cause_part.split_whitespace().next()?)?;
     let cause_at = cause_part.split_once('(').and_then(|(_, p)| p.trim_end_matches(')').split_whitespace().last()).and_then(|t| t.parse().ok());
     Some(Election { at: r.ts, terms: to.saturating_sub(from).max(1), cause, cause_at })
 }
@@ -270,14 +270,14 @@ mod tests {
         DateTime::from_timestamp(1_800_000_000 + s, 0).expect("ts")
     }
 
-    fn src(spans: &[(i64, i64)], cuts: &[(i64, i64)], elections: &[(i64, &str, Option<i64>)]) -> Source {
+    fn src(spans: &[(i64, i64)], cuts: &[(i64, i64)], elections: &[(i64, Cause, Option<i64>)]) -> Source {
         Source {
             path: "x".into(),
-            kind: "sample".into(),
+            kind: SourceKind::Sample,
             environment: "test".into(),
             spans: spans.iter().map(|(a, b)| (t(*a), t(*b))).collect(),
             cuts: cuts.iter().map(|(a, b)| (t(*a), t(*b), "cut".to_owned())).collect(),
-            elections: elections.iter().map(|(at, c, ca)| Election { at: t(*at), terms: 1, cause: (*c).to_owned(), cause_at: ca.map(t) }).collect(),
+            elections: elections.iter().map(|(at, c, ca)| Election { at: t(*at), terms: 1, cause: *c, cause_at: ca.map(t) }).collect(),
             notes: vec![],
         }
     }
@@ -294,7 +294,7 @@ mod tests {
         let s = src(
             &[(0, 1000)],
             &[(100, 200)],
-            &[(50, "unexplained", None), (150, "stress", None), (300, "own_disruption", Some(290)), (400, "restart", None), (500, "stress", None), (2000, "unexplained", None)],
+            &[(50, Cause::Unexplained, None), (150, Cause::Stress, None), (300, Cause::OwnDisruption, Some(290)), (400, Cause::Restart, None), (500, Cause::Stress, None), (2000, Cause::Unexplained, None)],
         );
         let r = pool(&[s], 0.95);
         assert_eq!(r.residual, 3);
@@ -325,10 +325,10 @@ mod tests {
             detail: "term 2 -> 4, leader a -> b, leaderless 1.000 s; cause own_disruption (local sigkill_sent 2026-11-30T13:24:35.123Z)".into(),
         };
         let e = parse_election(&row).expect("parsed");
-        assert_eq!((e.terms, e.cause.as_str()), (2, "own_disruption"));
+        assert_eq!((e.terms, e.cause), (2, Cause::OwnDisruption));
         assert_eq!(e.cause_at, "2026-11-30T13:24:35.123Z".parse().ok());
         let plain = EventRow { detail: "term 5 -> 6, leader a -> unknown, leaderless unknown; cause unexplained".into(), ..row };
-        assert_eq!(parse_election(&plain).map(|e| (e.terms, e.cause, e.cause_at)), Some((1, "unexplained".to_owned(), None)));
+        assert_eq!(parse_election(&plain).map(|e| (e.terms, e.cause, e.cause_at)), Some((1, Cause::Unexplained, None)));
     }
 
     #[test]
@@ -344,7 +344,7 @@ mod tests {
     #[test]
     fn an_election_at_a_window_boundary_belongs_to_the_window_before() {
         // at_rest (0, 60], disruption (60, 70] not quiet, settle (70, 100].
-        let r = pool(&[src(&[(0, 60), (70, 100)], &[], &[(60, "stress", None), (70, "stress", None)])], 0.95);
+        let r = pool(&[src(&[(0, 60), (70, 100)], &[], &[(60, Cause::Stress, None), (70, Cause::Stress, None)])], 0.95);
         assert_eq!(r.residual, 1, "the one at 60 ends at_rest; the one at 70 ends the disruption window");
         assert_eq!(r.excluded.values().sum::<u64>(), 1);
     }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use crate::analysis::client::ClientFold;
 use crate::analysis::counts::Window;
 use crate::analysis::health::Fold;
-use crate::model::baseline::WindowRecord;
+use crate::model::baseline::{WindowName, WindowRecord};
 use crate::model::canary::Op;
 use crate::model::clock::Stamp;
 use crate::model::counts::LeaderTransition;
@@ -21,7 +21,7 @@ pub type PeerName<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// The window being filled.
 struct Open {
-    name: String,
+    name: WindowName,
     fold: Window,
     /// Each member's health since the boundary round.
     health: BTreeMap<MemberName, Fold>,
@@ -39,8 +39,8 @@ pub struct Windows {
 }
 
 impl Windows {
-    pub fn new(first: &str) -> Self {
-        Windows { closed: Vec::new(), open: Open { name: first.to_owned(), fold: Window::new(), health: BTreeMap::new(), client: ClientFold::default(), first: None, last: None } }
+    pub fn new(first: WindowName) -> Self {
+        Windows { closed: Vec::new(), open: Open { name: first, fold: Window::new(), health: BTreeMap::new(), client: ClientFold::default(), first: None, last: None } }
     }
 
     /// Seconds the open window spans so far, from its first round to its last (monotonic):
@@ -53,8 +53,8 @@ impl Windows {
     }
 
     /// Name of the open window: the `phase` of the rounds it owns.
-    pub fn current(&self) -> &str {
-        &self.open.name
+    pub fn current(&self) -> WindowName {
+        self.open.name
     }
 
     /// Adds a round to the open window; returns the leader transitions it revealed.
@@ -73,10 +73,10 @@ impl Windows {
 
     /// Closes the open window (`full_length`: it ran as long as planned) and opens `next`,
     /// which starts from the closed window's last state and last round.
-    pub fn next(&mut self, full_length: bool, next: &str, peers: PeerName) {
+    pub fn next(&mut self, full_length: bool, next: WindowName, peers: PeerName) {
         let health = self.open.health.iter().map(|(n, f)| (n.clone(), f.continue_from())).collect();
         let client = self.open.client.continue_from();
-        let open = Open { name: next.to_owned(), fold: self.open.fold.continue_from(), health, client, first: self.open.last, last: self.open.last };
+        let open = Open { name: next, fold: self.open.fold.continue_from(), health, client, first: self.open.last, last: self.open.last };
         let done = std::mem::replace(&mut self.open, open);
         self.closed.extend(record(done, full_length, peers));
     }
@@ -124,7 +124,7 @@ impl Windows {
 
 fn record(w: Open, full_length: bool, peers: PeerName) -> Option<WindowRecord> {
     let (first, last) = w.first.zip(w.last)?;
-    let mut r = WindowRecord::new(&w.name, first, last, w.fold.rounds(), &w.fold.counts(), full_length && w.fold.rounds() > 0);
+    let mut r = WindowRecord::new(w.name, first, last, w.fold.rounds(), &w.fold.counts(), full_length && w.fold.rounds() > 0);
     r.health = w.health.iter().map(|(n, f)| (n.0.clone(), f.figures(peers))).collect();
     r.client = w.client.figures();
     Some(r)

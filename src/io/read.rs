@@ -11,10 +11,10 @@ use chrono::{DateTime, Utc};
 use crate::Error;
 use crate::analysis::rate::{cuts_from, parse_election, pool, sitting_source};
 use crate::io::record::EVENTS;
-use crate::model::baseline::{BASELINE, Baseline, BaselineFile};
+use crate::model::baseline::{BASELINE, Baseline, Cause};
 use crate::model::clock::ts;
 use crate::model::event::EventRow;
-use crate::model::rate::{Election, Residual, Source};
+use crate::model::rate::{BaselineFile, Election, Residual, Source, SourceKind};
 
 /// Reads and checks one baseline.json.
 pub fn baseline(path: &Path) -> Result<Baseline, Error> {
@@ -125,12 +125,12 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
             Some(e) => elections.push(e),
             None => {
                 notes.push(format!("election row at {} not understood ({:?}): counted as 1, unexplained", ts(r.ts), r.detail));
-                elections.push(Election { at: r.ts, terms: 1, cause: "unexplained".to_owned(), cause_at: None });
+                elections.push(Election { at: r.ts, terms: 1, cause: Cause::Unexplained, cause_at: None });
             }
         }
     }
     let environment = if endpoints.is_empty() { "sample".to_owned() } else { format!("sample of {endpoints}") };
-    Ok(Source { path: dir.to_owned(), kind: "sample".to_owned(), environment, spans, cuts: cuts_from(&rows), elections, notes })
+    Ok(Source { path: dir.to_owned(), kind: SourceKind::Sample, environment, spans, cuts: cuts_from(&rows), elections, notes })
 }
 
 /// Reads every PATH (see [`source`]); a directory that is neither a sitting nor a sample

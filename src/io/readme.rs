@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::Error;
 use crate::io::record::write_atomic;
-use crate::model::baseline::BaselineFile;
+use crate::model::rate::BaselineFile;
 use crate::render::report::{render, splice};
 
 /// `report --update README.md`: splices the tables in, atomically. Returns whether the

@@ -18,7 +18,7 @@ use crate::analysis::health::Fold;
 use crate::analysis::windows::Windows;
 use crate::io::exporter::Exporter;
 use crate::io::record::{CanaryRow, HealthRow, RecordError, RunDir};
-use crate::model::baseline::{ElectionDetail, WindowRecord};
+use crate::model::baseline::{ElectionDetail, WindowName, WindowRecord};
 use crate::model::canary::{Kind, Op};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::counts::Counts;
@@ -58,7 +58,7 @@ pub struct Recorder {
     /// Recent events, where causes are looked for.
     evidence: VecDeque<Event>,
     /// Elections with their causes, by window name.
-    details: Vec<(String, ElectionDetail)>,
+    details: Vec<(WindowName, ElectionDetail)>,
     horizon: Duration,
     series: Series,
     /// The canary's recent successful writes, once it runs, for each election's cost.
@@ -80,7 +80,7 @@ impl Recorder {
     /// events.csv. `first_window` names the first window (`sample`, `at_rest`); `members`
     /// is the cluster size (a quorum is a majority of it); causes of elections are looked
     /// for `horizon` back.
-    pub fn open(out: &Path, run_id: &str, clock: &dyn Clock, first_window: &str, members: usize, horizon: Duration) -> Result<Self, RecordError> {
+    pub fn open(out: &Path, run_id: &str, clock: &dyn Clock, first_window: WindowName, members: usize, horizon: Duration) -> Result<Self, RecordError> {
         let dir = RunDir::open(out, run_id)?;
         let now = clock.now();
         let mut startup = Vec::new();
@@ -142,7 +142,7 @@ impl Recorder {
 
     /// Records one round in the open window: its rows, then what it changed.
     pub fn round(&mut self, r: &Round) -> Result<(), RecordError> {
-        self.dir.append_round(r, self.windows.current())?;
+        self.dir.append_round(r, self.windows.current().as_str())?;
         self.notes()?;
         self.rounds += 1;
         let mut events: Vec<Event> = r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
@@ -184,7 +184,7 @@ impl Recorder {
         }
         let el = &self.elections;
         let peers = |hex: &str| el.peer_name(hex);
-        let window = self.windows.current().to_owned();
+        let window = self.windows.current().as_str().to_owned();
         let rows: Vec<HealthRow> = self
             .series
             .folds
@@ -254,7 +254,7 @@ impl Recorder {
         if ops.is_empty() {
             return Ok(());
         }
-        let window = self.windows.current().to_owned();
+        let window = self.windows.current().as_str().to_owned();
         let rows: Vec<CanaryRow> = ops
             .iter()
             .map(|op| CanaryRow {
@@ -312,7 +312,7 @@ impl Recorder {
 
     /// Closes the open window and opens `next` at its last round (health.csv gets the
     /// closed window's last interval).
-    pub fn next_window(&mut self, full_length: bool, next: &str) -> Result<(), RecordError> {
+    pub fn next_window(&mut self, full_length: bool, next: WindowName) -> Result<(), RecordError> {
         self.health_rows()?;
         let el = &self.elections;
         let peers = |hex: &str| el.peer_name(hex);
@@ -339,9 +339,9 @@ impl Recorder {
         }
         let el = &self.elections;
         let peers = |hex: &str| el.peer_name(hex);
-        let mut windows = std::mem::replace(&mut self.windows, Windows::new("")).finish(full_length, &peers);
+        let mut windows = std::mem::replace(&mut self.windows, Windows::new(WindowName::Sample)).finish(full_length, &peers);
         for (name, d) in &self.details {
-            if let Some(w) = windows.iter_mut().rev().find(|w| &w.name == name) {
+            if let Some(w) = windows.iter_mut().rev().find(|w| w.name == *name) {
                 w.elections_detail.push(d.clone());
             }
         }
@@ -349,7 +349,7 @@ impl Recorder {
     }
 
     /// Every election attributed so far, with the window it is in.
-    pub fn elections(&self) -> &[(String, ElectionDetail)] {
+    pub fn elections(&self) -> &[(WindowName, ElectionDetail)] {
         &self.details
     }
 

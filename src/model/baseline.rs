@@ -17,8 +17,7 @@ pub const BASELINE: &str = "baseline.json";
 /// One observation window and its counts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WindowRecord {
-    /// `at_rest`, `disruption` or `settle`.
-    pub name: String,
+    pub name: WindowName,
     /// Time of the boundary round the window starts from (the previous window's last).
     pub start: DateTime<Utc>,
     /// Time of its last round.
@@ -43,6 +42,43 @@ pub struct WindowRecord {
     /// (at rest, or `--canary off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<crate::model::canary::ClientFigures>,
+}
+
+/// The windows of a run, as samples.csv's `phase` and baseline.json's `windows[].name`
+/// name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WindowName {
+    /// A sitting's `--idle`: the cluster left alone.
+    AtRest,
+    /// From the disruption request to the healthy list.
+    Disruption,
+    /// A sitting's `--settle`, after the recovery.
+    Settle,
+    /// The one window of a `sample` run.
+    Sample,
+}
+
+impl WindowName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowName::AtRest => "at_rest",
+            WindowName::Disruption => "disruption",
+            WindowName::Settle => "settle",
+            WindowName::Sample => "sample",
+        }
+    }
+
+    /// A window of quiet time, where the residual rate is counted.
+    pub fn is_quiet(self) -> bool {
+        matches!(self, WindowName::AtRest | WindowName::Settle)
+    }
+}
+
+impl std::fmt::Display for WindowName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// One member's health over one window (or one health.csv interval), from the deltas of
@@ -99,9 +135,8 @@ pub struct ElectionDetail {
     /// without one to the first round with the new one (at the sampling resolution; 0
     /// when every round had one).
     pub leaderless_s: Option<f64>,
-    /// `own_disruption`, `kubernetes`, `restart`, `unreachable`, `stress` or `unexplained`
-    /// (docs/counting.md has the order of precedence).
-    pub cause: String,
+    /// docs/counting.md has the order of precedence.
+    pub cause: Cause,
     /// The events.csv row the cause points to.
     pub cause_event: Option<EventRef>,
     /// The canary's write unavailability that overlaps the election (the longest gap
@@ -113,6 +148,53 @@ pub struct ElectionDetail {
     /// such a client sees. Absent in runs before it was measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_unavailable_one_in_flight_s: Option<f64>,
+}
+
+/// Why an election happened, in attribution's order of precedence (src/analysis/
+/// attribution.rs, docs/counting.md). On disk as `own_disruption`, `kubernetes`, ...
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// Our own disruption (a signal, or the eviction leaderwatch asked for).
+    OwnDisruption,
+    /// Kubernetes took the old leader's pod or node away.
+    Kubernetes,
+    /// The old leader's process restarted.
+    Restart,
+    /// The old leader stopped answering.
+    Unreachable,
+    /// The old leader showed stress (heartbeat failures, slow applies, slow fsyncs).
+    Stress,
+    /// Nothing in the horizon explains it.
+    Unexplained,
+}
+
+impl Cause {
+    /// Every cause, in order of precedence.
+    pub const ALL: [Cause; 6] = [Cause::OwnDisruption, Cause::Kubernetes, Cause::Restart, Cause::Unreachable, Cause::Stress, Cause::Unexplained];
+
+    /// As written in baseline.json and events.csv.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::OwnDisruption => "own_disruption",
+            Cause::Kubernetes => "kubernetes",
+            Cause::Restart => "restart",
+            Cause::Unreachable => "unreachable",
+            Cause::Stress => "stress",
+            Cause::Unexplained => "unexplained",
+        }
+    }
+
+    /// The cause written as `s`, if it is one.
+    pub fn parse(s: &str) -> Option<Cause> {
+        Cause::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Names one events.csv row.
@@ -129,14 +211,14 @@ impl Environment {
     /// Measured by `measure` on a cluster of its own (GKE), not on the local control plane
     /// nor by `rehearse`: what the GKE rows of the table and the alert rule are made of.
     pub fn on_target_cluster(&self) -> bool {
-        self.kind == "kubernetes" && !self.description.starts_with(LOCAL_CONTROL_PLANE)
+        self.kind == EnvironmentKind::Kubernetes && !self.description.starts_with(LOCAL_CONTROL_PLANE)
     }
 }
 
 impl WindowRecord {
-    pub fn new(name: &str, start: Stamp, end: Stamp, rounds: u64, c: &Counts, full_length: bool) -> Self {
+    pub fn new(name: WindowName, start: Stamp, end: Stamp, rounds: u64, c: &Counts, full_length: bool) -> Self {
         WindowRecord {
-            name: name.to_owned(),
+            name,
             start: start.utc,
             end: end.utc,
             duration_s: start.secs_to(&end),
@@ -215,8 +297,7 @@ pub const LOCAL_CONTROL_PLANE: &str = "local control plane";
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Environment {
-    /// `local` or `kubernetes`.
-    pub kind: String,
+    pub kind: EnvironmentKind,
     /// Human label for tables, e.g. "local loopback, etcd 3.6.14, 3 members"; the sitting
     /// replaces `{etcd}` in it with the etcd versions it saw.
     pub description: String,
@@ -237,8 +318,8 @@ pub struct Baseline {
     pub run_id: String,
     /// `complete`, or `incomplete` with [`Baseline::incomplete_reason`]; version 1 files
     /// were only written complete.
-    #[serde(default = "complete")]
-    pub status: String,
+    #[serde(default)]
+    pub status: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete_reason: Option<String>,
     pub windows: Vec<WindowRecord>,
@@ -247,15 +328,6 @@ pub struct Baseline {
     /// How far before an election its cause is looked for (`--cause-horizon`; schema 3).
     #[serde(default)]
     pub cause_horizon_s: Option<f64>,
-}
-
-/// A baseline.json as the report reads it: where it is, what it says, and the rate's
-/// source made of it and the events.csv beside it.
-#[derive(Debug, Clone)]
-pub struct BaselineFile {
-    pub path: std::path::PathBuf,
-    pub baseline: Baseline,
-    pub rate: crate::model::rate::Source,
 }
 
 /// Lines around baseline.json in a run's log, so that `kubectl logs` alone retrieves it
@@ -273,15 +345,52 @@ fn yes() -> bool {
     true
 }
 
-fn complete() -> String {
-    COMPLETE.to_owned()
+/// Where a sitting ran: members `rehearse` started itself, or a Kubernetes cluster
+/// (`measure`; the local control plane is one too, told apart by its label).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvironmentKind {
+    #[default]
+    Local,
+    Kubernetes,
 }
 
-pub const COMPLETE: &str = "complete";
-pub const INCOMPLETE: &str = "incomplete";
+impl EnvironmentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EnvironmentKind::Local => "local",
+            EnvironmentKind::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+/// Whether a sitting ran to its end.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    #[default]
+    Complete,
+    /// Interrupted, or no recovery in time: what was measured is kept.
+    Incomplete,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Complete => "complete",
+            Status::Incomplete => "incomplete",
+        }
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 impl Baseline {
     pub fn is_complete(&self) -> bool {
-        self.status == COMPLETE
+        self.status == Status::Complete
     }
 }

@@ -14,17 +14,35 @@ pub struct Election {
     pub at: DateTime<Utc>,
     /// Raft-term delta (an election that took two terms counts 2, as everywhere else).
     pub terms: u64,
-    pub cause: String,
+    pub cause: crate::model::baseline::Cause,
     /// The cause's event, for own and Kubernetes disruptions (cut from there to `at`).
     pub cause_at: Option<DateTime<Utc>>,
+}
+
+/// What a source of the rate is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SourceKind {
+    /// A baseline.json: its at_rest and settle windows.
+    Sitting,
+    /// A `sample` run directory: every run in its events.csv.
+    Sample,
+}
+
+impl std::fmt::Display for SourceKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SourceKind::Sitting => "sitting",
+            SourceKind::Sample => "sample",
+        })
+    }
 }
 
 /// One source, read: its exposure, its cuts and its elections.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Source {
     pub path: PathBuf,
-    /// `sitting` or `sample`.
-    pub kind: String,
+    pub kind: SourceKind,
     /// Where it ran (a sitting's environment; a sample's member endpoints).
     pub environment: String,
     /// The time it watched a cluster at rest: at_rest and settle windows, sample runs.
@@ -56,4 +74,13 @@ pub struct Residual {
     pub confidence: f64,
     pub per_hour: Option<Bound>,
     pub per_day: Option<Bound>,
+}
+
+/// A baseline.json as the report reads it: where it is, what it says, and the rate's
+/// source made of it and the events.csv beside it.
+#[derive(Debug, Clone)]
+pub struct BaselineFile {
+    pub path: std::path::PathBuf,
+    pub baseline: crate::model::baseline::Baseline,
+    pub rate: Source,
 }

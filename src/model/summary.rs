@@ -17,6 +17,25 @@ pub struct MemberRef {
     pub endpoint: String,
 }
 
+/// Why a `sample` run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndedBy {
+    /// `--duration` ran out.
+    Duration,
+    /// SIGINT or SIGTERM.
+    Signal,
+}
+
+impl std::fmt::Display for EndedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EndedBy::Duration => "duration",
+            EndedBy::Signal => "signal",
+        })
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     pub schema_version: u32,
@@ -25,8 +44,7 @@ pub struct Summary {
     pub started_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
     pub duration_s: f64,
-    /// `duration` (the --duration ran out) or `signal` (SIGINT/SIGTERM).
-    pub ended_by: String,
+    pub ended_by: EndedBy,
     pub rounds: u64,
     pub members: Vec<MemberRef>,
     pub leader_changes: LeaderChanges,

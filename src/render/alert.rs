@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::Error;
-use crate::model::baseline::Baseline;
+use crate::model::baseline::{Baseline, WindowName};
 
 /// The alert's name in Prometheus.
 pub const ALERT: &str = "DlockEtcdElections";
@@ -75,7 +75,7 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
     let mut skipped = Vec::new();
     for (path, b) in baselines {
         if kube && !b.environment.on_target_cluster() {
-            skipped.push((path.clone(), format!("{} baseline; ones from the target cluster were given", if b.environment.kind == "kubernetes" { "local control plane" } else { b.environment.kind.as_str() })));
+            skipped.push((path.clone(), format!("{} baseline; ones from the target cluster were given", if b.environment.kind == crate::model::baseline::EnvironmentKind::Kubernetes { "local control plane" } else { b.environment.kind.as_str() })));
         } else if !b.is_complete() {
             skipped.push((path.clone(), format!("incomplete: {}", b.incomplete_reason.as_deref().unwrap_or("no reason recorded"))));
         } else {
@@ -90,14 +90,14 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
     let per_disruption = used
         .iter()
         .filter(|(_, b)| b.disruption.is_some())
-        .map(|(_, b)| b.windows.iter().filter(|w| w.name == "disruption" || w.name == "settle").filter_map(|w| w.elections).sum::<u64>())
+        .map(|(_, b)| b.windows.iter().filter(|w| matches!(w.name, WindowName::Disruption | WindowName::Settle)).filter_map(|w| w.elections).sum::<u64>())
         .max()
         .unwrap_or(0);
     let members = used.iter().map(|(_, b)| b.environment.members.len()).max().unwrap_or(3).max(1);
     let disruptions = p.disruptions.unwrap_or(members as u32);
     let (at_rest_elections, at_rest_s) = used
         .iter()
-        .flat_map(|(_, b)| b.windows.iter().filter(|w| w.name == "at_rest"))
+        .flat_map(|(_, b)| b.windows.iter().filter(|w| w.name == WindowName::AtRest))
         .fold((0u64, 0.0f64), |(n, s), w| (n + w.elections.unwrap_or(0), s + w.duration_s.max(0.0)));
     let at_rest = if at_rest_s > 0.0 { at_rest_elections as f64 / at_rest_s * window_s } else { 0.0 };
     let raw = per_disruption as f64 * f64::from(disruptions) + at_rest;
@@ -244,29 +244,29 @@ pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::baseline::{Environment, WindowRecord};
+    use crate::model::baseline::{Environment, EnvironmentKind, WindowRecord};
     use crate::model::clock::Stamp;
 
-    fn window(name: &str, secs: f64, elections: u64) -> WindowRecord {
+    fn window(name: WindowName, secs: f64, elections: u64) -> WindowRecord {
         let s = Stamp { utc: chrono::Utc::now(), mono: tokio::time::Instant::now() };
         let mut w = WindowRecord::new(name, s, s, 10, &crate::model::counts::Counts { raw_sum_start: None, raw_sum_end: None, reset_aware_increase: 0.0, per_member: BTreeMap::new(), elections: Some(elections), leader_transitions: vec![] }, true);
         w.duration_s = secs;
         w
     }
 
-    fn baseline(kind: &str, at_rest: (f64, u64), disruption: u64, settle: u64) -> (PathBuf, Baseline) {
+    fn baseline(kind: EnvironmentKind, at_rest: (f64, u64), disruption: u64, settle: u64) -> (PathBuf, Baseline) {
         let b = Baseline {
             schema_version: 3,
             tool_version: "t".into(),
-            run_id: format!("{kind}-run"),
-            status: "complete".into(),
+            run_id: format!("{}-run", kind.as_str()),
+            status: crate::model::baseline::Status::Complete,
             incomplete_reason: None,
-            windows: vec![window("at_rest", at_rest.0, at_rest.1), window("disruption", 30.0, disruption), window("settle", 300.0, settle)],
+            windows: vec![window(WindowName::AtRest, at_rest.0, at_rest.1), window(WindowName::Disruption, 30.0, disruption), window(WindowName::Settle, 300.0, settle)],
             disruption: Some(serde_json::from_value(serde_json::json!({"target": "m0", "target_was_leader": true, "method": "kubernetes-eviction", "requested_at": "2026-11-30T00:00:00Z", "member_lost_at": null, "member_back_at": null, "healthy_at": null, "loss_to_healthy_s": null, "request_to_healthy_s": null, "ground_truth": []})).expect("disruption")),
-            environment: Environment { kind: kind.into(), description: format!("{kind} env"), members: vec!["a".into(), "b".into(), "c".into()], ..Environment::default() },
+            environment: Environment { kind, description: format!("{} env", kind.as_str()), members: vec!["a".into(), "b".into(), "c".into()], ..Environment::default() },
             cause_horizon_s: None,
         };
-        (PathBuf::from(format!("{kind}/baseline.json")), b)
+        (PathBuf::from(format!("{}/baseline.json", kind.as_str())), b)
     }
 
     fn params() -> Params {
@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn local_only_is_refused_unless_allowed() {
-        let b = [baseline("local", (60.0, 0), 1, 0)];
+        let b = [baseline(EnvironmentKind::Local, (60.0, 0), 1, 0)];
         assert!(matches!(derive(&b, &params()), Err(Error::Usage(m)) if m.contains("--allow-local")));
         let d = derive(&b, &Params { allow_local: true, ..params() }).expect("allowed");
         assert_eq!((d.per_disruption, d.disruptions, d.threshold), (1, 3, 3));
@@ -284,7 +284,7 @@ mod tests {
     #[test]
     fn threshold_is_disruptions_times_elections_plus_the_rest_rate_rounded_up() {
         // 2 elections in 2 h at rest = 0.25 per 15 m; 2 per disruption x 3 + 0.25 -> 7.
-        let b = [baseline("kubernetes", (7200.0, 2), 1, 1), baseline("local", (60.0, 5), 9, 9)];
+        let b = [baseline(EnvironmentKind::Kubernetes, (7200.0, 2), 1, 1), baseline(EnvironmentKind::Local, (60.0, 5), 9, 9)];
         let d = derive(&b, &params()).expect("derive");
         assert_eq!(d.per_disruption, 2);
         assert!((d.at_rest - 0.25).abs() < 1e-9, "{}", d.at_rest);
@@ -297,17 +297,17 @@ mod tests {
     /// and would have passed for GKE's; the alert is for the target cluster only.
     #[test]
     fn a_local_control_plane_sitting_is_not_a_gke_baseline() {
-        let mut local_cluster = baseline("kubernetes", (1200.0, 0), 1, 1);
+        let mut local_cluster = baseline(EnvironmentKind::Kubernetes, (1200.0, 0), 1, 1);
         local_cluster.1.environment.description = "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
         assert!(matches!(derive(&[local_cluster.clone()], &params()), Err(Error::Usage(m)) if m.contains("--allow-local")));
-        let gke = baseline("kubernetes", (7200.0, 2), 1, 1);
+        let gke = baseline(EnvironmentKind::Kubernetes, (7200.0, 2), 1, 1);
         let d = derive(&[gke, local_cluster], &params()).expect("derive");
         assert_eq!((d.used.len(), d.skipped.len()), (1, 1), "the local control plane's left out beside GKE's");
     }
 
     #[test]
     fn never_below_one() {
-        let b = [baseline("kubernetes", (1200.0, 0), 0, 0)];
+        let b = [baseline(EnvironmentKind::Kubernetes, (1200.0, 0), 0, 0)];
         let d = derive(&b, &params()).expect("derive");
         assert_eq!(d.threshold, 1);
         assert_eq!(d.bound, 1.5);

@@ -14,8 +14,9 @@ use chrono::{DateTime, Utc};
 
 use crate::Error;
 use crate::analysis::measurements::{is_election_figure, measurements, Difference};
-use crate::model::baseline::BaselineFile;
+use crate::model::baseline::EnvironmentKind;
 use crate::model::measurement::{BYTES, CLIENT, Measurement, RECOVERY, SECONDS};
+use crate::model::rate::BaselineFile;
 
 pub const BEGIN: &str = "<!-- baseline:begin -->";
 pub const END: &str = "<!-- baseline:end -->";
@@ -336,9 +337,9 @@ const TABLE_HEADER: &str = "| measurement | value | label | observation window |
 /// the paths are shown as given.
 pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
     // GKE before the local control plane, each by run id.
-    let mut spec: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind == "kubernetes").collect();
+    let mut spec: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes).collect();
     spec.sort_by_key(|f| !f.baseline.environment.on_target_cluster());
-    let short: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind != "kubernetes").collect();
+    let short: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind != EnvironmentKind::Kubernetes).collect();
     let mut health = Vec::new();
     let rows = |group: &[&BaselineFile], health: &mut Vec<String>| -> Vec<String> {
         let mut out = Vec::new();
