@@ -223,8 +223,17 @@ pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) ->
     Source { path: path.to_owned(), kind: SourceKind::Sitting, environment: b.environment.description.clone(), spans, cuts, elections, notes }
 }
 
-/// An `election` row's detail: "term A -> B, ...; cause C (source kind ts)".
-pub fn parse_election(r: &EventRow) -> Option<Election> {
+/// An `election` row as the rate needs it: from its columns, or, in files written before
+/// them, from its detail.
+pub fn election_of(r: &EventRow) -> Option<Election> {
+    match r.election() {
+        Some(c) => Some(Election { at: r.ts, terms: c.term_to.saturating_sub(c.term_from).max(1), cause: c.cause, cause_at: c.cause_ts }),
+        None => parse_election(r),
+    }
+}
+
+/// An old `election` row's detail: "term A -> B, ...; cause C (source kind ts)".
+fn parse_election(r: &EventRow) -> Option<Election> {
     let terms = r.detail.strip_prefix("term ")?.split(',').next()?;
     let (from, to) = terms.split_once(" -> ")?;
     let (from, to): (u64, u64) = (from.trim().parse().ok()?, to.trim().parse().ok()?);
@@ -314,8 +323,10 @@ mod tests {
         assert!(r.per_hour.is_none() && r.per_day.is_none());
     }
 
+    /// Rows of events.csv files written before the election columns (the committed runs of
+    /// 2026-11-30 and 2026-12-01): the detail is all there is.
     #[test]
-    fn an_election_row_parses_back() {
+    fn an_old_election_row_parses_back_from_its_detail() {
         let row = EventRow {
             ts: t(0),
             run_id: "r".into(),
@@ -323,6 +334,7 @@ mod tests {
             member: "m0".into(),
             kind: "election".into(),
             detail: "term 2 -> 4, leader a -> b, leaderless 1.000 s; cause own_disruption (local sigkill_sent 2026-11-30T13:24:35.123Z)".into(),
+            ..EventRow::default()
         };
         let e = parse_election(&row).expect("parsed");
         assert_eq!((e.terms, e.cause), (2, Cause::OwnDisruption));
@@ -333,7 +345,7 @@ mod tests {
 
     #[test]
     fn a_disruption_is_cut_until_its_member_is_back() {
-        let row = |s: i64, source: &str, member: &str, kind: &str| EventRow { ts: t(s), run_id: "r".into(), source: source.into(), member: member.into(), kind: kind.into(), detail: String::new() };
+        let row = |s: i64, source: &str, member: &str, kind: &str| EventRow { ts: t(s), run_id: "r".into(), source: source.into(), member: member.into(), kind: kind.into(), ..EventRow::default() };
         let rows = [row(10, "local", "m0", "sigterm_sent"), row(12, "leaderwatch", "m1", "back"), row(16, "leaderwatch", "m0", "back"), row(100, "kubernetes", "m2", "pod_deleting")];
         let cuts = cuts_from(&rows);
         assert_eq!(cuts.len(), 2);

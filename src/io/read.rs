@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, Utc};
 
 use crate::Error;
-use crate::analysis::rate::{cuts_from, parse_election, pool, sitting_source};
+use crate::analysis::rate::{cuts_from, election_of, pool, sitting_source};
 use crate::io::record::EVENTS;
 use crate::model::baseline::{BASELINE, Baseline, Cause};
 use crate::model::clock::ts;
@@ -45,25 +45,20 @@ pub fn written_since(path: &Path, since: std::time::SystemTime) -> Option<Baseli
     fresh.then(|| baseline_file(path).ok()).flatten()
 }
 
-/// events.csv: its rows, and how many could not be read (skipped).
+/// events.csv: its rows, by column name (files from before the election columns read
+/// too), and how many rows could not be read (skipped).
 pub fn events(path: &Path) -> Result<(Vec<EventRow>, usize), Error> {
-    let mut r = csv::ReaderBuilder::new().flexible(false).from_path(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    let mut r = csv::ReaderBuilder::new().from_path(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
     let mut rows = Vec::new();
     let mut bad = 0;
-    for rec in r.records() {
-        let Ok(rec) = rec else {
-            bad += 1;
-            continue;
-        };
-        let get = |i: usize| rec.get(i).unwrap_or_default().to_owned();
-        match get(0).parse::<DateTime<Utc>>() {
-            Ok(ts) => rows.push(EventRow { ts, run_id: get(1), source: get(2), member: get(3), kind: get(4), detail: get(5) }),
+    for row in r.deserialize::<EventRow>() {
+        match row {
+            Ok(row) => rows.push(row),
             Err(_) => bad += 1,
         }
     }
     Ok((rows, bad))
 }
-
 
 /// A sitting's quiet windows, elections and (from the events.csv beside it) cuts.
 pub fn from_sitting(path: &Path, b: &Baseline) -> Result<Source, Error> {
@@ -121,7 +116,7 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
     }
     let mut elections = Vec::new();
     for r in rows.iter().filter(|r| r.kind == "election") {
-        match parse_election(r) {
+        match election_of(r) {
             Some(e) => elections.push(e),
             None => {
                 notes.push(format!("election row at {} not understood ({:?}): counted as 1, unexplained", ts(r.ts), r.detail));
@@ -189,7 +184,8 @@ fn last_row(dir: &Path, id: &str, since: DateTime<Utc>) -> Option<DateTime<Utc>>
             continue;
         }
         // Rows start `ts,run_id,`; the last one of this run wins.
-        if let Some(t) = text.lines().rev().find(|l| l.get(24..).is_some_and(|rest| rest.starts_with(&tag[..]))).and_then(|l| l.get(..24)).and_then(|t| t.parse().ok()) {
+        let of_run = |l: &&str| l.find(',').is_some_and(|i| l[i..].starts_with(&tag[..]));
+        if let Some(t) = text.lines().rev().find(of_run).and_then(|l| l.split(',').next()).and_then(|t| t.parse().ok()) {
             return Some(t);
         }
     }
@@ -222,4 +218,55 @@ pub fn residual(dir: &Path, confidence: f64) -> Result<Residual, Error> {
     let runs = s.spans.len();
     let r = pool(std::slice::from_ref(&s), confidence);
     Ok(Residual { runs, exposure_s: r.exposure_s, cut_s: r.cut_s, residual: r.residual, by_cause: r.elections, confidence, per_hour: r.per_hour, per_day: r.per_day })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::record::RunDir;
+    use crate::model::event::{ElectionColumns, Event};
+
+    /// Regression: the election row was written as a sentence and parsed back by hand, and
+    /// the parser's only test used a hand-written string. Now a row written by the
+    /// recorder's writer is read back by the one reader, column by column.
+    #[test]
+    fn an_election_row_written_by_the_recorder_reads_back_by_its_columns() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let at: DateTime<Utc> = "2026-12-01T10:00:00.250Z".parse().expect("ts");
+        let cause_ts: DateTime<Utc> = "2026-12-01T09:59:59.100Z".parse().expect("ts");
+        let mut e = Event::new(at, "leaderwatch", "m0", "election", "term 7 -> 9, leader m0 -> m1, leaderless 0.200 s; cause kubernetes (kubernetes pod_deleting 2026-12-01T09:59:59.100Z)");
+        e.election = Some(ElectionColumns { term_from: 7, term_to: 9, cause: Cause::Kubernetes, cause_ts: Some(cause_ts) });
+        let mut run = RunDir::open(dir.path(), "run-1").expect("run dir");
+        run.append_events(&[Event::new(at, "local", "m0", "sigterm_sent", "a, \"quoted\" detail"), e]).expect("append");
+        drop(run);
+        let (rows, bad) = events(&dir.path().join(EVENTS)).expect("read");
+        assert_eq!((rows.len(), bad), (2, 0));
+        assert_eq!(rows[0].detail, "a, \"quoted\" detail");
+        assert_eq!(rows[0].election(), None, "not an election row");
+        let el = crate::analysis::rate::election_of(&rows[1]).expect("election");
+        assert_eq!((el.at, el.terms, el.cause, el.cause_at), (at, 2, Cause::Kubernetes, Some(cause_ts)));
+    }
+
+    /// An events.csv of the old format (no election columns) is upgraded when a run
+    /// reopens it, keeps every row, and its old election rows still read.
+    #[test]
+    fn an_old_events_csv_gains_the_columns_and_keeps_its_rows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(EVENTS);
+        std::fs::write(
+            &path,
+            "ts,run_id,source,member,kind,detail\n\
+             2026-11-30T10:00:00.000Z,old,leaderwatch,,run_started,\"sample every 1s; members a=http://x\"\n\
+             2026-11-30T10:00:05.000Z,old,leaderwatch,a,election,\"term 2 -> 3, leader a -> b, leaderless 0.100 s; cause unreachable (leaderwatch unreachable 2026-11-30T10:00:04.000Z)\"\n",
+        )
+        .expect("write");
+        let run = RunDir::open(dir.path(), "new").expect("reopen upgrades");
+        drop(run);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.starts_with(&crate::io::record::EVENTS_HEADER.join(",")), "{text}");
+        let (rows, bad) = events(&path).expect("rows");
+        assert_eq!((rows.len(), bad), (2, 0));
+        let el = crate::analysis::rate::election_of(&rows[1]).expect("old election row");
+        assert_eq!((el.terms, el.cause), (1, Cause::Unreachable));
+    }
 }

@@ -64,7 +64,9 @@ pub const SAMPLES_HEADER: [&str; 30] = [
     "age_ms",
 ];
 
-pub const EVENTS_HEADER: [&str; 6] = ["ts", "run_id", "source", "member", "kind", "detail"];
+pub const EVENTS_HEADER: [&str; 10] = ["ts", "run_id", "source", "member", "kind", "detail", "term_from", "term_to", "cause", "cause_ts"];
+/// events.csv before the election columns: reopened, such a file gains them (empty).
+const EVENTS_HEADER_V1: [&str; 6] = ["ts", "run_id", "source", "member", "kind", "detail"];
 
 pub const HEALTH_HEADER: [&str; 20] = [
     "ts",
@@ -261,6 +263,33 @@ fn silent_row<'a>(s: &'a Silent, round: &Round, run_id: &'a str, phase: &'a str)
     }
 }
 
+/// Rewrites `path` from header `old` to `new` (its prefix): every complete row gains
+/// the missing columns, empty. A torn last line is left for [`CsvFile::open`] to cut.
+fn upgrade(path: &Path, old: &[&str], new: &[&str]) -> Result<(), RecordError> {
+    let text = match fs::read(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(RecordError::Io { path: path.to_owned(), source: e }),
+    };
+    let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
+    if first != old.join(",").as_bytes() {
+        return Ok(());
+    }
+    let pad = ",".repeat(new.len().saturating_sub(old.len()));
+    let mut out = new.join(",").into_bytes();
+    out.push(b'\n');
+    let body = &text[first.len() + 1.min(text.len() - first.len())..];
+    let complete = body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    for line in body[..complete].split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        out.extend_from_slice(line);
+        out.extend_from_slice(pad.as_bytes());
+        out.push(b'\n');
+    }
+    out.extend_from_slice(&body[complete..]);
+    tracing::info!("{}: added the columns {} to its {} row(s)", path.display(), new[old.len()..].join(", "), body[..complete].iter().filter(|b| **b == b'\n').count());
+    write_atomic(path, &out)
+}
+
 /// One append-only CSV file.
 struct CsvFile {
     path: PathBuf,
@@ -280,6 +309,15 @@ pub struct Reopened {
 
 impl CsvFile {
     fn open(path: PathBuf, header: &[&str]) -> Result<(Self, Reopened), RecordError> {
+        Self::open_upgrading(path, header, None)
+    }
+
+    /// Like [`CsvFile::open`]; a file with the `older` header, a prefix of `header`, is
+    /// first rewritten (atomically) with the new columns empty on every row.
+    fn open_upgrading(path: PathBuf, header: &[&str], older: Option<&[&str]>) -> Result<(Self, Reopened), RecordError> {
+        if let Some(old) = older {
+            upgrade(&path, old, header)?;
+        }
         let mut f = OpenOptions::new()
             .read(true)
             .append(true)
@@ -372,7 +410,7 @@ impl RunDir {
     pub fn open(dir: &Path, run_id: &str) -> Result<Self, RecordError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let (samples, rs) = CsvFile::open(dir.join(SAMPLES), &SAMPLES_HEADER)?;
-        let (events, re) = CsvFile::open(dir.join(EVENTS), &EVENTS_HEADER)?;
+        let (events, re) = CsvFile::open_upgrading(dir.join(EVENTS), &EVENTS_HEADER, Some(&EVENTS_HEADER_V1))?;
         let (health, rh) = CsvFile::open(dir.join(HEALTH), &HEALTH_HEADER)?;
         Ok(RunDir {
             dir: dir.to_owned(),
@@ -516,7 +554,19 @@ impl RunDir {
             return Ok(());
         }
         for e in events {
-            let row = [ts(e.ts), self.run_id.clone(), e.source.clone(), e.member.clone(), e.kind.clone(), one_line(&e.detail)];
+            let el = e.election.as_ref();
+            let row = [
+                ts(e.ts),
+                self.run_id.clone(),
+                e.source.clone(),
+                e.member.clone(),
+                e.kind.clone(),
+                one_line(&e.detail),
+                el.map_or(String::new(), |c| c.term_from.to_string()),
+                el.map_or(String::new(), |c| c.term_to.to_string()),
+                el.map_or(String::new(), |c| c.cause.as_str().to_owned()),
+                el.and_then(|c| c.cause_ts).map_or(String::new(), ts),
+            ];
             self.events
                 .w
                 .write_record(&row)

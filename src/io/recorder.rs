@@ -22,7 +22,7 @@ use crate::model::baseline::{ElectionDetail, WindowName, WindowRecord};
 use crate::model::canary::{Kind, Op};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::counts::Counts;
-use crate::model::event::Event;
+use crate::model::event::{ElectionColumns, Event};
 use crate::model::member::MemberName;
 use crate::model::observation::Round;
 
@@ -236,7 +236,9 @@ impl Recorder {
                 d.leaderless_s.map_or("unknown".to_owned(), |s| format!("{s:.3} s")),
                 d.cause
             );
-            rows.push(Event::stamped(p.observed, "leaderwatch", d.old_leader.as_deref().unwrap_or(""), "election", detail));
+            let mut row = Event::stamped(p.observed, "leaderwatch", d.old_leader.as_deref().unwrap_or(""), "election", detail);
+            row.election = Some(ElectionColumns { term_from: d.term_from, term_to: d.term_to, cause: d.cause, cause_ts: d.cause_event.as_ref().map(|e| e.ts) });
+            rows.push(row);
             self.details.push((p.window, d));
         }
         self.events(&rows)

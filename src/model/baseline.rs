@@ -191,6 +191,13 @@ impl Cause {
     }
 }
 
+impl std::str::FromStr for Cause {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Cause::parse(s).ok_or_else(|| format!("not a cause: {s:?}"))
+    }
+}
+
 impl std::fmt::Display for Cause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
