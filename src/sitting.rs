@@ -4,11 +4,11 @@
 //! ```text
 //! at_rest (--idle, --interval) | disruption (request -> healthy, --fast-interval) | settle (--settle)
 //! ```
-//! The windows tile the run (src/windows.rs): every round is in exactly one, and each
+//! The windows tile the run (src/analysis/windows.rs): every round is in exactly one, and each
 //! starts from the state the previous one ended in. The disruptor runs as its own task and
 //! reports over a channel; the recovery is judged by the pure [`RecoveryTracker`]; the loop
 //! here only moves data between them and the recorder. From the request to the end of
-//! settle the canary (src/canary.rs) writes and reads through one client, so that each
+//! settle the canary (src/io/canary.rs) writes and reads through one client, so that each
 //! window and each election says what it cost a client. Whatever ends the sitting (a
 //! signal, a failed disruption, no recovery), baseline.json is written with what was
 //! measured, marked `incomplete`.
@@ -353,7 +353,7 @@ impl Sitting<'_> {
             }
         }
         let requested = self.clock.stamp();
-        let role = if was_leader { "leader" } else { "follower" };
+        let role = crate::model::baseline::role(was_leader);
         self.rec
             .event(Event::stamped(requested, "leaderwatch", &target.0, "disruption_requested", format!("{method} ({role})")))
             .map_err(rec_err)?;

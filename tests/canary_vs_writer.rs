@@ -56,7 +56,7 @@ async fn leader_sitting(method: Method) -> (Baseline, Vec<writer::WriterOp>) {
 /// The election of the disruption window, and both figures beside the writer's.
 fn compare(b: &Baseline, ops: &[writer::WriterOp]) -> (f64, f64, f64, ElectionDetail) {
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
-    let dis = b.windows.iter().find(|w| w.name == WindowName::Disruption).expect("disruption window");
+    let dis = b.window(WindowName::Disruption).expect("disruption window");
     assert_eq!(dis.elections, Some(1), "{:?}", dis.elections_detail);
     let e = dis.elections_detail.first().expect("election detail").clone();
     let canary = e.write_unavailable_s.expect("the canary ran through the election");

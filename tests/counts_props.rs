@@ -1,4 +1,4 @@
-//! Property tests of the pure counting (src/counts.rs) against its invariants and a
+//! Property tests of the pure counting (src/analysis/counts.rs) against its invariants and a
 //! deliberately naive reference.
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The pure member-health maths (src/health.rs): properties of the quantile and the
+//! The pure member-health maths (src/analysis/health.rs): properties of the quantile and the
 //! window deltas, and a cross-check of the quantile against Prometheus itself
 //! (`promtool test rules`, Debian's prometheus package, installed by `make deps`; run by `make test`).
 

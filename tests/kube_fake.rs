@@ -213,7 +213,7 @@ async fn measure_through_the_built_in_port_forward_follows_the_recreated_pod() {
         assert!(r["error"].is_empty() && !r["raft_term"].is_empty(), "{r:?}");
     }
     // So did the canary's client of all members.
-    let settle = b.windows.iter().find(|w| w.name == WindowName::Settle).and_then(|w| w.client.clone()).expect("canary in settle");
+    let settle = b.window(WindowName::Settle).and_then(|w| w.client.clone()).expect("canary in settle");
     assert!(settle.write.ops > 0 && settle.write.availability.is_some_and(|a| a > 0.9), "{settle:?}");
 }
 

@@ -509,7 +509,7 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     assert!(d.target_was_leader);
     assert!(b.environment.timing_source.contains("StatefulSet dlock/dlock-etcd"), "timing read from the real StatefulSet: {}", b.environment.timing_source);
     assert_eq!((b.environment.heartbeat_ms, b.environment.election_ms), (Some(100), Some(1000)));
-    let dis = b.windows.iter().find(|w| w.name == WindowName::Disruption).expect("window");
+    let dis = b.window(WindowName::Disruption).expect("window");
     assert_eq!(dis.elections, Some(1), "a graceful transfer is one election: {:?}", dis.elections_detail);
     let e = dis.elections_detail.first().expect("its detail");
     let cause = e.cause_event.as_ref().expect("cause_event");

@@ -4,7 +4,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -15,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use std::process::Command;
 
 use support::{leaderwatch, repo, yaml_docs as docs};
+use support::selects;
 
 fn job() -> Job {
     docs::<Job>("deploy/k8s/leaderwatch/job-measure.yaml", "Job").remove(0)
@@ -51,10 +51,6 @@ fn pods_run_non_root_read_only_without_capabilities() {
         let ann = t.metadata.clone().and_then(|m| m.annotations).unwrap_or_default();
         assert_eq!(ann.get("cluster-autoscaler.kubernetes.io/safe-to-evict").map(String::as_str), Some("false"), "{what}");
     }
-}
-
-fn selects(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    sel.match_labels.clone().unwrap_or_default().iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
 #[test]

@@ -76,14 +76,11 @@ fn expand_for(ordinal: usize, s: &str) -> String {
     s.replace("$(POD_NAME)", &format!("dlock-etcd-{ordinal}"))
 }
 
-/// Does `sel` (matchLabels only, as the manifests use) select a pod with `labels`?
+/// Does `sel` select a pod with `labels`? A manifest's selector must not be empty: an
+/// empty one would select every pod in the namespace.
 fn selects(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    assert!(
-        sel.match_expressions.is_none(),
-        "selectors use matchLabels only"
-    );
-    let ml = sel.match_labels.clone().unwrap_or_default();
-    !ml.is_empty() && ml.iter().all(|(k, v)| labels.get(k) == Some(v))
+    assert!(sel.match_labels.as_ref().is_some_and(|m| !m.is_empty()) || sel.match_expressions.as_ref().is_some_and(|e| !e.is_empty()), "an empty selector: {sel:?}");
+    support::selects(sel, labels)
 }
 
 fn http_get(p: &Probe) -> (String, IntOrString) {

@@ -1,4 +1,4 @@
-//! Property tests of the recovery state machine (src/recovery.rs) on synthetic rounds,
+//! Property tests of the recovery state machine (src/analysis/recovery.rs) on synthetic rounds,
 //! against a deliberately naive reference: what each step means, written out plainly.
 
 use std::time::Duration;
@@ -70,19 +70,7 @@ fn round(index: u64, at: Stamp, row: &Row) -> Round {
     let mut observations = Vec::new();
     let mut silent = Vec::new();
     for (i, st) in row.states.iter().enumerate() {
-        let status = |lag: u64| Part::Ok {
-            value: Status {
-                member_id: i as u64 + 1,
-                leader_id: row.leader,
-                raft_term: row.term,
-                raft_index: 1000,
-                raft_applied_index: 1000 - lag,
-                db_size_bytes: 0,
-                version: "3.5.1".into(),
-                errors: vec![],
-            },
-            ms: 1.0,
-        };
+        let status = |lag: u64| Part::Ok { value: Status { raft_index: 1000, raft_applied_index: 1000 - lag, ..Status::of(i as u64 + 1, row.leader, row.term) }, ms: 1.0 };
         let metrics = Part::Ok { value: MemberMetrics::default(), ms: 1.0 };
         let (health, status) = match st {
             State::Healthy { lag } => (Part::Ok { value: Health { healthy: true, reason: String::new() }, ms: 1.0 }, status(*lag)),
@@ -94,7 +82,7 @@ fn round(index: u64, at: Stamp, row: &Row) -> Round {
             }
         };
         let metrics = if matches!(st, State::Down) { failed("connection refused") } else { metrics };
-        observations.push(Observation { member: name(i), endpoint: String::new(), ts: at.utc, at: at.mono, metrics, health, status });
+        observations.push(Observation::new(name(i), String::new(), at, metrics, health, status));
     }
     Round { index, started: at, observations, silent }
 }

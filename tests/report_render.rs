@@ -28,19 +28,16 @@ fn schema3() -> Baseline {
     read::baseline(&fixture("baseline-schema3-sigstop.json")).expect("schema-3 fixture")
 }
 
-fn window<'a>(b: &'a mut Baseline, name: WindowName) -> &'a mut leaderwatch::model::baseline::WindowRecord {
-    b.windows.iter_mut().find(|w| w.name == name).unwrap_or_else(|| panic!("window {name}"))
-}
 
 /// The schema-3 fixture with a WAL fsync p99 over etcd's 10 ms on m0 during the disruption,
 /// and a few figures made unknown.
 fn schema3_edited() -> Baseline {
     let mut b = schema3();
-    let d = window(&mut b, WindowName::Disruption);
+    let d = b.window_mut(WindowName::Disruption).expect("window");
     let m0 = d.health.get_mut("m0").expect("m0");
     m0.wal_fsync_p99_s = Some(0.012);
     m0.over.push(Flag { figure: "wal_fsync_p99_s".into(), value: 0.012, threshold: 0.010, source: "etcd docs".into() });
-    let m1 = window(&mut b, WindowName::AtRest).health.get_mut("m1").expect("m1");
+    let m1 = b.window_mut(WindowName::AtRest).expect("window").health.get_mut("m1").expect("m1");
     m1.heartbeat_send_failures = None;
     m1.slow_read_indexes = None;
     m1.db_size_bytes = None;
@@ -98,7 +95,7 @@ fn schema3_shows_the_causes_and_a_health_table_with_flags_marked_and_unknowns_as
 #[test]
 fn split_votes_and_several_causes_are_listed_per_election() {
     let mut b = schema3();
-    let d = window(&mut b, WindowName::Disruption);
+    let d = b.window_mut(WindowName::Disruption).expect("window");
     let first = d.elections_detail[0].clone();
     d.elections_detail.push(ElectionDetail {
         term_from: 3,

@@ -23,7 +23,7 @@ use leaderwatch::model::member::MemberName;
 use leaderwatch::sitting::{self, SittingConfig, Target};
 use support::{canary_keys, events, one_cluster_at_a_time, samples};
 use tokio::sync::Mutex;
-use leaderwatch::model::baseline::{EnvironmentKind, Status};
+use leaderwatch::model::baseline::{EnvironmentKind, Status, WindowName};
 
 type Row = HashMap<String, String>;
 
@@ -167,8 +167,8 @@ fn assert_windows_tile_the_run(dir: &Path, b: &Baseline) {
 /// each member's health, and health.csv has rows in every window.
 fn assert_causes_and_health(dir: &Path, b: &Baseline, signal: &str) {
     let d = b.disruption.as_ref().expect("disruption");
-    assert!(window(b, "at_rest").elections_detail.is_empty(), "{signal}: nothing at rest");
-    let dis = window(b, "disruption");
+    assert!(b.window(WindowName::AtRest).expect("at_rest").elections_detail.is_empty(), "{signal}: nothing at rest");
+    let dis = b.window(WindowName::Disruption).expect("disruption");
     assert_eq!(dis.elections_detail.len(), 1, "{signal}: {:?}", dis.elections_detail);
     let e = &dis.elections_detail[0];
     assert_eq!((e.cause.as_str(), e.old_leader.as_deref()), ("own_disruption", Some(d.target.as_str())), "{e:?}");
@@ -195,10 +195,6 @@ fn assert_causes_and_health(dir: &Path, b: &Baseline, signal: &str) {
     }
 }
 
-fn window<'a>(b: &'a Baseline, name: &str) -> &'a leaderwatch::model::baseline::WindowRecord {
-    b.windows.iter().find(|w| w.name.as_str() == name).unwrap_or_else(|| panic!("no window {name}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run() {
     let mut cost = BTreeMap::new();
@@ -209,8 +205,8 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
         let d = b.disruption.as_ref().expect("disruption");
         assert_eq!(d.method, format!("local-{}", method.name()));
         assert!(d.target_was_leader);
-        assert_eq!(window(&b, "at_rest").elections, Some(0), "{method:?}: nothing at rest");
-        let dis = window(&b, "disruption");
+        assert_eq!(b.window(WindowName::AtRest).expect("at_rest").elections, Some(0), "{method:?}: nothing at rest");
+        let dis = b.window(WindowName::Disruption).expect("disruption");
         // One leader change. A hand-over (sigterm) takes exactly one term; a timeout election
         // (sigkill, sigstop) can take two when both survivors campaign at once and split
         // the vote (seen once in CI on 2 busy cores): the term delta counts both.
@@ -230,7 +226,7 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
             // Frozen, not restarted: thawed, and its counter did not reset.
             assert!(kinds.contains(&"continued".to_owned()) && !kinds.contains(&"restarted".to_owned()));
             let target = MemberName(d.target.clone());
-            assert_eq!(window(&b, "disruption").leader_changes.per_member[&target].resets, 0);
+            assert_eq!(b.window(WindowName::Disruption).expect("disruption").leader_changes.per_member[&target].resets, 0);
             // The survivors kept their own cadence while the target was frozen: each of
             // their probes started one fast interval after their previous answer (the
             // target's probe timeout is 3 s: had it held the rounds, they would wait 3 s).
@@ -262,18 +258,19 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
 /// The canary ran from the request to the end: a canary.csv row for every op the
 /// disruption and settle windows count, none at rest; returns the election's write cost.
 fn assert_the_canary(dir: &Path, b: &Baseline) -> f64 {
-    assert!(window(b, "at_rest").client.is_none(), "the canary does not run at rest");
+    assert!(b.window(WindowName::AtRest).expect("at_rest").client.is_none(), "the canary does not run at rest");
     let text = std::fs::read_to_string(dir.join("canary.csv")).expect("canary.csv");
     let mut rows = csv::Reader::from_reader(text.as_bytes());
     let windows: Vec<String> = rows.records().map(|r| r.expect("row")[2].to_owned()).collect();
-    for name in ["disruption", "settle"] {
-        let c = window(b, name).client.as_ref().unwrap_or_else(|| panic!("{name}: client figures"));
+    for window in [WindowName::Disruption, WindowName::Settle] {
+        let name = window.as_str();
+        let c = b.window(window).and_then(|w| w.client.as_ref()).unwrap_or_else(|| panic!("{name}: client figures"));
         let ops = c.write.ops + c.read.ops;
         assert_eq!(windows.iter().filter(|w| *w == name).count() as u64, ops, "{name}: one row per op");
         assert!(c.write.ops > 0 && c.read.ops > 0 && c.write.availability.is_some(), "{name}: {c:?}");
     }
     assert_eq!(windows.len(), windows.iter().filter(|w| *w == "disruption" || *w == "settle").count());
-    let e = &window(b, "disruption").elections_detail[0];
+    let e = &b.window(WindowName::Disruption).expect("disruption").elections_detail[0];
     let cost = e.write_unavailable_s.unwrap_or_else(|| panic!("write_unavailable_s: {e:?}"));
     assert!(cost >= 0.0);
     let d = b.disruption.as_ref().expect("disruption");
@@ -348,8 +345,8 @@ async fn a_restart_that_cannot_start_leaves_an_incomplete_baseline() {
     assert!(b.incomplete_reason.as_deref().unwrap_or_default().contains("the disruption failed"), "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(d.member_lost_at.is_some() && d.healthy_at.is_none());
-    assert!(window(&b, "at_rest").full_length && window(&b, "at_rest").rounds >= 6);
-    assert!(!window(&b, "disruption").full_length);
+    assert!(b.window(WindowName::AtRest).expect("at_rest").full_length && b.window(WindowName::AtRest).expect("at_rest").rounds >= 6);
+    assert!(!b.window(WindowName::Disruption).expect("disruption").full_length);
     assert_windows_tile_the_run(out.path(), &b);
     assert!(events(out.path()).iter().any(|e| e["kind"] == "disruption_failed"));
 }

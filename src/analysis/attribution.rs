@@ -313,17 +313,8 @@ mod tests {
             .iter()
             .enumerate()
             .filter_map(|(i, v)| v.map(|(leader, term)| (i, leader, term)))
-            .map(|(i, leader, term)| Observation {
-                member: MemberName(format!("m{i}")),
-                endpoint: String::new(),
-                ts: at.utc,
-                at: at.mono,
-                metrics: Part::Skipped,
-                health: Part::Skipped,
-                status: Part::Ok {
-                    value: Status { member_id: i as u64 + 1, leader_id: leader, raft_term: term, raft_index: 0, raft_applied_index: 0, db_size_bytes: 0, version: String::new(), errors: vec![] },
-                    ms: 1.0,
-                },
+            .map(|(i, leader, term)| {
+                Observation::new(MemberName(format!("m{i}")), String::new(), at, Part::Skipped, Part::Skipped, Part::Ok { value: Status::of(i as u64 + 1, leader, term), ms: 1.0 })
             })
             .collect();
         Round { index, started: at, observations, silent: vec![] }

@@ -1,7 +1,7 @@
 //! What the canary's ops say about a window, pure: per kind (write, read) the ops, the
 //! failures, the availability, latency quantiles and the longest unavailability, twice:
 //! over every op (the cluster) and over the ops a one-in-flight client would have sent
-//! (src/canary.rs). No I/O, no clock: the ops bring their own time.
+//! (src/io/canary.rs). No I/O, no clock: the ops bring their own time.
 //!
 //! **Longest unavailability**: the longest interval from the completion of one successful
 //! op to the completion of the next successful op of the same kind, minus the cadence (one

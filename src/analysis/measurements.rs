@@ -12,7 +12,7 @@ use crate::model::baseline::{Baseline, Cause, Disruption, ElectionDetail, EventR
 use crate::model::canary::ClientFigures;
 use crate::model::measurement::{BYTES, CLIENT, COUNT, Measurement, RECOVERY, SECONDS, TERMS};
 
-/// An election's possible causes (src/attribution.rs), in its order of precedence; each is
+/// An election's possible causes (src/analysis/attribution.rs), in its order of precedence; each is
 /// an `elections_<cause>` figure.
 pub const CAUSES: [Cause; 6] = Cause::ALL;
 
@@ -129,10 +129,10 @@ fn client_figures(at: &Place, c: &ClientFigures) -> Vec<Measurement> {
 /// The row "client writes unavailable during the disruption": the disruption window's
 /// canary writes (absent without the canary).
 fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
-    let Some((w, c)) = b.windows.iter().find(|w| w.name == WindowName::Disruption).and_then(|w| w.client.as_ref().map(|c| (w, c))) else {
+    let Some((w, c)) = b.window(WindowName::Disruption).and_then(|w| w.client.as_ref().map(|c| (w, c))) else {
         return Vec::new();
     };
-    let role = if d.target_was_leader { "leader" } else { "follower" };
+    let role = d.role();
     let at = Place {
         b,
         source: source.to_owned(),
@@ -246,7 +246,7 @@ fn health_figures(at: &Place, member: &str, h: &MemberHealth) -> Vec<Measurement
 }
 
 fn recovery_figures(b: &Baseline, source: String, d: &Disruption) -> Vec<Measurement> {
-    let role = if d.target_was_leader { "leader" } else { "follower" };
+    let role = d.role();
     // The span the table shows: member loss (else the request) to healthy; no end when the
     // cluster never got there.
     let (start, end, secs) = match (d.member_lost_at, d.healthy_at) {
@@ -353,7 +353,7 @@ fn window_name(w: &WindowRecord, b: &Baseline) -> String {
                 "leader changes from one disruption until healthy ({}, target {} = {})",
                 d.method,
                 d.target,
-                if d.target_was_leader { "leader" } else { "follower" }
+                d.role()
             ),
             None => "leader changes during the disruption".to_owned(),
         },

@@ -72,9 +72,9 @@ pub struct Canary {
     rx: UnboundedReceiver<Op>,
 }
 
-/// One line from an etcd client error.
+/// One line from an etcd client error (as every field on disk is: src/io/record.rs).
 fn one_line(e: &etcd_client::Error) -> String {
-    e.to_string().replace(['\n', '\r'], " ")
+    crate::io::record::one_line(&e.to_string())
 }
 
 impl Canary {

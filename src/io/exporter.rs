@@ -326,18 +326,9 @@ mod tests {
     use crate::model::observation::{Health, Observation, Part, Status};
 
     fn obs(name: &str, id: u64, leader: u64, term: u64) -> Observation {
-        Observation {
-            member: MemberName(name.to_owned()),
-            endpoint: format!("http://{name}"),
-            ts: chrono::Utc::now(),
-            at: Instant::now(),
-            metrics: Part::Skipped,
-            health: Part::Ok { value: Health { healthy: true, reason: String::new() }, ms: 1.0 },
-            status: Part::Ok {
-                value: Status { member_id: id, leader_id: leader, raft_term: term, raft_index: 1, raft_applied_index: 1, db_size_bytes: 1, version: "3.5.1".into(), errors: vec![] },
-                ms: 1.0,
-            },
-        }
+        let at = Stamp { utc: chrono::Utc::now(), mono: Instant::now() };
+        let healthy = Part::Ok { value: Health { healthy: true, reason: String::new() }, ms: 1.0 };
+        Observation::new(MemberName(name.to_owned()), format!("http://{name}"), at, Part::Skipped, healthy, Part::Ok { value: Status::of(id, leader, term), ms: 1.0 })
     }
 
     fn round(i: u64, leader: u64, term: u64) -> Round {

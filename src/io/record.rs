@@ -180,7 +180,7 @@ struct SampleRow<'a> {
 
 /// Fields never contain line breaks, so that every record is exactly one line and the
 /// torn-line repair (cut after the last newline) can never split a quoted field.
-fn one_line(s: &str) -> String {
+pub fn one_line(s: &str) -> String {
     s.replace(['\n', '\r'], " ")
 }
 

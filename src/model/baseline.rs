@@ -82,7 +82,7 @@ impl std::fmt::Display for WindowName {
 }
 
 /// One member's health over one window (or one health.csv interval), from the deltas of
-/// its histograms and counters between the boundary rounds (src/health.rs). `None`: not
+/// its histograms and counters between the boundary rounds (src/analysis/health.rs). `None`: not
 /// known (no two `/metrics` reads, or no observation for a quantile), never 0.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MemberHealth {
@@ -276,6 +276,17 @@ pub struct Disruption {
     pub waterfall: Vec<Step>,
 }
 
+/// `leader` or `follower`: what the target was when it was disrupted.
+pub fn role(was_leader: bool) -> &'static str {
+    if was_leader { "leader" } else { "follower" }
+}
+
+impl Disruption {
+    pub fn role(&self) -> &'static str {
+        role(self.target_was_leader)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Step {
     pub step: String,
@@ -397,6 +408,15 @@ impl std::fmt::Display for Status {
 }
 
 impl Baseline {
+    /// The window named `name`, if the sitting got that far.
+    pub fn window(&self, name: WindowName) -> Option<&WindowRecord> {
+        self.windows.iter().find(|w| w.name == name)
+    }
+
+    pub fn window_mut(&mut self, name: WindowName) -> Option<&mut WindowRecord> {
+        self.windows.iter_mut().find(|w| w.name == name)
+    }
+
     pub fn is_complete(&self) -> bool {
         self.status == Status::Complete
     }

@@ -95,7 +95,20 @@ pub struct Observation {
     pub status: Part<Status>,
 }
 
+impl Status {
+    /// An answer with what elections depend on (who answered, its leader, its term); the
+    /// indexes and size 0, no errors.
+    pub fn of(member_id: u64, leader_id: u64, raft_term: u64) -> Status {
+        Status { member_id, leader_id, raft_term, raft_index: 0, raft_applied_index: 0, db_size_bytes: 0, version: String::new(), errors: vec![] }
+    }
+}
+
 impl Observation {
+    /// `member`'s probe that started at `at`, with its three parts.
+    pub fn new(member: MemberName, endpoint: String, at: Stamp, metrics: Part<MemberMetrics>, health: Part<Health>, status: Part<Status>) -> Observation {
+        Observation { member, endpoint, ts: at.utc, at: at.mono, metrics, health, status }
+    }
+
     /// The member answered at least one part (a 503 from `/health` is an answer).
     pub fn reachable(&self) -> bool {
         self.metrics.ok().is_some() || self.health.ok().is_some() || self.status.ok().is_some()

@@ -1,7 +1,7 @@
 //! `report --alert-rule`: an alert on `increase(leaderwatch_elections_total[15m])` whose
 //! threshold comes from measured baselines, as a managed-Prometheus `Rules` manifest or a
 //! plain Prometheus rule file. [`derive`] is pure (baselines in, threshold and its
-//! derivation out); [`render`] writes the YAML. The reasoning is in docs/alert.md.
+//! derivation out); [`render`] writes the YAML. The reasoning is in docs/exporter.md ("The threshold").
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

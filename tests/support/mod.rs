@@ -84,6 +84,24 @@ pub fn yaml<T: serde::de::DeserializeOwned>(rel: &str) -> T {
     serde_yaml_ng::from_value(docs.remove(0)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
+/// Kubernetes' label-selector rule: every matchLabels pair and every matchExpressions
+/// requirement (In, NotIn, Exists, DoesNotExist) holds; an empty selector selects every
+/// pod. The one matcher of the manifest tests (two used to disagree on the empty case).
+pub fn selects(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector, labels: &std::collections::BTreeMap<String, String>) -> bool {
+    let pairs = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
+    let exprs = sel.match_expressions.iter().flatten().all(|r| {
+        let values = r.values.clone().unwrap_or_default();
+        match r.operator.as_str() {
+            "In" => labels.get(&r.key).is_some_and(|v| values.contains(v)),
+            "NotIn" => labels.get(&r.key).is_none_or(|v| !values.contains(v)),
+            "Exists" => labels.contains_key(&r.key),
+            "DoesNotExist" => !labels.contains_key(&r.key),
+            other => panic!("not a selector operator: {other}"),
+        }
+    });
+    pairs && exprs
+}
+
 /// The etcd version deploy/k8s/etcd/statefulset.yaml pins (its `app.kubernetes.io/version`
 /// label, which tests/manifests.rs holds equal to the image tag): what the local members
 /// run too (lab/go/etcd builds it), so a label like "local loopback, etcd X, 3 members" is
