@@ -14,7 +14,7 @@ use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{new_run_id, Recorder};
 use crate::io::round::{probers, Sampler};
 use crate::model::baseline::WindowName;
-use crate::model::clock::Clock;
+use crate::model::clock::{Clock, Stamp};
 use crate::model::counts::LeaderChanges;
 use crate::model::event::Event;
 use crate::model::member::Member;
@@ -72,50 +72,73 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
     }
     tracing::info!(run_id, out = %cfg.out.display(), members = cfg.members.len(), "sampling");
 
-    let mut canary = match cfg.canary {
-        Some(timeout) => match Canary::start(&cfg.members, &cfg.probe, CanaryConfig { every: cfg.interval, timeout }, &run_id, clock.clone()).await {
-            Ok(c) => {
-                rec.canary_started(clock.stamp(), cfg.interval);
-                rec.event(Event::stamped(clock.stamp(), "leaderwatch", "", "canary_started", format!("{} every {}", c.key(), humantime::format_duration(cfg.interval))))?;
-                Some(c)
-            }
-            // Sampling does not need it: go on without, and say so.
-            Err(e) => {
-                rec.event(Event::stamped(clock.stamp(), "leaderwatch", "", "canary_failed", e))?;
-                None
-            }
-        },
-        None => None,
-    };
-    let mut ticker = tokio::time::interval(cfg.interval);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
-    let ended_by = loop {
-        tokio::select! {
-            biased;
-            _ = &mut shutdown => break EndedBy::Signal,
-            _ = ticker.tick() => {}
-        }
-        if cfg.duration.is_some_and(|d| started.mono.elapsed() >= d) {
-            break EndedBy::Duration;
-        }
-        sampler.set_with_metrics(sampler.next_index() % cfg.metrics_every.max(1) == 0);
-        let round = tokio::select! {
-            biased;
-            _ = &mut shutdown => break EndedBy::Signal,
-            r = sampler.round_within(Some(cfg.interval)) => r,
-        };
-        rec.round(&round)?;
-        if let Some(c) = canary.as_mut() {
-            rec.canary(&c.drain())?;
-        }
-    };
+    let mut canary = start_canary(&cfg, &run_id, &clock, &mut rec).await?;
+    let ended_by = sample_until_stopped(&cfg, started, &mut sampler, &mut rec, canary.as_mut(), shutdown).await?;
     sampler.abort();
     if let Some(c) = canary.take() {
         rec.canary(&c.stop().await)?;
     }
+    let summary = summarize(&cfg, &run_id, started, clock.stamp(), ended_by, &mut rec)?;
+    let path = rec.write_json(SUMMARY, &summary)?;
+    tracing::info!(summary = %path.display(), "{}", summary.explanation);
+    Ok(summary)
+}
 
-    let ended = clock.stamp();
+/// `--canary`: started, or, when it cannot connect, left out with a `canary_failed` row
+/// (sampling does not need it).
+async fn start_canary(cfg: &SampleConfig, run_id: &str, clock: &Arc<dyn Clock>, rec: &mut Recorder) -> Result<Option<Canary>> {
+    let Some(timeout) = cfg.canary else { return Ok(None) };
+    match Canary::start(&cfg.members, &cfg.probe, CanaryConfig { every: cfg.interval, timeout }, run_id, clock.clone()).await {
+        Ok(c) => {
+            rec.canary_started(clock.stamp(), cfg.interval);
+            rec.event(Event::stamped(clock.stamp(), "leaderwatch", "", "canary_started", format!("{} every {}", c.key(), humantime::format_duration(cfg.interval))))?;
+            Ok(Some(c))
+        }
+        Err(e) => {
+            rec.event(Event::stamped(clock.stamp(), "leaderwatch", "", "canary_failed", e))?;
+            Ok(None)
+        }
+    }
+}
+
+/// One round per interval (with `/metrics` every `metrics_every` rounds) and the canary's
+/// ops, until `--duration` runs out or a signal comes.
+async fn sample_until_stopped(
+    cfg: &SampleConfig,
+    started: Stamp,
+    sampler: &mut Sampler,
+    rec: &mut Recorder,
+    mut canary: Option<&mut Canary>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<EndedBy> {
+    let mut ticker = tokio::time::interval(cfg.interval);
+    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut shutdown => return Ok(EndedBy::Signal),
+            _ = ticker.tick() => {}
+        }
+        if cfg.duration.is_some_and(|d| started.mono.elapsed() >= d) {
+            return Ok(EndedBy::Duration);
+        }
+        sampler.set_with_metrics(sampler.next_index() % cfg.metrics_every.max(1) == 0);
+        let round = tokio::select! {
+            biased;
+            _ = &mut shutdown => return Ok(EndedBy::Signal),
+            r = sampler.round_within(Some(cfg.interval)) => r,
+        };
+        rec.round(&round)?;
+        if let Some(c) = canary.as_deref_mut() {
+            rec.canary(&c.drain())?;
+        }
+    }
+}
+
+/// summary.json of the run that just ended: its counts, elections, health and client
+/// figures, and the residual rate of every run in the directory.
+fn summarize(cfg: &SampleConfig, run_id: &str, started: Stamp, ended: Stamp, ended_by: EndedBy, rec: &mut Recorder) -> Result<Summary> {
     let counts = rec.counts();
     let rounds = rec.rounds();
     let health = rec.health();
@@ -133,10 +156,10 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
             None
         }
     };
-    let summary = Summary {
+    Ok(Summary {
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        run_id: run_id.clone(),
+        run_id: run_id.to_owned(),
         started_at: started.utc,
         ended_at: ended.utc,
         duration_s: started.secs_to(&ended),
@@ -152,8 +175,5 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         cause_horizon_s: cfg.cause_horizon.as_secs_f64(),
         explanation: explain(&counts),
         residual,
-    };
-    let path = rec.write_json(SUMMARY, &summary)?;
-    tracing::info!(summary = %path.display(), "{}", summary.explanation);
-    Ok(summary)
+    })
 }

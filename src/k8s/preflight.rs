@@ -66,12 +66,18 @@ fn name(p: &Pod) -> String {
 
 /// Runs every check; API failures are errors, failed criteria are FAIL lines.
 pub async fn run(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock: Arc<dyn Clock>) -> Result<Vec<Check>, KubeError> {
-    let t = o.request_timeout;
-    let n = po.members;
     let pods = pods(client, o).await?;
-    let mut checks = Vec::new();
+    let mut checks = members(client, o, po, &pods).await?;
+    checks.push(pvcs(client, o, po, &pods).await?);
+    checks.push(endpoints(client, o, po, clock).await);
+    checks.push(pdb(client, o, po).await?);
+    Ok(checks)
+}
 
-    // 2. 3/3 Running on three distinct nodes in three distinct zones.
+/// 2. n/n Running on n distinct nodes in n distinct zones.
+async fn members(client: &Client, o: &KubeOptions, po: &PreflightOptions, pods: &[Pod]) -> Result<Vec<Check>, KubeError> {
+    let (t, n) = (o.request_timeout, po.members);
+    let mut checks = Vec::new();
     let running: Vec<String> = pods
         .iter()
         .map(|p| {
@@ -97,7 +103,12 @@ pub async fn run(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock:
     let distinct_zones: BTreeSet<&str> = zones.iter().filter_map(|z| z.split(" in ").nth(1)).filter(|z| !z.starts_with('(')).collect();
     checks.push(Check::new("distinct-zones", 2, distinct_zones.len() == n, zones.join(", ")));
 
-    // 3. three PVCs, premium-rwo, 10Gi, Bound.
+    Ok(checks)
+}
+
+/// 3. n PVCs, of the class and size asked for, Bound.
+async fn pvcs(client: &Client, o: &KubeOptions, po: &PreflightOptions, pods: &[Pod]) -> Result<Check, KubeError> {
+    let (t, n) = (o.request_timeout, po.members);
     let pvc_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &o.namespace);
     let claims: Vec<String> = pods
         .iter()
@@ -127,10 +138,14 @@ pub async fn run(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock:
             }
         }
     }
-    checks.push(Check::new("pvcs", 3, pvc_ok, if pvc_ev.is_empty() { "no PVC mounted by the member pods".into() } else { pvc_ev.join(", ") }));
+    Ok(Check::new("pvcs", 3, pvc_ok, if pvc_ev.is_empty() { "no PVC mounted by the member pods".into() } else { pvc_ev.join(", ") }))
 
-    // 4. three endpoints with exactly one leader (one probe round).
-    let check = match super::discover::connect(client, o, po.reach).await {
+}
+
+/// 4. n endpoints with exactly one leader (one probe round).
+async fn endpoints(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock: Arc<dyn Clock>) -> Check {
+    let n = po.members;
+    match super::discover::connect(client, o, po.reach).await {
         Err(e) => Check::new("endpoints", 4, false, e.to_string()),
         Ok(connected) => match probers(&connected.members, &po.probe, &clock) {
             Err(e) => Check::new("endpoints", 4, false, e.to_string()),
@@ -148,13 +163,16 @@ pub async fn run(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock:
                 }
             }
         },
-    };
-    checks.push(check);
+    }
 
-    // 5. the PDB allows exactly one disruption.
+}
+
+/// 5. The PDB allows exactly one disruption.
+async fn pdb(client: &Client, o: &KubeOptions, po: &PreflightOptions) -> Result<Check, KubeError> {
+    let t = o.request_timeout;
     let pdb_api: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &o.namespace);
     let pdb = call("get poddisruptionbudget", t, pdb_api.get_opt(&po.pdb)).await?;
-    checks.push(match pdb.and_then(|p| p.status) {
+    Ok(match pdb.and_then(|p| p.status) {
         Some(s) => Check::new(
             "pdb",
             5,
@@ -162,8 +180,7 @@ pub async fn run(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock:
             format!("{}: allowed disruptions {} (healthy {}/{} desired)", po.pdb, s.disruptions_allowed, s.current_healthy, s.desired_healthy),
         ),
         None => Check::new("pdb", 5, false, format!("{} not found or has no status", po.pdb)),
-    });
-    Ok(checks)
+    })
 }
 
 /// `PASS name  evidence` lines.
