@@ -178,6 +178,10 @@ figures: deps-py
 
 test-shell: deps-apt
 	shellcheck deploy/k8s/apply.sh deploy/k8s/leaderwatch/baseline-from-log.sh tests/stubs/kubectl .ci/run
+	@# Negative control: an unquoted expansion must be caught, or the line above proves nothing.
+	@t=$$(mktemp); printf '#!/bin/sh\nrm -rf $$1/cache\n' >"$$t"; \
+	  if shellcheck "$$t" >/dev/null; then rm -f "$$t"; echo "test-shell: shellcheck passed a script with an unquoted \$$1" >&2; exit 1; fi; \
+	  rm -f "$$t"; echo "test-shell: shellcheck refuses an unquoted \$$1 (negative control)"
 
 # A full sitting on a local 3-member etcd (60 s at rest, SIGTERM + restart of the leader,
 # 30 s settle) into data/rehearsal-<target>-<method>-<UTC time>/, then the baseline table.

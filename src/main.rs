@@ -16,7 +16,10 @@ use leaderwatch::sitting::SittingConfig;
 use leaderwatch::{exit, Error};
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => usage_error(e),
+    };
     let filter = match tracing_subscriber::EnvFilter::try_new(&cli.log) {
         Ok(f) => f,
         Err(e) => fail(&Error::Usage(format!("--log {:?}: {e}", cli.log))),
@@ -49,6 +52,19 @@ fn main() {
         Ok(()) => std::process::exit(exit::OK),
         Err(e) => fail(&e),
     }
+}
+
+/// A command line clap refused: its first line (what is wrong) and where to look, then
+/// exit 2; `--help` and `--version` print as clap prints them.
+fn usage_error(e: clap::Error) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+        e.exit();
+    }
+    let text = e.to_string();
+    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("bad command line");
+    eprintln!("leaderwatch: {} (see --help)", first.trim_start_matches("error: "));
+    std::process::exit(exit::USAGE)
 }
 
 /// One line on stderr, whatever the error's own formatting, then the documented exit code.

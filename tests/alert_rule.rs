@@ -85,6 +85,16 @@ struct Rule {
     annotations: BTreeMap<String, String>,
 }
 
+/// Negative control for the strict CRD structs: a field the CRD does not have is refused,
+/// so a rule the API server would reject cannot pass `the_rules_manifest_has_the_crd_fields...`.
+#[test]
+fn the_crd_structs_refuse_a_field_the_crd_does_not_have() {
+    let text = stdout(&report(&["--alert-rule", "--allow-local"], &rehearsals()));
+    assert!(serde_yaml_ng::from_str::<Rules>(&text).is_ok());
+    let extra = text.replacen("spec:", "spec:\n  notAField: 1", 1);
+    assert!(serde_yaml_ng::from_str::<Rules>(&extra).is_err(), "an unknown spec field was accepted:\n{extra}");
+}
+
 #[test]
 fn local_baselines_are_refused_without_allow_local() {
     let o = report(&["--alert-rule"], &rehearsals());
@@ -149,6 +159,10 @@ fn promtool_accepts_the_rule_and_its_unit_tests_pass() {
     std::fs::write(d.join("rules.yml"), &plain).expect("write");
     let o = promtool(&["check", "rules", "rules.yml"], d);
     assert!(o.status.success(), "promtool check rules: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // Negative control: the same file with a broken expression is refused, so the check
+    // above can fail.
+    std::fs::write(d.join("broken.yml"), plain.replace("increase(leaderwatch_elections_total[15m])", "increase(leaderwatch_elections_total[15m]")).expect("write");
+    assert!(!promtool(&["check", "rules", "broken.yml"], d).status.success(), "promtool accepted a broken expression");
     // The manifest's spec is the same rule file.
     let text = stdout(&report(&["--alert-rule"], &[kube]));
     let manifest: Rules = serde_yaml_ng::from_str(&text).expect("manifest");

@@ -59,7 +59,12 @@ impl Tree {
             std::thread::sleep(Duration::from_millis(50));
         }
         let out = child.wait_with_output().expect("output");
-        let calls = fs::read_to_string(self.log()).unwrap_or_default().lines().map(str::to_owned).collect();
+        // No log at all: the stub never ran (not the same as "ran, no such call").
+        let calls = match fs::read_to_string(self.log()) {
+            Ok(t) => Some(t.lines().map(str::to_owned).collect()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => panic!("{}: {e}", self.log().display()),
+        };
         Run {
             code: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -73,19 +78,21 @@ struct Run {
     code: Option<i32>,
     stdout: String,
     stderr: String,
-    calls: Vec<String>,
+    /// The kubectl stub's calls, `None` when it was never called.
+    calls: Option<Vec<String>>,
 }
 
 impl Run {
+    /// The calls; a run whose stub never ran fails here, so no count of 0 passes by it.
+    fn calls(&self) -> &[String] {
+        self.calls.as_deref().unwrap_or_else(|| panic!("the kubectl stub was never called; stderr: {}", self.stderr))
+    }
     /// Index of the first call containing `needle`.
     fn pos(&self, needle: &str) -> usize {
-        self.calls
-            .iter()
-            .position(|c| c.contains(needle))
-            .unwrap_or_else(|| panic!("no kubectl call contains {needle:?}; calls: {:#?}", self.calls))
+        self.calls().iter().position(|c| c.contains(needle)).unwrap_or_else(|| panic!("no kubectl call contains {needle:?}; calls: {:#?}", self.calls))
     }
     fn count(&self, needle: &str) -> usize {
-        self.calls.iter().filter(|c| c.contains(needle)).count()
+        self.calls().iter().filter(|c| c.contains(needle)).count()
     }
 }
 
@@ -116,11 +123,11 @@ fn apply_sh_order_is_namespace_etcd_rollout_health_then_workloads() {
     let rollout = r.pos("rollout status statefulset/dlock-etcd --timeout=11m");
     let health = r.pos("endpoint health --cluster -w json");
     let workloads = r.pos("lock-server/deployment.yaml");
-    assert!(ns < etcd && etcd < rollout && rollout < health && health < workloads, "{:#?}", r.calls);
-    assert!(r.calls[etcd].ends_with("/etcd/"), "etcd applied as a directory: {}", r.calls[etcd]);
-    assert!(r.calls[health].contains("exec dlock-etcd-0"), "health asked inside member 0");
-    assert!(r.calls[workloads].contains("configmap.yaml"), "every other workload applied");
-    assert_eq!(r.count("leaderwatch/"), 0, "leaderwatch/ is not a workload: {:#?}", r.calls);
+    assert!(ns < etcd && etcd < rollout && rollout < health && health < workloads, "{:#?}", r.calls());
+    assert!(r.calls()[etcd].ends_with("/etcd/"), "etcd applied as a directory: {}", r.calls()[etcd]);
+    assert!(r.calls()[health].contains("exec dlock-etcd-0"), "health asked inside member 0");
+    assert!(r.calls()[workloads].contains("configmap.yaml"), "every other workload applied");
+    assert_eq!(r.count("leaderwatch/"), 0, "leaderwatch/ is not a workload: {:#?}", r.calls());
     assert_eq!(r.count("namespace.yaml"), 1, "the namespace is applied once, first");
     assert_eq!(r.count("statefulset.yaml"), 0, "etcd files are not applied twice");
 }
@@ -131,7 +138,7 @@ fn apply_sh_with_no_other_workloads_says_so() {
     let r = t.run(&[]);
     assert_eq!(r.code, Some(0), "stderr: {}", r.stderr);
     assert!(r.stdout.contains("no other workloads"), "{}", r.stdout);
-    assert_eq!(r.calls.len(), 4, "namespace, etcd, rollout, health: {:#?}", r.calls);
+    assert_eq!(r.calls().len(), 4, "namespace, etcd, rollout, health: {:#?}", r.calls());
 }
 
 #[test]

@@ -50,7 +50,10 @@ async fn sigkill_leader_is_one_election_and_raw_sum_plus_two() {
     sleep(3_000).await;
     let s = run.stop().await;
 
-    assert_eq!(s.elections, Some(1), "{}", s.explanation);
+    // One election; a split vote makes it take two terms (Raft's randomised timeouts make
+    // that rare, not impossible), and the term delta counts terms.
+    let terms = s.elections.expect("elections");
+    assert!((1..=2).contains(&terms), "{}", s.explanation);
     for i in (0..3).filter(|i| *i != leader) {
         let m = &s.leader_changes.per_member[&name(i)];
         assert_eq!((m.start, m.end, m.increase), (Some(1.0), Some(2.0), 1.0), "survivor m{i}");
@@ -60,7 +63,7 @@ async fn sigkill_leader_is_one_election_and_raw_sum_plus_two() {
     assert_eq!(s.leader_changes.raw_sum_start, Some(3.0));
     assert_eq!(s.leader_changes.raw_sum_end, Some(5.0), "{}", s.explanation);
     assert_eq!(s.leader_transitions.len(), 1);
-    assert!(s.explanation.contains("3 -> 5") && s.explanation.contains("elections (raft term delta) 1"), "{}", s.explanation);
+    assert!(s.explanation.contains("3 -> 5") && s.explanation.contains(&format!("elections (raft term delta) {terms}")), "{}", s.explanation);
     let ev = events(f.out.path());
     assert!(ev.iter().any(|e| e["kind"] == "unreachable" && e["member"] == format!("m{leader}")));
     assert!(ev.iter().any(|e| e["kind"] == "leader_transition"));
@@ -69,7 +72,7 @@ async fn sigkill_leader_is_one_election_and_raw_sum_plus_two() {
     assert_eq!(s.elections_detail.len(), 1, "{:?}", s.elections_detail);
     let e = &s.elections_detail[0];
     assert_eq!((e.cause.as_str(), e.old_leader.clone()), ("unreachable", Some(format!("m{leader}"))), "{e:?}");
-    assert_eq!((e.term_from + 1, e.new_leader.clone()), (e.term_to, Some(format!("m{new}"))), "{e:?}");
+    assert_eq!((e.term_from + terms, e.new_leader.clone()), (e.term_to, Some(format!("m{new}"))), "{e:?}");
 }
 
 /// The acceptance run: the leader frozen by hand under `sample` (SIGSTOP, then

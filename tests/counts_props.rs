@@ -12,9 +12,10 @@ use proptest::prelude::*;
 fn point() -> impl Strategy<Value = Option<Point>> {
     proptest::option::weighted(
         0.85,
-        (0u32..20, 1u32..4, proptest::option::weighted(0.9, 1u64..10), 0u64..4).prop_map(|(c, st, term, leader)| Point {
+        // A member whose /metrics lacks process_start_time_seconds: resets only by drops.
+        (0u32..20, proptest::option::weighted(0.8, 1u32..4), proptest::option::weighted(0.9, 1u64..10), 0u64..4).prop_map(|(c, st, term, leader)| Point {
             counter: Some(c as f64),
-            start_time: Some(st as f64),
+            start_time: st.map(f64::from),
             raft_term: term,
             leader_id: Some(leader),
         }),
@@ -65,7 +66,54 @@ fn monotone_rounds() -> impl Strategy<Value = Vec<RoundView>> {
     })
 }
 
-/// The reference: per member, walk its observed (value, start) pairs.
+/// What the scripted cluster did: who led in each term, and each election as (term before,
+/// term after; two apart after a split vote).
+#[derive(Debug, Clone)]
+struct Truth {
+    leader_of_term: BTreeMap<u64, u64>,
+    elections: Vec<(u64, u64)>,
+}
+
+/// Three members; each round the leader may change (a new term, one or two up); each
+/// member reports the current (leader, term), the previous one (it has not heard yet), or
+/// nothing (not observed).
+fn scripted() -> impl Strategy<Value = (Vec<RoundView>, Truth)> {
+    proptest::collection::vec((proptest::option::weighted(0.25, (1u64..4, 1u64..3)), proptest::collection::vec(0u8..10, 3)), 1..30).prop_map(|steps| {
+        let (mut leader, mut term) = (1u64, 2u64);
+        let mut prev = (leader, term);
+        let mut truth = Truth { leader_of_term: BTreeMap::from([(term, leader)]), elections: vec![] };
+        let mut rounds = Vec::new();
+        for (i, (change, reports)) in steps.into_iter().enumerate() {
+            if let Some((next, up)) = change.filter(|(next, _)| *next != leader) {
+                prev = (leader, term);
+                truth.elections.push((term, term + up));
+                for t in term + 1..=term + up {
+                    // A split vote's term had no leader; the next one's leader stands for it.
+                    truth.leader_of_term.insert(t, next);
+                }
+                (leader, term) = (next, term + up);
+            }
+            let points = reports
+                .into_iter()
+                .enumerate()
+                .filter_map(|(m, r)| {
+                    let (l, t) = match r {
+                        0..=6 => (leader, term),
+                        7 | 8 => prev,
+                        _ => return None,
+                    };
+                    Some((MemberName(format!("m{m}")), Point { counter: Some(1.0), start_time: Some(1.0), raft_term: Some(t), leader_id: Some(l) }))
+                })
+                .collect();
+            rounds.push(RoundView { round: i as u64, ts: DateTime::<Utc>::default(), points });
+        }
+        (rounds, truth)
+    })
+}
+
+/// The reference: per member, walk its observed (value, start) pairs. A read without a
+/// start time (the page lacked it) keeps the last one known, so a restart across it is
+/// still a restart.
 fn naive_increase(rounds: &[RoundView]) -> BTreeMap<MemberName, (f64, u32)> {
     let mut series: BTreeMap<MemberName, Vec<(f64, Option<f64>)>> = BTreeMap::new();
     for r in rounds {
@@ -80,9 +128,11 @@ fn naive_increase(rounds: &[RoundView]) -> BTreeMap<MemberName, (f64, u32)> {
         .map(|(n, s)| {
             let mut inc = 0.0;
             let mut resets = 0;
+            let mut known = s.first().and_then(|(_, st)| *st);
             for w in s.windows(2) {
-                let ((a, sa), (b, sb)) = (w[0], w[1]);
-                let restarted = matches!((sa, sb), (Some(x), Some(y)) if x != y);
+                let ((a, _), (b, sb)) = (w[0], w[1]);
+                let restarted = matches!((known, sb), (Some(x), Some(y)) if x != y);
+                known = sb.or(known);
                 if b < a || restarted {
                     resets += 1;
                     inc += b;
@@ -144,14 +194,36 @@ proptest! {
         let whole = count(&rs);
         let left = count(&rs[..=k]);
         let right = count(&rs[k..]);
-        // Only members observed in the boundary round split cleanly there.
+        // Only members observed in the boundary round split cleanly there, and only if that
+        // read carries what the left part knew: a start time, unless none came before (a
+        // fresh count of the right part cannot know an earlier one).
         for (n, w) in &whole.per_member {
-            if rs[k].points.get(n).and_then(|p| p.counter).is_some() {
+            let at = rs[k].points.get(n);
+            let known_before = rs[..k].iter().any(|r| r.points.get(n).is_some_and(|p| p.counter.is_some() && p.start_time.is_some()));
+            if at.and_then(|p| p.counter).is_some() && (at.and_then(|p| p.start_time).is_some() || !known_before) {
                 let l = left.per_member.get(n).map_or(0.0, |m| m.increase);
                 let r = right.per_member.get(n).map_or(0.0, |m| m.increase);
                 prop_assert_eq!(w.increase, l + r, "member {}", n);
             }
         }
+    }
+
+    /// Against a cluster's own history, not the code's formula: the script says which
+    /// member led in each term and how many terms each election took; members report the
+    /// current state, a stale one (the leader of an earlier term), or nothing.
+    #[test]
+    fn elections_and_transitions_follow_the_scripted_cluster(script in scripted()) {
+        let (rounds, truth) = script;
+        let c = count(&rounds);
+        // Leaders in order of the highest term anyone reported, each round: from the script.
+        let mut seen: Vec<u64> = rounds.iter().filter_map(|r| r.points.values().filter_map(|p| p.raft_term).max()).map(|t| truth.leader_of_term[&t]).collect();
+        seen.dedup();
+        prop_assert_eq!(c.leader_transitions.len(), seen.len().saturating_sub(1), "{:?}", truth);
+        let first = rounds.iter().find_map(|r| r.points.values().filter_map(|p| p.raft_term).max());
+        let top = rounds.iter().filter_map(|r| r.points.values().filter_map(|p| p.raft_term).max()).max();
+        // The elections the script held between the first state seen and the last one.
+        let held: u64 = truth.elections.iter().filter(|(from, to)| first.is_some_and(|f| *from >= f) && top.is_some_and(|t| *to <= t)).map(|(from, to)| to - from).sum();
+        prop_assert_eq!(c.elections, first.map(|_| held), "{:?}", truth);
     }
 
     #[test]

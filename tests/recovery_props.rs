@@ -35,7 +35,8 @@ struct Row {
 
 fn state() -> impl Strategy<Value = State> {
     prop_oneof![
-        6 => prop_oneof![Just(0u64), Just(100u64)].prop_map(|lag| State::Healthy { lag }),
+        // Caught up, at the catch-up bound (16 entries: still caught up), one past it, far behind.
+        6 => prop_oneof![Just(0u64), Just(16u64), Just(17u64), Just(100u64)].prop_map(|lag| State::Healthy { lag }),
         1 => Just(State::Unhealthy),
         1 => Just(State::Down),
         1 => Just(State::Silent),
