@@ -61,6 +61,8 @@ Examples:
   leaderwatch measure --target follower --out /data/gke-$(date -u +%Y%m%dT%H%M%SZ)
   # everything but the eviction (server-side dry run)
   leaderwatch measure --dry-run --out /tmp/dry
+  # a pod deletion instead (the spec's section 6 `kubectl delete pod`; the PDB is not asked)
+  leaderwatch measure --method delete --target dlock-etcd-1 --out /data/gke-delete
   # without the canary's writes to dlock's etcd (no client figures then)
   leaderwatch measure --canary off --out /data/gke-no-canary
 Exit codes: 0 complete, 2 bad input, 3 output, 5 incomplete (interrupted, eviction blocked past
@@ -131,6 +133,11 @@ pub struct MeasureArgs {
     /// Member to evict: leader, follower or a pod name.
     #[arg(long, default_value = "follower")]
     pub target: String,
+    /// How to disrupt it: `evict` (a policy/v1 Eviction, the PDB decides: the spec's
+    /// drain-equivalent) or `delete` (DELETE of the pod with its grace period, as the
+    /// spec's §6 `kubectl delete pod`; no PDB involved).
+    #[arg(long, default_value = "evict", value_parser = ["evict", "delete"])]
+    pub method: String,
     #[command(flatten)]
     pub cadence: CadenceArgs,
     /// Give up on a PDB-blocked eviction after this long (retried every 5 s, like kubectl drain).

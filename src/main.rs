@@ -156,6 +156,7 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
         },
         evict_timeout: a.evict_timeout,
         dry_run: a.dry_run,
+        method: a.method.parse().map_err(Error::Usage)?,
     };
     let client = k8s::client(&cfg.kube).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

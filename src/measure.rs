@@ -1,5 +1,6 @@
 //! `leaderwatch measure`: the sitting against the real cluster. Preflight first; no
-//! eviction unless every check passes; then the protocol with a Kubernetes eviction.
+//! disruption unless every check passes; then the protocol with a Kubernetes eviction
+//! (or, `--method delete`, a pod deletion).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,7 +15,7 @@ use crate::k8s::{timing, watch, KubeOptions};
 use crate::k8s::discover::{connect, Reach};
 use crate::k8s::evict::KubeEvictor;
 use crate::k8s::preflight::{self, PreflightOptions};
-use crate::model::baseline::{Baseline, Environment, EnvironmentKind};
+use crate::model::baseline::{Baseline, Environment, EnvironmentKind, KubeMethod};
 use crate::model::clock::Clock;
 use crate::sitting::{self, SittingConfig};
 
@@ -30,6 +31,8 @@ pub struct MeasureConfig {
     pub sitting: SittingConfig,
     pub evict_timeout: Duration,
     pub dry_run: bool,
+    /// `--method`: evict (the spec's protocol) or delete.
+    pub method: KubeMethod,
 }
 
 pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shutdown: impl Future<Output = ()>) -> Result<Baseline> {
@@ -61,7 +64,7 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
         watch::spawn_api_heartbeat(client.clone(), &cfg.kube, po.pdb.clone(), clock.clone(), tx),
     ];
     let pods: Api<Pod> = Api::namespaced(client, &cfg.kube.namespace);
-    let evictor = KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone());
+    let evictor = KubeEvictor { method: cfg.method, ..KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone()) };
     let label = cfg.sitting.environment.description.clone();
     let sitting = SittingConfig {
         members: members.clone(),

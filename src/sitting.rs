@@ -541,7 +541,7 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
         .filter(|e| e.at.is_some())
         .map(|e| {
             let compared = match e.kind.as_str() {
-                "sigterm_sent" | "sigkill_sent" | "sigstop_sent" | "eviction_accepted" => t.lost.map(|m| ("member_lost_at", m)),
+                "sigterm_sent" | "sigkill_sent" | "sigstop_sent" | "eviction_accepted" | "delete_accepted" => t.lost.map(|m| ("member_lost_at", m)),
                 "restarted" | "continued" => t.back.map(|m| ("member_back_at", m)),
                 _ => None,
             };

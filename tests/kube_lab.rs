@@ -17,7 +17,7 @@ use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::KubeOptions;
 use leaderwatch::k8s::discover::Reach;
 use leaderwatch::measure::{self, MeasureConfig};
-use leaderwatch::model::baseline::{Baseline, Environment};
+use leaderwatch::model::baseline::{Baseline, Environment, KubeMethod};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::SittingConfig;
 use serde_json::Value;
@@ -166,6 +166,29 @@ impl Lab {
         self.state_now()["pids"]["kube-apiserver"].as_i64().expect("kube-apiserver pid") as i32
     }
 
+    /// Pods leaderwatch's ServiceAccount deleted (audit log, one per accepted DELETE).
+    fn sa_pod_deletes(&self) -> Vec<String> {
+        self.audit()
+            .iter()
+            .filter(|e| e["stage"] == "ResponseComplete" && e["verb"] == "delete" && e["objectRef"]["resource"] == "pods" && e["user"]["username"] == "system:serviceaccount:dlock:leaderwatch")
+            .filter(|e| e["responseStatus"]["code"].as_i64().is_some_and(|c| (200..300).contains(&c)))
+            .map(|e| e["objectRef"]["name"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Waits (at most 90 s) until dlock's PDB allows one disruption again: the pod a sitting
+    /// replaced is Ready.
+    fn wait_pdb_allows_one(&self) {
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(90) {
+            if self.json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"])["status"]["disruptionsAllowed"] == 1 {
+                return;
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        panic!("the PDB did not allow a disruption within 90 s");
+    }
+
     fn accepted_evictions(&self) -> Vec<String> {
         self.audit()
             .iter()
@@ -190,7 +213,7 @@ impl Drop for Lab {
     }
 }
 
-fn config(kubeconfig: &Path, out: &Path, target: &str) -> MeasureConfig {
+fn config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> MeasureConfig {
     MeasureConfig {
         kube: KubeOptions {
             kubeconfig: Some(kubeconfig.to_path_buf()),
@@ -217,13 +240,18 @@ fn config(kubeconfig: &Path, out: &Path, target: &str) -> MeasureConfig {
         },
         evict_timeout: Duration::from_secs(60),
         dry_run: false,
+        method,
     }
 }
 
 async fn measure(kubeconfig: &Path, out: &Path, target: &str) -> leaderwatch::Result<Baseline> {
-    let client = leaderwatch::k8s::client(&config(kubeconfig, out, target).kube).await.expect("client");
+    measure_with(kubeconfig, out, target, KubeMethod::Evict).await
+}
+
+async fn measure_with(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> leaderwatch::Result<Baseline> {
+    let client = leaderwatch::k8s::client(&config(kubeconfig, out, target, method).kube).await.expect("client");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    measure::run(client, config(kubeconfig, out, target), clock, std::future::pending()).await
+    measure::run(client, config(kubeconfig, out, target, method), clock, std::future::pending()).await
 }
 
 /// The Role and ClusterRole of rbac.yaml as (apiGroup, resource, verb).
@@ -294,7 +322,29 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     assert!(d.waterfall.windows(2).all(|w| w[0].at <= w[1].at), "steps in time order: {steps:?}");
     assert_eq!(lab.etcdctl(&["get", "--prefix", "__leaderwatch/", "--keys-only"]).trim(), "", "the canary key is gone");
 
-    // 2. Every verb rbac.yaml grants was used by that sitting (or the rule goes).
+    // 1b. `--method delete` of a follower: a DELETE with the pod's grace period, no
+    //     Eviction, the same recovery. Once the replacement is Ready the PDB allows one again.
+    lab.wait_pdb_allows_one();
+    let pods_before: Vec<String> = (0..3).map(|i| before_uid(&format!("dlock-etcd-{i}"))).collect();
+    let term_before = lab.raft_term();
+    let b = measure_with(&kc, &out.path().join("delete"), "follower", KubeMethod::Delete).await.unwrap_or_else(|e| panic!("measure --method delete: {e}"));
+    let term_after = lab.raft_term();
+    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    let d = b.disruption.as_ref().expect("disruption");
+    assert_eq!((d.method.as_str(), d.attempts), ("kubernetes-delete", 1));
+    assert_eq!(lab.accepted_evictions().len(), 1, "a delete is no Eviction: still the one of step 1");
+    assert_eq!(lab.sa_pod_deletes(), vec![d.target.clone()], "exactly one DELETE by leaderwatch, of the target (audit log)");
+    let idx: usize = d.target.rsplit('-').next().and_then(|i| i.parse().ok()).expect("ordinal");
+    assert_ne!(before_uid(&d.target), pods_before[idx], "the StatefulSet recreated the deleted pod");
+    assert_eq!(b.windows.iter().filter_map(|w| w.elections).sum::<u64>(), term_after - term_before, "elections equal the raft-term delta");
+    let steps: Vec<&str> = d.waterfall.iter().map(|s| s.step.as_str()).collect();
+    let pos = |name: &str| steps.iter().position(|s| *s == name).unwrap_or_else(|| panic!("no step {name:?} in {steps:?}"));
+    for (a, b) in [("requested", "delete_accepted"), ("pod_deleting", "pod_deleted"), ("pod_deleted", "pod_created"), ("pod_created", "member_back (measured)"), ("member_back (measured)", "healthy_list (measured)")] {
+        assert!(pos(a) < pos(b), "{a} before {b}: {steps:?}");
+    }
+    assert!(!steps.contains(&"disruption_target"), "no DisruptionTarget without an Eviction: {steps:?}");
+
+    // 2. Every verb rbac.yaml grants was used by those sittings (or the rule goes).
     let used: BTreeSet<(String, String, String)> = lab
         .audit()
         .iter()
@@ -371,7 +421,7 @@ async fn wait_for_event(run: &Path, kind: &str, within: Duration) {
 async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
     let (lab, kc, out) = Lab::deployed(&["--etcd-compaction-interval=10s"]);
     let run = out.path().join("faults");
-    let mut cfg = config(&kc, &run, "follower");
+    let mut cfg = config(&kc, &run, "follower", KubeMethod::Evict);
     // Long enough that the restart (up to 30 s of graceful shutdown, then the new one) is
     // over before the eviction.
     cfg.sitting.idle = Duration::from_secs(90);
@@ -455,7 +505,7 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
     let pid = serde_json::from_slice::<Value>(&st.stdout).expect("runc state json")["pid"].as_i64().expect("pid") as i32;
 
     let run = out.path().join("blocked");
-    let mut cfg = config(&kc, &run, "dlock-etcd-0");
+    let mut cfg = config(&kc, &run, "dlock-etcd-0", KubeMethod::Evict);
     // At rest long enough for the readiness probe (3 x 5 s) and the disruption controller.
     cfg.sitting.idle = Duration::from_secs(40);
     cfg.evict_timeout = Duration::from_secs(16);

@@ -2,7 +2,9 @@
 //! drain`), posted through `create_subresource` (kube's `EvictParams` would send
 //! `delete_options`, which the API server ignores). A 429 (PDB) is retried every 5 s up
 //! to `--evict-timeout`, each attempt and its cause reported as it happens (so a sitting
-//! that gives up still has them). Never a second member: `disrupt` consumes the evictor.
+//! that gives up still has them). Or, with `--method delete`, one DELETE of the pod with
+//! its own grace period (the spec's §6 `kubectl delete pod`; the PDB is not asked). Never a
+//! second member: `disrupt` consumes the evictor.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,6 +18,7 @@ use kube::Api;
 use super::{api_error, call, KubeError};
 use crate::{Error, Result};
 use crate::io::disrupt::{Disruptor, Reporter};
+use crate::model::baseline::KubeMethod;
 use crate::model::clock::Clock;
 use crate::model::member::MemberName;
 
@@ -33,11 +36,13 @@ pub struct KubeEvictor {
     pub dry_run: bool,
     pub retry_every: Duration,
     pub clock: Arc<dyn Clock>,
+    /// An Eviction (the PDB decides) or a plain DELETE.
+    pub method: KubeMethod,
 }
 
 impl KubeEvictor {
     pub fn new(pods: Api<Pod>, namespace: &str, request_timeout: Duration, evict_timeout: Duration, dry_run: bool, clock: Arc<dyn Clock>) -> Self {
-        KubeEvictor { pods, namespace: namespace.to_owned(), request_timeout, evict_timeout, dry_run, retry_every: RETRY_EVERY, clock }
+        KubeEvictor { pods, namespace: namespace.to_owned(), request_timeout, evict_timeout, dry_run, retry_every: RETRY_EVERY, clock, method: KubeMethod::Evict }
     }
 
     fn eviction(&self, pod: &str) -> Eviction {
@@ -78,6 +83,21 @@ impl KubeEvictor {
     }
 }
 
+impl KubeEvictor {
+    /// One DELETE with the pod's own grace period; never retried (it may have landed).
+    async fn delete(&self, member: &MemberName, uid: Option<String>, report: &Reporter) -> Result<()> {
+        let dp = kube::api::DeleteParams { dry_run: self.dry_run, preconditions: uid.clone().map(|u| kube::api::Preconditions { uid: Some(u), resource_version: None }), ..Default::default() };
+        report.attempts(1, 0.0);
+        call("delete pod", self.request_timeout, self.pods.delete(&member.0, &dp)).await?;
+        report.event(member, "delete_accepted", format!("grace period: the pod's own{}", if self.dry_run { " (dry run)" } else { "" }));
+        if !self.dry_run {
+            let how = self.wait_gone(member, uid, report).await?;
+            report.event(member, "old_pod_gone", how);
+        }
+        Ok(())
+    }
+}
+
 /// The request never reached the API server: its connection was refused.
 fn never_sent(e: &kube::Error) -> bool {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
@@ -105,7 +125,11 @@ fn blocked_cause(s: &kube::core::Status) -> String {
 
 impl Disruptor for KubeEvictor {
     fn method(&self) -> String {
-        if self.dry_run { "kubernetes-eviction-dry-run" } else { "kubernetes-eviction" }.to_owned()
+        let m = match self.method {
+            KubeMethod::Evict => "kubernetes-eviction",
+            KubeMethod::Delete => "kubernetes-delete",
+        };
+        if self.dry_run { format!("{m}-dry-run") } else { m.to_owned() }
     }
 
     async fn disrupt(self, member: MemberName, report: Reporter) -> Result<()> {
@@ -123,6 +147,9 @@ impl Disruptor for KubeEvictor {
                 Err(e) => return Err(e.into()),
             }
         };
+        if self.method == KubeMethod::Delete {
+            return self.delete(member, uid, &report).await;
+        }
         let body = self.eviction(&member.0);
         let pp = PostParams { dry_run: self.dry_run, field_manager: None };
         let mut attempt = 0u32;

@@ -247,7 +247,7 @@ pub struct Disruption {
     pub target: String,
     pub target_was_leader: bool,
     /// `local-sigterm`, `local-sigkill`, `local-sigstop` (rehearse) or
-    /// `kubernetes-eviction` (measure).
+    /// `kubernetes-eviction` or `kubernetes-delete` (measure).
     pub method: String,
     pub requested_at: DateTime<Utc>,
     /// First round in which the target no longer answered healthy.
@@ -274,6 +274,36 @@ pub struct Disruption {
     /// gone, replacement scheduled, Running, Ready, member back, healthy list).
     #[serde(default)]
     pub waterfall: Vec<Step>,
+}
+
+/// How `measure` disrupts its target (`--method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KubeMethod {
+    /// A policy/v1 Eviction: the PDB decides (what `kubectl drain` sends per pod).
+    Evict,
+    /// A DELETE of the pod with its grace period (`kubectl delete pod`): no PDB involved.
+    Delete,
+}
+
+impl KubeMethod {
+    /// As `--method` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KubeMethod::Evict => "evict",
+            KubeMethod::Delete => "delete",
+        }
+    }
+}
+
+impl std::str::FromStr for KubeMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "evict" => Ok(KubeMethod::Evict),
+            "delete" => Ok(KubeMethod::Delete),
+            other => Err(format!("--method {other:?}: use evict or delete")),
+        }
+    }
 }
 
 /// `leader` or `follower`: what the target was when it was disrupted.
