@@ -15,6 +15,12 @@ use crate::model::canary::{ClientFigures, Kind, KindFigures, Op};
 use crate::model::clock::Stamp;
 
 
+/// The unavailability between two successful completions: their distance minus the
+/// cadence (one cadence apart is normal), never below 0. The one formula of this file.
+fn gap(prev: &Stamp, done: &Stamp, cadence_s: f64) -> f64 {
+    (prev.secs_to(done) - cadence_s).max(0.0)
+}
+
 /// The gaps between successive successful completions, minus the cadence.
 #[derive(Debug, Clone, Copy, Default)]
 struct Gaps {
@@ -26,8 +32,8 @@ struct Gaps {
 impl Gaps {
     fn ok(&mut self, done: Stamp, cadence: f64) {
         if let Some(prev) = self.last_ok {
-            let gap = (prev.secs_to(&done) - cadence).max(0.0);
-            self.longest = Some(self.longest.map_or(gap, |l| l.max(gap)));
+            let g = gap(&prev, &done, cadence);
+            self.longest = Some(self.longest.map_or(g, |l| l.max(g)));
         }
         // Ops in flight together can be reported a hair out of order: keep the latest.
         if self.last_ok.is_none_or(|p| done.mono >= p.mono) {
@@ -88,8 +94,8 @@ impl WriteTrail {
                 break; // every later gap starts after the election
             }
             if t.mono >= after.mono {
-                let gap = (prev.secs_to(t) - cadence_s).max(0.0);
-                worst = Some(worst.map_or(gap, |w: f64| w.max(gap)));
+                let g = gap(&prev, t, cadence_s);
+                worst = Some(worst.map_or(g, |w: f64| w.max(g)));
             }
             prev = *t;
         }

@@ -15,10 +15,9 @@
 //! TTL, a fresh one every [`LEASE_RENEW`] (no keep-alive stream to lose), and a clean stop
 //! revokes them, which deletes the key.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use etcd_client::{Client, KvClient, LeaseClient, PutOptions};
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};

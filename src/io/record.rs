@@ -4,7 +4,7 @@
 //! rewritten. Every column is documented in data/README.md.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -266,15 +266,19 @@ fn silent_row<'a>(s: &'a Silent, round: &Round, run_id: &'a str, phase: &'a str)
 /// Rewrites `path` from header `old` to `new` (its prefix): every complete row gains
 /// the missing columns, empty. A torn last line is left for [`CsvFile::open`] to cut.
 fn upgrade(path: &Path, old: &[&str], new: &[&str]) -> Result<(), RecordError> {
-    let text = match fs::read(path) {
-        Ok(t) => t,
+    // Only the header is read to decide: a months-long events.csv is not read twice on
+    // every reopen (CsvFile::open reads it once anyway).
+    let mut header = Vec::new();
+    match File::open(path) {
+        Ok(f) => io::BufReader::new(f).read_until(b'\n', &mut header).map_err(io_err(path))?,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(RecordError::Io { path: path.to_owned(), source: e }),
     };
-    let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
-    if first != old.join(",").as_bytes() {
+    if header.strip_suffix(b"\n").unwrap_or(&header) != old.join(",").as_bytes() {
         return Ok(());
     }
+    let text = fs::read(path).map_err(io_err(path))?;
+    let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
     let pad = ",".repeat(new.len().saturating_sub(old.len()));
     let mut out = new.join(",").into_bytes();
     out.push(b'\n');

@@ -52,6 +52,19 @@ impl KubeEvictor {
         }
     }
 
+    /// One DELETE with the pod's own grace period; never retried (it may have landed).
+    async fn delete(&self, member: &MemberName, uid: Option<String>, report: &Reporter) -> Result<()> {
+        let dp = kube::api::DeleteParams { dry_run: self.dry_run, preconditions: uid.clone().map(|u| kube::api::Preconditions { uid: Some(u), resource_version: None }), ..Default::default() };
+        report.attempts(1, 0.0);
+        call("delete pod", self.request_timeout, self.pods.delete(&member.0, &dp)).await?;
+        report.event(member, "delete_accepted", format!("grace period: the pod's own{}", if self.dry_run { " (dry run)" } else { "" }));
+        if !self.dry_run {
+            let how = self.wait_gone(member, uid, report).await?;
+            report.event(member, "old_pod_gone", how);
+        }
+        Ok(())
+    }
+
     /// Waits until the evicted pod is gone or replaced (another uid); says which.
     async fn wait_gone(&self, member: &MemberName, uid: Option<String>, report: &Reporter) -> std::result::Result<&'static str, KubeError> {
         let deadline = Instant::now() + self.evict_timeout;
@@ -83,20 +96,6 @@ impl KubeEvictor {
     }
 }
 
-impl KubeEvictor {
-    /// One DELETE with the pod's own grace period; never retried (it may have landed).
-    async fn delete(&self, member: &MemberName, uid: Option<String>, report: &Reporter) -> Result<()> {
-        let dp = kube::api::DeleteParams { dry_run: self.dry_run, preconditions: uid.clone().map(|u| kube::api::Preconditions { uid: Some(u), resource_version: None }), ..Default::default() };
-        report.attempts(1, 0.0);
-        call("delete pod", self.request_timeout, self.pods.delete(&member.0, &dp)).await?;
-        report.event(member, "delete_accepted", format!("grace period: the pod's own{}", if self.dry_run { " (dry run)" } else { "" }));
-        if !self.dry_run {
-            let how = self.wait_gone(member, uid, report).await?;
-            report.event(member, "old_pod_gone", how);
-        }
-        Ok(())
-    }
-}
 
 /// The request never reached the API server: its connection was refused.
 fn never_sent(e: &kube::Error) -> bool {

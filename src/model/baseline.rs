@@ -75,12 +75,6 @@ impl WindowName {
     }
 }
 
-impl std::fmt::Display for WindowName {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// One member's health over one window (or one health.csv interval), from the deltas of
 /// its histograms and counters between the boundary rounds (src/analysis/health.rs). `None`: not
 /// known (no two `/metrics` reads, or no observation for a quantile), never 0.
@@ -195,12 +189,6 @@ impl std::str::FromStr for Cause {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Cause::parse(s).ok_or_else(|| format!("not a cause: {s:?}"))
-    }
-}
-
-impl std::fmt::Display for Cause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -431,12 +419,6 @@ impl Status {
     }
 }
 
-impl std::fmt::Display for Status {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl Baseline {
     /// The window named `name`, if the sitting got that far.
     pub fn window(&self, name: WindowName) -> Option<&WindowRecord> {
@@ -451,3 +433,5 @@ impl Baseline {
         self.status == Status::Complete
     }
 }
+
+display_as_str!(WindowName, Cause, Status, EnvironmentKind);

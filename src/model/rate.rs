@@ -29,14 +29,16 @@ pub enum SourceKind {
     Sample,
 }
 
-impl std::fmt::Display for SourceKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl SourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
             SourceKind::Sitting => "sitting",
             SourceKind::Sample => "sample",
-        })
+        }
     }
 }
+
+display_as_str!(SourceKind);
 
 /// One source, read: its exposure, its cuts and its elections.
 #[derive(Debug, Clone, PartialEq, Serialize)]

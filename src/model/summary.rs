@@ -27,14 +27,16 @@ pub enum EndedBy {
     Signal,
 }
 
-impl std::fmt::Display for EndedBy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl EndedBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
             EndedBy::Duration => "duration",
             EndedBy::Signal => "signal",
-        })
+        }
     }
 }
+
+display_as_str!(EndedBy);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
