@@ -157,6 +157,7 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
         evict_timeout: a.evict_timeout,
         dry_run: a.dry_run,
         method: a.method.parse().map_err(Error::Usage)?,
+        down: a.down,
     };
     let client = k8s::client(&cfg.kube).await?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

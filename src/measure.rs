@@ -1,6 +1,6 @@
 //! `leaderwatch measure`: the sitting against the real cluster. Preflight first; no
 //! disruption unless every check passes; then the protocol with a Kubernetes eviction
-//! (or, `--method delete`, a pod deletion).
+//! (or, `--method`, a pod deletion, a rolling restart of the StatefulSet, a node drain).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -14,6 +14,9 @@ use crate::io::probe::ProbeConfig;
 use crate::k8s::{timing, watch, KubeOptions};
 use crate::k8s::discover::{connect, Reach};
 use crate::k8s::evict::KubeEvictor;
+use crate::k8s::maintenance::{Drain, RollingRestart, Scope};
+use crate::model::member::MemberName;
+use crate::sitting::Target;
 use crate::k8s::preflight::{self, PreflightOptions};
 use crate::model::baseline::{Baseline, Environment, EnvironmentKind, KubeMethod};
 use crate::model::clock::Clock;
@@ -31,8 +34,10 @@ pub struct MeasureConfig {
     pub sitting: SittingConfig,
     pub evict_timeout: Duration,
     pub dry_run: bool,
-    /// `--method`: evict (the spec's protocol) or delete.
+    /// `--method`: evict (the spec's protocol), delete, rolling-restart or drain.
     pub method: KubeMethod,
+    /// A drain: how long the node stays cordoned when its member has nowhere else to go.
+    pub down: Duration,
 }
 
 pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shutdown: impl Future<Output = ()>) -> Result<Baseline> {
@@ -63,10 +68,15 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
         watch::spawn_event_watcher(client.clone(), &cfg.kube, prefix, clock.clone(), tx.clone()),
         watch::spawn_api_heartbeat(client.clone(), &cfg.kube, po.pdb.clone(), clock.clone(), tx),
     ];
-    let pods: Api<Pod> = Api::namespaced(client, &cfg.kube.namespace);
-    let evictor = KubeEvictor { method: cfg.method, ..KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone()) };
     let label = cfg.sitting.environment.description.clone();
+    // A rolling restart replaces the highest ordinal first, whatever --target says: that
+    // member is the one whose loss and return the sitting times.
+    let target = match cfg.method {
+        KubeMethod::RollingRestart => Target::Name(first_replaced(&members)),
+        _ => cfg.sitting.target.clone(),
+    };
     let sitting = SittingConfig {
+        target,
         members: members.clone(),
         environment: Environment {
             kind: EnvironmentKind::Kubernetes,
@@ -79,12 +89,27 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
         },
         ..cfg.sitting
     };
-    let result = sitting::run(sitting, evictor, clock, Some(rx), shutdown).await;
+    let scope = Scope { client: client.clone(), kube: cfg.kube.clone(), timeout: cfg.evict_timeout, dry_run: cfg.dry_run };
+    let result = match cfg.method {
+        KubeMethod::Evict | KubeMethod::Delete => {
+            let pods: Api<Pod> = Api::namespaced(client, &cfg.kube.namespace);
+            let evictor = KubeEvictor { method: cfg.method, ..KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone()) };
+            sitting::run(sitting, evictor, clock, Some(rx), shutdown).await
+        }
+        KubeMethod::RollingRestart => sitting::run(sitting, RollingRestart { scope }, clock, Some(rx), shutdown).await,
+        KubeMethod::Drain => sitting::run(sitting, Drain::new(scope, cfg.down), clock, Some(rx), shutdown).await,
+    };
     for w in watchers {
         w.abort();
     }
     drop(connected);
     result
+}
+
+/// The member a StatefulSet's rolling update replaces first: the highest ordinal.
+fn first_replaced(members: &[crate::model::member::Member]) -> MemberName {
+    let ordinal = |m: &crate::model::member::Member| m.name.0.rsplit('-').next().and_then(|o| o.parse::<u64>().ok());
+    members.iter().max_by_key(|m| (ordinal(m), m.name.0.clone())).map(|m| m.name.clone()).unwrap_or_else(|| MemberName(String::new()))
 }
 
 /// `dlock-etcd-` for `dlock-etcd-0, dlock-etcd-1, dlock-etcd-2`: which Events are about members.

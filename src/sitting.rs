@@ -30,7 +30,7 @@ use crate::io::disrupt::{Disruptor, Report, Reporter};
 use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{new_run_id, Recorder};
 use crate::io::round::{probers, Sampler};
-use crate::model::baseline::{BASELINE, Baseline, Disruption, Environment, GroundTruth, SCHEMA_VERSION, Status, Step, WindowName};
+use crate::model::baseline::{BASELINE, Baseline, Disruption, Environment, GroundTruth, KubeMethod, SCHEMA_VERSION, Status, Step, WindowName};
 use crate::model::canary::Kind;
 use crate::model::clock::{mono_secs, Clock, Stamp};
 use crate::model::event::Event;
@@ -100,6 +100,11 @@ impl Cut {
 struct DisruptionLog {
     target: MemberName,
     was_leader: bool,
+    /// The leader when the disruption was requested: a routine operation replaces several
+    /// members, and its record says which one led.
+    leader: Option<MemberName>,
+    /// Every member's name, for the routine operation's record.
+    members: Vec<String>,
     method: String,
     requested: Stamp,
     tracker: RecoveryTracker,
@@ -359,18 +364,28 @@ impl Sitting<'_> {
             .map_err(rec_err)?;
         self.progress.phase(&format!("disruption of {target} ({method})"), None);
         let tracker = RecoveryTracker::new(target.clone(), n, requested, self.max_term, cfg.recovery_timeout);
-        self.log = Some(DisruptionLog { target: target.clone(), was_leader, method, requested, tracker, steps: Vec::new(), attempts: 0, blocked_s: 0.0, write_oks: Vec::new() });
+        let leader = self.last.as_ref().and_then(|r| resolve_target(&Target::Leader, r).ok()).map(|(m, _)| m);
+        let members = cfg.members.iter().map(|m| m.name.0.clone()).collect();
+        self.log = Some(DisruptionLog { target: target.clone(), was_leader, leader, members, method, requested, tracker, steps: Vec::new(), attempts: 0, blocked_s: 0.0, write_oks: Vec::new() });
 
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let mut task: Option<JoinHandle<Result<()>>> = Some(tokio::spawn(disruptor.disrupt(target.clone(), Reporter::new(tx, self.clock.clone(), source_of(&self.cfg.environment)))));
+        let reporter = Reporter::new(tx, self.clock.clone(), source_of(&self.cfg.environment));
+        let undo = disruptor.undo();
+        let mut task: Option<JoinHandle<Result<()>>> = Some(tokio::spawn(disruptor.disrupt(target.clone(), reporter.clone())));
         let ended = self.recover(&mut rx, &mut task).await;
         // Whatever ended the phase, keep every report the disruptor sent.
+        let mut finished = Ok(());
         if let Some(t) = task.take() {
             t.abort();
             if let Ok(done) = t.await {
-                self.disruptor_finished(done)?;
+                finished = self.disruptor_finished(done);
             }
         }
+        // Put back what the disruptor left (a cordoned node), also when it was cut short.
+        if let Some(undo) = undo {
+            undo(reporter).await;
+        }
+        finished?;
         while let Ok(report) = rx.try_recv() {
             self.report(report)?;
         }
@@ -541,7 +556,9 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
         .filter(|e| e.at.is_some())
         .map(|e| {
             let compared = match e.kind.as_str() {
-                "sigterm_sent" | "sigkill_sent" | "sigstop_sent" | "eviction_accepted" | "delete_accepted" => t.lost.map(|m| ("member_lost_at", m)),
+                "sigterm_sent" | "sigkill_sent" | "sigstop_sent" | "eviction_accepted" | "delete_accepted" | "rollout_replacing" if e.member == log.target.0 => {
+                    t.lost.map(|m| ("member_lost_at", m))
+                }
                 "restarted" | "continued" => t.back.map(|m| ("member_back_at", m)),
                 _ => None,
             };
@@ -555,8 +572,14 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
             }
         })
         .collect();
+    let maintenance = KubeMethod::of_recorded(&log.method).filter(|m| m.is_maintenance()).map(|op| {
+        let own: Vec<(f64, &Event)> = log.steps.iter().filter(|e| e.at.is_some()).map(|e| (mono_of(e), e)).collect();
+        crate::analysis::maintenance::record(op, &own, &log.members, log.leader.as_ref().map(|m| m.0.as_str()))
+    });
     let mut steps: Vec<(f64, chrono::DateTime<chrono::Utc>, String)> = vec![(0.0, req.utc, "requested".to_owned())];
-    steps.extend(log.steps.iter().map(|e| (mono_of(e), e.ts, e.kind.clone())));
+    // A routine operation's steps name their member: several are replaced.
+    let several = maintenance.is_some();
+    steps.extend(log.steps.iter().map(|e| (mono_of(e), e.ts, if several && !e.member.is_empty() { format!("{} {}", e.kind, e.member) } else { e.kind.clone() })));
     for (m, label) in [(t.lost, "member_lost (measured)"), (t.back, "member_back (measured)"), (t.elected, "leader_elected (measured)"), (t.healthy, "healthy_list (measured)")] {
         if let Some(m) = m {
             steps.push((since(&m.at), m.at.utc, label.to_owned()));
@@ -594,5 +617,6 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
         attempts: log.attempts,
         blocked_s: log.blocked_s,
         waterfall,
+        maintenance,
     }
 }

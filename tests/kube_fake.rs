@@ -62,6 +62,7 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
         evict_timeout: Duration::from_secs(60),
         dry_run,
         method: leaderwatch::model::baseline::KubeMethod::Evict,
+        down: Duration::from_secs(120),
     }
 }
 

@@ -97,7 +97,7 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
     // Criterion 1, with a negative control so that a dry run that accepts anything fails here.
     let dry = env.k(&["apply", "--dry-run=server", "-f", "deploy/k8s/etcd/", "-R"]).await;
     let bad = env.k(&["apply", "--dry-run=server", "-f", "tests/fixtures/invalid-statefulset.yaml"]).await;
-    let lw_files = ["deploy/k8s/leaderwatch/rbac.yaml", "deploy/k8s/leaderwatch/job-measure.yaml", "deploy/k8s/leaderwatch/deployment-sample.yaml"];
+    let lw_files = ["deploy/k8s/leaderwatch/rbac.yaml", "deploy/k8s/leaderwatch/rbac-drain.yaml", "deploy/k8s/leaderwatch/job-measure.yaml", "deploy/k8s/leaderwatch/deployment-sample.yaml"];
     let mut lw_args = vec!["apply", "--dry-run=server"];
     for f in &lw_files {
         lw_args.extend(["-f", f]);

@@ -59,6 +59,9 @@ pub struct Options {
     pub tools: PathBuf,
     /// Extra kube-apiserver flags (e.g. `--etcd-compaction-interval=10s`).
     pub apiserver_args: Vec<String>,
+    /// A surge node joins a zone when one of its nodes is cordoned, as a GKE surge upgrade
+    /// adds one (`--surge-nodes`): a drained member then has a node to come back on.
+    pub surge: bool,
 }
 
 /// state.json: what `down`, `status` and tests read about a running cluster.
@@ -161,11 +164,19 @@ impl Lab {
         pki.add_identity("kube-controller-manager", "system:kube-controller-manager", &[]);
         pki.add_identity("kube-scheduler", "system:kube-scheduler", &[]);
         let mut node_specs = Vec::new();
+        let mut surge_specs = Vec::new();
         for (i, zone) in ZONES.iter().enumerate() {
             let ip = net.add_node_ip(i as u8).await?;
             let name = format!("lw-node-{}", zone.rsplit('-').next().unwrap_or("x"));
             pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
-            node_specs.push(NodeSpec { name, zone: zone.to_string(), region: REGION.into(), ip });
+            node_specs.push(NodeSpec { name: name.clone(), zone: zone.to_string(), region: REGION.into(), ip });
+            if o.surge {
+                // Its identity must be in the API server's token file from the start.
+                let ip = net.add_node_ip((ZONES.len() + i) as u8).await?;
+                let name = format!("{name}-surge");
+                pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
+                surge_specs.push(NodeSpec { name, zone: zone.to_string(), region: REGION.into(), ip });
+            }
         }
         let mut cp = ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &admin, &o.apiserver_args).await?;
         let client = client_from(&cp.admin_kubeconfig).await?;
@@ -197,23 +208,13 @@ impl Lab {
             });
             let mut nodes_out = Vec::new();
             for n in &node_specs {
-                let id = pki.tokens.iter().find(|t| t.name == n.name).cloned().ok_or_else(|| Error::Command("node identity".into()))?;
-                let kc = pki.dir.join(format!("{}.kubeconfig", n.name));
-                pki.write_kubeconfig(&kc, &cp.server, &id)?;
-                let nc = client_from(&kc).await?;
-                nodes::register(&nc, n, KUBE_VERSION).await?;
-                tasks.push(tokio::spawn(nodes::heartbeat(nc.clone(), n.clone())));
-                let (crt, key) = pki.leaf(&format!("kubelet-{}", n.name), &format!("system:node:{}", n.name), &["system:nodes"], &[&n.name], &[IpAddr::V4(n.ip)], true)?;
-                let tls = kubelet::server::tls_config(&crt, &key, &pki.ca_pem)?;
-                let sh = shared.clone();
-                let addr = SocketAddr::new(IpAddr::V4(n.ip), nodes::KUBELET_PORT);
-                tasks.push(tokio::spawn(async move {
-                    if let Err(e) = kubelet::server::serve(sh, addr, tls).await {
-                        tracing::error!("kubelet server {addr}: {e}");
-                    }
-                }));
-                tasks.push(tokio::spawn(Kubelet { client: nc, node: n.clone(), shared: shared.clone() }.run()));
+                let kit = NodeKit::prepare(&mut pki, &cp.server, n)?;
+                tasks.extend(kit.start(shared.clone()).await?);
                 nodes_out.push((n.name.clone(), n.zone.clone(), n.ip.to_string()));
+            }
+            if !surge_specs.is_empty() {
+                let kits = surge_specs.iter().map(|n| NodeKit::prepare(&mut pki, &cp.server, n)).collect::<Result<Vec<_>>>()?;
+                tasks.push(tokio::spawn(surge_on_cordon(client.clone(), kits, shared.clone())));
             }
             let prov = Provisioner { client: client.clone(), root: dir.join("volumes") };
             tasks.push(tokio::spawn(prov.run()));
@@ -278,6 +279,89 @@ impl Lab {
         let _ = net::remove_leftovers().await;
         let _ = std::fs::remove_file(state_path(&self.dir));
         let _ = std::fs::remove_file(self.dir.join("ready"));
+    }
+}
+
+/// What a node needs to join: its spec, its identity's kubeconfig, its kubelet's TLS.
+pub struct NodeKit {
+    spec: NodeSpec,
+    kubeconfig: PathBuf,
+    tls: rustls::ServerConfig,
+}
+
+impl NodeKit {
+    fn prepare(pki: &mut Pki, server: &str, n: &NodeSpec) -> Result<NodeKit> {
+        let id = pki.tokens.iter().find(|t| t.name == n.name).cloned().ok_or_else(|| Error::Command("node identity".into()))?;
+        let kubeconfig = pki.dir.join(format!("{}.kubeconfig", n.name));
+        pki.write_kubeconfig(&kubeconfig, server, &id)?;
+        let (crt, key) = pki.leaf(&format!("kubelet-{}", n.name), &format!("system:node:{}", n.name), &["system:nodes"], &[&n.name], &[IpAddr::V4(n.ip)], true)?;
+        let tls = kubelet::server::tls_config(&crt, &key, &pki.ca_pem)?;
+        Ok(NodeKit { spec: n.clone(), kubeconfig, tls })
+    }
+
+    /// Registers the Node and starts its heartbeat, kubelet server and kubelet.
+    async fn start(self, shared: Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
+        let n = self.spec;
+        let nc = client_from(&self.kubeconfig).await?;
+        nodes::register(&nc, &n, KUBE_VERSION).await?;
+        let mut tasks = vec![tokio::spawn(nodes::heartbeat(nc.clone(), n.clone()))];
+        let (sh, tls) = (shared.clone(), self.tls);
+        let addr = SocketAddr::new(IpAddr::V4(n.ip), nodes::KUBELET_PORT);
+        tasks.push(tokio::spawn(async move {
+            if let Err(e) = kubelet::server::serve(sh, addr, tls).await {
+                tracing::error!("kubelet server {addr}: {e}");
+            }
+        }));
+        tasks.push(tokio::spawn(Kubelet { client: nc, node: n, shared }.run()));
+        Ok(tasks)
+    }
+}
+
+/// A cordoned node with this annotation gets no surge node: a test measures both cases
+/// on one cluster.
+pub const NO_SURGE: &str = "lw-lab/no-surge";
+
+/// `--surge-nodes`: when a node is cordoned, its zone's surge node joins (once), as a GKE
+/// surge upgrade adds an upgraded node before it drains the old one. Its tasks end with
+/// this one (the cluster's teardown aborts it).
+async fn surge_on_cordon(client: Client, kits: Vec<NodeKit>, shared: Arc<Shared>) {
+    struct Abort(Vec<JoinHandle<()>>);
+    impl Drop for Abort {
+        fn drop(&mut self) {
+            for t in &self.0 {
+                t.abort();
+            }
+        }
+    }
+    let api: Api<Node> = Api::all(client);
+    let mut waiting: Vec<Option<NodeKit>> = kits.into_iter().map(Some).collect();
+    let mut started = Abort(Vec::new());
+    loop {
+        if let Ok(Ok(list)) = tokio::time::timeout(Duration::from_secs(10), api.list(&Default::default())).await {
+            for node in &list.items {
+                let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+                let zone = node.metadata.labels.as_ref().and_then(|l| l.get("topology.kubernetes.io/zone")).cloned();
+                let opted_out = node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(NO_SURGE));
+                if !cordoned || opted_out {
+                    continue;
+                }
+                for slot in waiting.iter_mut() {
+                    if slot.as_ref().is_some_and(|k| Some(&k.spec.zone) == zone.as_ref())
+                        && let Some(kit) = slot.take()
+                    {
+                        let name = kit.spec.name.clone();
+                        match kit.start(shared.clone()).await {
+                            Ok(t) => {
+                                tracing::info!("node {} cordoned: surge node {name} joined its zone", node.metadata.name.as_deref().unwrap_or(""));
+                                started.0.extend(t);
+                            }
+                            Err(e) => tracing::error!("surge node {name}: {e}"),
+                        }
+                    }
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 

@@ -28,6 +28,7 @@ use std::path::PathBuf;
   lw-lab down               # stops a detached cluster, or cleans what a killed one left (make kube-down)
   lw-lab acceptance         # T-056's acceptance criteria on a fresh cluster (make acceptance)
   lw-lab measure -- --target leader --idle 20m --settle 5m   # the sitting on a fresh cluster (make rehearse-kube)
+  lw-lab --surge-nodes measure -- --method drain --target leader   # a drain, a surge node joining the zone
 
 Exit codes: 0 ok, 1 error, 2 bad usage, 3 a tool is missing (make kube-tools), 4 left over from an earlier run (lw-lab down), 5 a component did not start, 6 an acceptance criterion failed.")]
 struct Cli {
@@ -37,6 +38,10 @@ struct Cli {
     /// Where `make kube-tools` put etcd (bin/) and Kubernetes (kube-<version>/bin/).
     #[arg(long, global = true, default_value = ".tools")]
     tools: PathBuf,
+    /// A surge node joins a zone when one of its nodes is cordoned, as a GKE surge upgrade
+    /// adds one: a drained member then comes back on it (without, it waits for the uncordon).
+    #[arg(long, global = true)]
+    surge_nodes: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -107,7 +112,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Up { apiserver_args, .. } => apiserver_args.clone(),
         _ => vec![],
     };
-    let opts = lab::Options { dir: abs(cli.dir), tools: abs(cli.tools), apiserver_args };
+    let opts = lab::Options { dir: abs(cli.dir), tools: abs(cli.tools), apiserver_args, surge: cli.surge_nodes };
     if let Cmd::Up { detach: true, .. } = cli.cmd {
         return detach(&opts);
     }
@@ -214,7 +219,11 @@ fn detach(opts: &lab::Options) -> Result<()> {
     let log = std::fs::File::create(&log_path).map_err(|e| Error::Command(format!("create {}: {e}", log_path.display())))?;
     let ready = opts.dir.join("ready");
     let mut cmd = std::process::Command::new(exe);
-    cmd.arg("--dir").arg(&opts.dir).arg("--tools").arg(&opts.tools).arg("up");
+    cmd.arg("--dir").arg(&opts.dir).arg("--tools").arg(&opts.tools);
+    if opts.surge {
+        cmd.arg("--surge-nodes");
+    }
+    cmd.arg("up");
     for a in &opts.apiserver_args {
         cmd.arg(format!("--apiserver-arg={a}"));
     }

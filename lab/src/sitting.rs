@@ -54,6 +54,11 @@ pub async fn deploy(state: &State, repo: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The value of `--flag` in `args`, if given.
+fn arg<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.iter().position(|x| x == flag).and_then(|i| args.get(i + 1)).map(String::as_str)
+}
+
 pub fn environment() -> String {
     format!("local control plane, Kubernetes {KUBE_VERSION}, etcd 3.6.14")
 }
@@ -65,14 +70,20 @@ pub async fn run(opts: &Options, repo: &Path, leaderwatch: &Path, args: Vec<Stri
     let (repo, lw, dir) = (repo.to_path_buf(), leaderwatch.to_path_buf(), opts.dir.clone());
     crate::with_lab(opts, move |state| async move {
         deploy(&state, &repo).await?;
+        let method = arg(&args, "--method").unwrap_or("evict").to_owned();
+        if method == "drain" {
+            // A drain's cluster-wide rules are applied only for a drain, as a user would.
+            kubectl(&state, &repo, &["apply", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]).await?;
+        }
         let kc = dir.join("leaderwatch.kubeconfig");
         service_account_kubeconfig(&state, &repo, &kc).await?;
         let mut a: Vec<String> = vec!["measure".into(), "--kubeconfig".into(), kc.display().to_string(), "--reach".into(), "pod-ip".into(), "--environment".into(), environment()];
-        let out = match args.iter().position(|x| x == "--out") {
-            Some(i) => PathBuf::from(args.get(i + 1).cloned().unwrap_or_default()),
+        let out = match arg(&args, "--out") {
+            Some(o) => PathBuf::from(o),
             None => {
-                let target = args.iter().position(|x| x == "--target").and_then(|i| args.get(i + 1).cloned()).unwrap_or_else(|| "follower".into());
-                let p = PathBuf::from(format!("data/kube-{target}-eviction-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
+                let target = if method == "rolling-restart" { "all" } else { arg(&args, "--target").unwrap_or("follower") };
+                let what = if method == "evict" { "eviction" } else { method.as_str() };
+                let p = PathBuf::from(format!("data/kube-{target}-{what}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
                 a.extend(["--out".into(), p.display().to_string()]);
                 p
             }

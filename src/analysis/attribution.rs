@@ -31,7 +31,9 @@ pub const DEFAULT_HORIZON: Duration = Duration::from_secs(30);
 pub const EVIDENCE_WAIT: Duration = Duration::from_secs(10);
 
 /// The disruptor's own actions on a member.
-pub const OWN: [&str; 5] = ["sigterm_sent", "sigkill_sent", "sigstop_sent", "eviction_accepted", "delete_accepted"];
+/// (`rollout_replacing`: the StatefulSet controller replacing a member after our rollout
+/// restart.)
+pub const OWN: [&str; 6] = ["sigterm_sent", "sigkill_sent", "sigstop_sent", "eviction_accepted", "delete_accepted", "rollout_replacing"];
 /// Pod events from the watcher that take a member away.
 const KUBE_KINDS: [&str; 3] = ["pod_deleted", "pod_deleting", "disruption_target"];
 /// Reasons of core/v1 Events (`k8s_event` rows) that take a member away.

@@ -317,6 +317,7 @@ fn event_phrase(cause: Cause, e: &EventRef) -> String {
     match (cause, e.kind.as_str()) {
         (_, "eviction_accepted") => format!("the eviction of {m}"),
         (_, "delete_accepted") => format!("the deletion of {m}"),
+        (_, "rollout_replacing") => format!("the rolling restart replacing {m}"),
         (_, k) if k.ends_with("_sent") => format!("the {} of {m}", k.trim_end_matches("_sent").to_uppercase()),
         (_, "pod_deleted" | "pod_deleting") => format!("the deletion of pod {m}"),
         (_, "disruption_target") => format!("DisruptionTarget on {m}"),

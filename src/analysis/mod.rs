@@ -6,6 +6,7 @@ pub mod client;
 pub mod counts;
 pub mod events;
 pub mod health;
+pub mod maintenance;
 pub mod measurements;
 pub mod poisson;
 pub mod rate;

@@ -25,7 +25,18 @@ pub trait Disruptor: Send + 'static {
     /// disruptor's own part is over (local: restarted or thawed; eviction: the old pod is
     /// gone). Taking `self` makes a second disruption in one run impossible.
     fn disrupt(self, member: MemberName, report: Reporter) -> impl Future<Output = Result<()>> + Send + 'static;
+
+    /// What puts the cluster back if the disruptor's task is cut short (a signal, a
+    /// failure): a drain's uncordon. Taken before [`Disruptor::disrupt`]; the sitting runs
+    /// it once the task has ended, however it ended (it does nothing when there is
+    /// nothing left to undo).
+    fn undo(&self) -> Option<Undo> {
+        None
+    }
 }
+
+/// See [`Disruptor::undo`].
+pub type Undo = Box<dyn FnOnce(Reporter) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 /// One report from a running disruptor.
 #[derive(Debug, Clone, PartialEq)]

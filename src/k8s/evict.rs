@@ -124,10 +124,7 @@ fn blocked_cause(s: &kube::core::Status) -> String {
 
 impl Disruptor for KubeEvictor {
     fn method(&self) -> String {
-        let m = match self.method {
-            KubeMethod::Evict => "kubernetes-eviction",
-            KubeMethod::Delete => "kubernetes-delete",
-        };
+        let m = self.method.recorded();
         if self.dry_run { format!("{m}-dry-run") } else { m.to_owned() }
     }
 

@@ -56,7 +56,8 @@ impl Default for PreflightOptions {
     }
 }
 
-fn ready(p: &Pod) -> bool {
+/// The pod's Ready condition is True.
+pub fn ready(p: &Pod) -> bool {
     p.status.iter().flat_map(|s| s.conditions.iter().flatten()).any(|c| c.type_ == "Ready" && c.status == "True")
 }
 

@@ -72,7 +72,7 @@ pub async fn read(client: &Client, kube: &KubeOptions) -> Result<ElectionTiming,
 
 /// The one StatefulSet controlling all of `pods`. By owner, not by a label match: a
 /// StatefulSet's own labels need not match the pod selector.
-fn owning_statefulset(pods: &[Pod], kube: &KubeOptions) -> Result<String, String> {
+pub(crate) fn owning_statefulset(pods: &[Pod], kube: &KubeOptions) -> Result<String, String> {
     if pods.is_empty() {
         return Err(format!("no pod matches {} in namespace {}", kube.selector, kube.namespace));
     }

@@ -235,7 +235,8 @@ pub struct Disruption {
     pub target: String,
     pub target_was_leader: bool,
     /// `local-sigterm`, `local-sigkill`, `local-sigstop` (rehearse) or
-    /// `kubernetes-eviction` or `kubernetes-delete` (measure).
+    /// `kubernetes-eviction`, `kubernetes-delete`, `kubernetes-rolling-restart` or
+    /// `kubernetes-drain` (measure).
     pub method: String,
     pub requested_at: DateTime<Utc>,
     /// First round in which the target no longer answered healthy.
@@ -262,15 +263,64 @@ pub struct Disruption {
     /// gone, replacement scheduled, Running, Ready, member back, healthy list).
     #[serde(default)]
     pub waterfall: Vec<Step>,
+    /// A rolling restart or a drain: every member it replaced, in order, and how long the
+    /// whole operation took. Absent for a single-pod disruption.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maintenance: Option<Maintenance>,
+}
+
+/// What a routine operation (`measure --method rolling-restart` or `drain`) did, from the
+/// disruptor's own events (src/analysis/maintenance.rs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Maintenance {
+    pub operation: KubeMethod,
+    /// The members replaced, in the order their old pods began terminating.
+    pub members: Vec<MemberReplacement>,
+    /// From the request to the end of the operation (rollout complete; node uncordoned).
+    pub operation_s: Option<f64>,
+    /// A drain: the node cordoned, the pods evicted from it, and where the member came
+    /// back (another node of its zone when a surge node was there, else the same node
+    /// once uncordoned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub evicted: Vec<String>,
+    /// When the node was uncordoned (a drain), also after a cut-short sitting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uncordoned_at: Option<DateTime<Utc>>,
+}
+
+/// One member's pod replaced by a routine operation. Times are seconds from the request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemberReplacement {
+    pub member: String,
+    /// It was the leader when the operation was requested.
+    pub was_leader: bool,
+    /// Its old pod seen terminating (deletionTimestamp set).
+    pub terminating_s: Option<f64>,
+    /// Its old pod gone (absent or replaced by a new uid).
+    pub gone_s: Option<f64>,
+    /// Its new pod Ready.
+    pub ready_s: Option<f64>,
+    /// terminating -> Ready: what this member cost the operation.
+    pub down_s: Option<f64>,
+    /// The node the new pod runs on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// How `measure` disrupts its target (`--method`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum KubeMethod {
     /// A policy/v1 Eviction: the PDB decides (what `kubectl drain` sends per pod).
     Evict,
     /// A DELETE of the pod with its grace period (`kubectl delete pod`): no PDB involved.
     Delete,
+    /// `kubectl rollout restart`: the StatefulSet controller replaces every member.
+    RollingRestart,
+    /// `kubectl drain` of the target's node: cordon, evict every pod on it.
+    Drain,
 }
 
 impl KubeMethod {
@@ -279,7 +329,33 @@ impl KubeMethod {
         match self {
             KubeMethod::Evict => "evict",
             KubeMethod::Delete => "delete",
+            KubeMethod::RollingRestart => "rolling-restart",
+            KubeMethod::Drain => "drain",
         }
+    }
+
+    /// As `disruption.method` records it.
+    pub fn recorded(self) -> &'static str {
+        match self {
+            KubeMethod::Evict => "kubernetes-eviction",
+            KubeMethod::Delete => "kubernetes-delete",
+            KubeMethod::RollingRestart => "kubernetes-rolling-restart",
+            KubeMethod::Drain => "kubernetes-drain",
+        }
+    }
+
+    /// Every method, as `--method` lists them.
+    pub const ALL: [KubeMethod; 4] = [KubeMethod::Evict, KubeMethod::Delete, KubeMethod::RollingRestart, KubeMethod::Drain];
+
+    /// The method a recorded `disruption.method` names (a `-dry-run` suffix allowed).
+    pub fn of_recorded(s: &str) -> Option<KubeMethod> {
+        let s = s.strip_suffix("-dry-run").unwrap_or(s);
+        KubeMethod::ALL.into_iter().find(|m| m.recorded() == s)
+    }
+
+    /// A routine operation over several pods, with a [`Maintenance`] record.
+    pub fn is_maintenance(self) -> bool {
+        matches!(self, KubeMethod::RollingRestart | KubeMethod::Drain)
     }
 }
 
@@ -289,7 +365,9 @@ impl std::str::FromStr for KubeMethod {
         match s {
             "evict" => Ok(KubeMethod::Evict),
             "delete" => Ok(KubeMethod::Delete),
-            other => Err(format!("--method {other:?}: use evict or delete")),
+            "rolling-restart" => Ok(KubeMethod::RollingRestart),
+            "drain" => Ok(KubeMethod::Drain),
+            other => Err(format!("--method {other:?}: use evict, delete, rolling-restart or drain")),
         }
     }
 }
@@ -434,4 +512,4 @@ impl Baseline {
     }
 }
 
-display_as_str!(WindowName, Cause, Status, EnvironmentKind);
+display_as_str!(WindowName, Cause, Status, EnvironmentKind, KubeMethod);
