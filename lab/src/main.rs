@@ -68,6 +68,10 @@ enum Cmd {
         repo: PathBuf,
         #[arg(long, default_value = "target/release/leaderwatch")]
         leaderwatch: PathBuf,
+        /// Move etcd's leadership to this member first (etcdctl move-leader), e.g.
+        /// dlock-etcd-2 for a rolling restart that replaces the leader first.
+        #[arg(long)]
+        leader: Option<String>,
         /// Passed to `leaderwatch measure` (after `--`).
         #[arg(last = true)]
         args: Vec<String>,
@@ -135,10 +139,10 @@ fn run(cli: Cli) -> Result<()> {
                     Ok(())
                 }
             },
-            Cmd::Measure { repo, leaderwatch, args } => {
+            Cmd::Measure { repo, leaderwatch, leader, args } => {
                 let repo = abs(repo);
                 let lw = if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
-                sitting::run(&opts, &repo, &lw, args).await
+                sitting::run(&opts, &repo, &lw, leader, args).await
             }
             Cmd::Acceptance { repo, leaderwatch } => {
                 let repo = abs(repo);

@@ -63,7 +63,40 @@ pub fn environment() -> String {
     format!("local control plane, Kubernetes {KUBE_VERSION}, etcd 3.6.14")
 }
 
-pub async fn run(opts: &Options, repo: &Path, leaderwatch: &Path, args: Vec<String>) -> Result<()> {
+/// `etcdctl` in dlock-etcd-0, JSON out.
+async fn etcdctl(state: &State, repo: &Path, args: &[&str]) -> Result<serde_json::Value> {
+    let mut a = vec!["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl"];
+    a.extend(args);
+    a.extend(["-w", "json"]);
+    let out = kubectl(state, repo, &a).await?;
+    serde_json::from_str(&out).map_err(|e| Error::Command(format!("etcdctl {}: {e}", args.join(" "))))
+}
+
+/// Moves the leadership to `to` (a member name) with `etcdctl move-leader`, sent to the
+/// current leader as it requires; waits until `to` leads.
+async fn move_leader(state: &State, repo: &Path, to: &str) -> Result<()> {
+    let members = etcdctl(state, repo, &["member", "list"]).await?;
+    let id_of = |name: &str| members["members"].as_array().and_then(|a| a.iter().find(|m| m["name"] == name)).and_then(|m| m["ID"].as_u64());
+    let id = id_of(to).ok_or_else(|| Error::Usage(format!("--leader {to}: no etcd member of that name")))?;
+    for _ in 0..30 {
+        let status = etcdctl(state, repo, &["endpoint", "status", "--cluster"]).await?;
+        let eps = status.as_array().cloned().unwrap_or_default();
+        let leader = eps.iter().find_map(|e| e["Status"]["leader"].as_u64());
+        if leader == Some(id) {
+            println!("lw-lab: {to} leads");
+            return Ok(());
+        }
+        let at = eps.iter().find(|e| e["Status"]["header"]["member_id"].as_u64() == leader).and_then(|e| e["Endpoint"].as_str()).map(str::to_owned);
+        if let Some(ep) = at {
+            let hex = format!("{id:x}");
+            let _ = kubectl(state, repo, &["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "--endpoints", &ep, "move-leader", &hex]).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Err(Error::Command(format!("--leader {to}: the leadership did not move within 30 s")))
+}
+
+pub async fn run(opts: &Options, repo: &Path, leaderwatch: &Path, leader: Option<String>, args: Vec<String>) -> Result<()> {
     if !leaderwatch.is_file() {
         return Err(Error::MissingTool { what: "leaderwatch (make build)", path: leaderwatch.to_path_buf() });
     }
@@ -75,13 +108,25 @@ pub async fn run(opts: &Options, repo: &Path, leaderwatch: &Path, args: Vec<Stri
             // A drain's cluster-wide rules are applied only for a drain, as a user would.
             kubectl(&state, &repo, &["apply", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]).await?;
         }
+        if let Some(to) = &leader {
+            move_leader(&state, &repo, to).await?;
+        }
         let kc = dir.join("leaderwatch.kubeconfig");
         service_account_kubeconfig(&state, &repo, &kc).await?;
-        let mut a: Vec<String> = vec!["measure".into(), "--kubeconfig".into(), kc.display().to_string(), "--reach".into(), "pod-ip".into(), "--environment".into(), environment()];
+        let mut a: Vec<String> = vec!["measure".into(), "--kubeconfig".into(), kc.display().to_string(), "--reach".into(), "pod-ip".into()];
+        if arg(&args, "--environment").is_none() {
+            a.extend(["--environment".into(), environment()]);
+        }
         let out = match arg(&args, "--out") {
             Some(o) => PathBuf::from(o),
             None => {
-                let target = if method == "rolling-restart" { "all" } else { arg(&args, "--target").unwrap_or("follower") };
+                // A rolling restart's name says who goes first: the highest ordinal.
+                let target = match (method.as_str(), leader.as_deref()) {
+                    ("rolling-restart", Some(l)) if l.ends_with("-2") => "leader-first",
+                    ("rolling-restart", Some(_)) => "follower-first",
+                    ("rolling-restart", None) => "all",
+                    _ => arg(&args, "--target").unwrap_or("follower"),
+                };
                 let what = if method == "evict" { "eviction" } else { method.as_str() };
                 let p = PathBuf::from(format!("data/kube-{target}-{what}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
                 a.extend(["--out".into(), p.display().to_string()]);

@@ -2,7 +2,12 @@
 //! events: which members it replaced, in which order, and what each cost. Pure: the
 //! events come with their time from the request; nothing here reads a clock.
 
-use crate::model::baseline::{KubeMethod, Maintenance, MemberReplacement};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::model::baseline::{Baseline, Cause, KubeMethod, Maintenance, MemberReplacement, WindowName};
 use crate::model::event::Event;
 
 /// The disruptor's events that start a member's replacement: the StatefulSet controller
@@ -69,13 +74,100 @@ pub fn record(op: KubeMethod, events: &[(f64, &Event)], members: &[String], lead
             _ => {}
         }
     }
+    // In all: until the operation's own end and every member it replaced Ready again (a
+    // drained member may come back after the uncordon).
+    let last_ready = replaced.iter().filter_map(|r| r.ready_s).reduce(f64::max);
+    let operation_s = operation_s.map(|o| last_ready.map_or(o, |r| o.max(r)));
     Maintenance { operation: op, members: replaced, operation_s, node, evicted, uncordoned_at }
+}
+
+/// What one sitting's disruption cost, from the request to the end of settle: the figures
+/// the maintenance table sets side by side for each method, and the alert's input.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cost {
+    /// `None` for a method this build does not know (a local rehearsal's signal).
+    pub method: Option<KubeMethod>,
+    /// Raft-term delta over the disruption and settle windows (`None`: not known).
+    pub elections: Option<u64>,
+    /// `etcd_server_leader_changes_seen_total` summed over the members: end minus start.
+    pub raw_sum: Option<f64>,
+    pub reset_aware_increase: f64,
+    pub causes: BTreeMap<Cause, u64>,
+    /// The canary's longest write gap (and that of a client with one op in flight).
+    pub write_unavailable_s: Option<f64>,
+    pub write_unavailable_one_in_flight_s: Option<f64>,
+    /// When each election was first seen: for the most in any alert window.
+    pub election_times: Vec<DateTime<Utc>>,
+}
+
+fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        (x, y) => x.or(y),
+    }
+}
+
+/// The cost of `b`'s disruption; `None` when it had none.
+pub fn cost(b: &Baseline) -> Option<Cost> {
+    let d = b.disruption.as_ref()?;
+    let after: Vec<_> = b.windows.iter().filter(|w| matches!(w.name, WindowName::Disruption | WindowName::Settle)).collect();
+    let elections = after.iter().map(|w| w.elections).sum::<Option<u64>>();
+    let raw_sum = after.iter().map(|w| w.leader_changes.raw_sum_end.zip(w.leader_changes.raw_sum_start).map(|(e, s)| e - s)).sum::<Option<f64>>();
+    let mut causes = BTreeMap::new();
+    for e in after.iter().flat_map(|w| &w.elections_detail) {
+        *causes.entry(e.cause).or_insert(0) += 1;
+    }
+    let client = after.iter().filter_map(|w| w.client.as_ref());
+    let (mut wu, mut wu1) = (None, None);
+    for c in client {
+        wu = max_opt(wu, c.write.longest_unavailable_s);
+        wu1 = max_opt(wu1, c.write.one_in_flight_longest_unavailable_s);
+    }
+    Some(Cost {
+        method: KubeMethod::of_recorded(&d.method),
+        elections,
+        raw_sum,
+        reset_aware_increase: after.iter().map(|w| w.leader_changes.reset_aware_increase).sum(),
+        causes,
+        write_unavailable_s: wu,
+        write_unavailable_one_in_flight_s: wu1,
+        election_times: after.iter().flat_map(|w| &w.elections_detail).map(|e| e.observed_at).collect(),
+    })
+}
+
+/// The most of `times` inside any interval of length `window`: what `increase()` over that
+/// range can see of them at once.
+pub fn most_in_window(times: &[DateTime<Utc>], window: Duration) -> u64 {
+    let mut t: Vec<DateTime<Utc>> = times.to_vec();
+    t.sort();
+    let w = chrono::Duration::from_std(window).unwrap_or(chrono::Duration::MAX);
+    let mut best = 0usize;
+    let mut lo = 0usize;
+    for hi in 0..t.len() {
+        while t[hi] - t[lo] >= w {
+            lo += 1;
+        }
+        best = best.max(hi - lo + 1);
+    }
+    best as u64
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use chrono::{TimeZone, Utc};
+
+    #[test]
+    fn most_in_window_slides_over_the_elections() {
+        let t0 = Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).single().expect("time");
+        let at = |s: i64| t0 + chrono::Duration::seconds(s);
+        let times = [at(0), at(300), at(600), at(899), at(1500)];
+        assert_eq!(most_in_window(&times, Duration::from_secs(900)), 4);
+        assert_eq!(most_in_window(&times, Duration::from_secs(600)), 3, "300, 600 and 899 fit one 600 s range; 0 and 600 do not");
+        assert_eq!(most_in_window(&[at(0), at(600)], Duration::from_secs(600)), 1, "600 s apart is not inside one 600 s range");
+        assert_eq!(most_in_window(&[], Duration::from_secs(900)), 0);
+        assert_eq!(most_in_window(&[at(5), at(1), at(3)], Duration::from_secs(10)), 3, "unsorted input");
+    }
 
     fn ev(member: &str, kind: &str, detail: &str) -> Event {
         Event::new(Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).single().expect("time"), "kubernetes", member, kind, detail)
@@ -128,5 +220,20 @@ mod tests {
         assert_eq!(m.members[0].down_s, Some(1.0));
         assert_eq!(m.operation_s, Some(2.5));
         assert!(m.uncordoned_at.is_some());
+    }
+
+    #[test]
+    fn a_member_back_after_the_uncordon_extends_the_operation() {
+        let members = vec!["dlock-etcd-2".to_owned()];
+        let evs = [
+            ev("", CORDONED, "lw-node-c (unschedulable)"),
+            ev("dlock-etcd-2", "eviction_accepted", "attempt 1"),
+            ev("dlock-etcd-2", GONE, "deleted"),
+            ev("", "node_uncordoned", "lw-node-c: after --down 8s"),
+            ev("dlock-etcd-2", READY, "on lw-node-c"),
+        ];
+        let timed: Vec<(f64, &Event)> = evs.iter().zip([0.0, 0.1, 1.4, 9.5, 19.7]).map(|(e, s)| (s, e)).collect();
+        let m = record(KubeMethod::Drain, &timed, &members, Some("dlock-etcd-2"));
+        assert_eq!(m.operation_s, Some(19.7), "until the member is Ready, not only the uncordon");
     }
 }

@@ -67,7 +67,8 @@ impl Place<'_> {
 ///   `write_ops`, `write_failures`, `write_p99_s`, and `election_<n>_write_unavailable_s`
 ///   (with `election_<n>_write_unavailable_one_in_flight_s`);
 /// - `recovery`: `loss_to_healthy_s`, `request_to_healthy_s`, `kept_down_s`, `attempts`,
-///   `blocked_s`.
+///   `blocked_s`; a rolling restart or drain adds `operation_s`, `members_replaced` and
+///   per member `member_down_s` (terminating to Ready).
 pub fn measurements(path: &Path, b: &Baseline) -> Vec<Measurement> {
     let source = path.display().to_string();
     let mut out = Vec::new();
@@ -271,13 +272,25 @@ fn recovery_figures(b: &Baseline, source: String, d: &Disruption) -> Vec<Measure
     let kept = kept_down_s(d);
     let mut kept_down = at.figure("", "kept_down_s", kept.map(|k| k.0), SECONDS);
     kept_down.note = kept.map(|k| k.1.to_owned()).unwrap_or_default();
-    vec![
+    let mut out = vec![
         at.figure("", "loss_to_healthy_s", d.loss_to_healthy_s, SECONDS),
         at.figure("", "request_to_healthy_s", d.request_to_healthy_s, SECONDS),
         kept_down,
         at.figure("", "attempts", Some(f64::from(d.attempts)), COUNT),
         at.figure("", "blocked_s", Some(d.blocked_s), SECONDS),
-    ]
+    ];
+    // A rolling restart or a drain: the operation in all, and each member it replaced
+    // (`note`: its place in the order and its node).
+    if let Some(m) = &d.maintenance {
+        out.push(at.figure("", "operation_s", m.operation_s, SECONDS));
+        out.push(at.figure("", "members_replaced", Some(m.members.len() as f64), COUNT));
+        for (i, r) in m.members.iter().enumerate() {
+            let mut f = at.figure(&r.member, "member_down_s", r.down_s, SECONDS);
+            f.note = format!("replaced {} of {}{}{}", i + 1, m.members.len(), if r.was_leader { ", the leader" } else { "" }, r.node.as_deref().map(|n| format!(", back on {n}")).unwrap_or_default());
+            out.push(f);
+        }
+    }
+    out
 }
 
 /// How long a local rehearsal kept the member down on purpose (exit, or freeze, to restart

@@ -92,9 +92,20 @@ impl Replacements {
         if w.is_empty() { "nothing".to_owned() } else { w.join(", ") }
     }
 
-    /// One look at the pods: reports what changed since the last.
+    /// One look at the pods: reports what changed since the last. Replacements that became
+    /// Ready are reported first: the controller may already have begun on the next member
+    /// in the same look, and the record's order must say which came first.
     fn observe(&mut self, pods: &[Pod], report: &Reporter) {
+        for ready_only in [true, false] {
+            self.observe_pass(pods, report, ready_only);
+        }
+    }
+
+    fn observe_pass(&mut self, pods: &[Pod], report: &Reporter, ready_only: bool) {
         for (name, stage) in self.stage.iter_mut() {
+            if ready_only && *stage != Stage::Gone {
+                continue;
+            }
             let old = self.old.get(name).cloned().flatten();
             let p = pods.iter().find(|p| p.metadata.name.as_deref() == Some(name.as_str()));
             let is_old = p.is_some_and(|p| p.metadata.uid == Some(old.clone().unwrap_or_default()));

@@ -276,7 +276,8 @@ pub struct Maintenance {
     pub operation: KubeMethod,
     /// The members replaced, in the order their old pods began terminating.
     pub members: Vec<MemberReplacement>,
-    /// From the request to the end of the operation (rollout complete; node uncordoned).
+    /// From the request to the later of the operation's end (rollout complete; node
+    /// uncordoned) and the last replaced member Ready.
     pub operation_s: Option<f64>,
     /// A drain: the node cordoned, the pods evicted from it, and where the member came
     /// back (another node of its zone when a surge node was there, else the same node

@@ -38,6 +38,9 @@ pub struct Derived {
     pub bound: f64,
     pub per_disruption: u64,
     pub disruptions: u32,
+    /// The most elections a measured rolling restart or drain put in one window, if any
+    /// was among the baselines.
+    pub worst_routine: Option<u64>,
     /// Elections per window at rest (pooled rate × window).
     pub at_rest: f64,
     pub at_rest_elections: u64,
@@ -86,10 +89,12 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
         return Err(Error::Usage("no complete baseline to derive the alert from".to_owned()));
     }
     let window_s = p.window.as_secs_f64();
-    // The worst voluntary disruption measured: elections from the request to the end of settle.
+    // The worst single voluntary disruption measured: elections from the request to the end
+    // of settle. A routine operation (several pods) is held against the threshold below.
+    let routine = |b: &Baseline| b.disruption.as_ref().is_some_and(|d| d.maintenance.is_some());
     let per_disruption = used
         .iter()
-        .filter(|(_, b)| b.disruption.is_some())
+        .filter(|(_, b)| b.disruption.is_some() && !routine(b))
         .map(|(_, b)| b.windows.iter().filter(|w| matches!(w.name, WindowName::Disruption | WindowName::Settle)).filter_map(|w| w.elections).sum::<u64>())
         .max()
         .unwrap_or(0);
@@ -100,7 +105,19 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
         .flat_map(|(_, b)| b.windows.iter().filter(|w| w.name == WindowName::AtRest))
         .fold((0u64, 0.0f64), |(n, s), w| (n + w.elections.unwrap_or(0), s + w.duration_s.max(0.0)));
     let at_rest = if at_rest_s > 0.0 { at_rest_elections as f64 / at_rest_s * window_s } else { 0.0 };
-    let raw = per_disruption as f64 * f64::from(disruptions) + at_rest;
+    // Each measured rolling restart and drain: the most elections it put in one window.
+    let operations: Vec<(String, String, u64)> = used
+        .iter()
+        .filter(|(_, b)| routine(b))
+        .filter_map(|(path, b)| {
+            let c = crate::analysis::maintenance::cost(b)?;
+            let op = c.method.map_or("routine operation", |m| m.as_str()).to_owned();
+            Some((op, path.display().to_string(), crate::analysis::maintenance::most_in_window(&c.election_times, p.window)))
+        })
+        .collect();
+    let worst_routine = operations.iter().map(|o| o.2).max();
+    let budget = (per_disruption as f64 * f64::from(disruptions)).max(worst_routine.unwrap_or(0) as f64);
+    let raw = budget + at_rest;
     // Never below 1: a threshold of 0 would page on every election.
     let threshold = (raw.ceil() as u64).max(1);
     let extra = slack(threshold, p.window, p.scrape_interval);
@@ -114,12 +131,26 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
         format!("elections per voluntary disruption: {per_disruption} (the most any used baseline saw from the disruption request to the end of settle)"),
         format!("disruptions the PDB allows in {w}: {disruptions} ({disruptions_why})"),
         format!("at-rest rate: {at_rest_elections} election(s) in {:.0} s at rest = {at_rest:.3} per {w}", at_rest_s),
-        format!("threshold = ceil({per_disruption} x {disruptions} + {at_rest:.3}) = {threshold} (never below 1)"),
+    ];
+    for (op, path, n) in &operations {
+        lines.push(format!("measured {op}: {n} election(s) in its worst {w} ({path})"));
+    }
+    match worst_routine {
+        Some(worst) => {
+            lines.push(format!("threshold = ceil(max({per_disruption} x {disruptions}, {worst} (the worst routine operation)) + {at_rest:.3}) = {threshold} (never below 1)"));
+            lines.push(format!("the worst routine operation, {worst} election(s) in {w}, stays at or below the threshold {threshold}: it does not page"));
+        }
+        None => {
+            lines.push(format!("threshold = ceil({per_disruption} x {disruptions} + {at_rest:.3}) = {threshold} (never below 1)"));
+            lines.push("no rolling restart or drain among the baselines: the pass over the members is assumed, not measured (measure --method rolling-restart, drain)".to_owned());
+        }
+    }
+    lines.extend([
         format!(
             "fires when increase() > {bound:.2}: increase() extrapolates to the range's edges ({}s scrapes), so {threshold} election(s) can read slightly above {threshold}",
             p.scrape_interval.as_secs()
         ),
-    ];
+    ]);
     if extra > 0.5 {
         lines.push(format!(
             "warning: at {threshold} elections per {w} the extrapolation of increase() can reach half an election: one election more may stay silent until it is well inside the range"
@@ -130,6 +161,7 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
         bound,
         per_disruption,
         disruptions,
+        worst_routine,
         at_rest,
         at_rest_elections,
         at_rest_s,
@@ -196,8 +228,12 @@ pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<
         (
             "description".to_owned(),
             format!(
-                "More than {} elections (raft term increases) in {window}: the measured budget is {} per voluntary disruption x {} disruptions + {:.3} at rest. More means elections nobody planned: check the causes in the sampler's events.csv and the etcd members' disks and network.",
-                d.threshold, d.per_disruption, d.disruptions, d.at_rest
+                "More than {} elections (raft term increases) in {window}: the measured budget is {} per voluntary disruption x {} disruptions{} + {:.3} at rest. More means elections nobody planned: check the causes in the sampler's events.csv and the etcd members' disks and network.",
+                d.threshold,
+                d.per_disruption,
+                d.disruptions,
+                d.worst_routine.map(|w| format!(" or {w} in the worst measured rolling restart or drain, whichever is more")).unwrap_or_default(),
+                d.at_rest
             ),
         ),
         ("threshold".to_owned(), d.threshold.to_string()),

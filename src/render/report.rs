@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 
 use crate::Error;
 use crate::analysis::measurements::{is_election_figure, measurements, Difference};
-use crate::model::baseline::EnvironmentKind;
+use crate::model::baseline::{EnvironmentKind, KubeMethod};
 use crate::model::measurement::{BYTES, CLIENT, Measurement, RECOVERY, SECONDS};
 use crate::model::rate::BaselineFile;
 
@@ -382,6 +382,20 @@ pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
         out.push(TABLE_HEADER.to_owned());
         out.extend(rows(&short, &mut health));
     }
+    // Routine maintenance: shown once any sitting used another method than the eviction.
+    let kube: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes).collect();
+    let other_methods = kube.iter().any(|f| f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method)).is_some_and(|m| m != KubeMethod::Evict));
+    if other_methods {
+        out.push(String::new());
+        out.push(format!(
+            "{MEASURED} routine maintenance, by method: what each cost from the request to the end of settle. \
+             A rolling restart replaces every member (highest ordinal first), a drain the member on the drained node; \
+             per member: its old pod terminating → its new pod Ready."
+        ));
+        out.push(String::new());
+        out.push(MAINTENANCE_HEADER.to_owned());
+        out.extend(maintenance_rows(&kube, readme_dir));
+    }
     if !health.is_empty() {
         out.push(String::new());
         out.push(format!(
@@ -394,6 +408,70 @@ pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
         out.extend(health);
     }
     out.join("\n")
+}
+
+const MAINTENANCE_HEADER: &str = "| operation | first disrupted | elections (raft-term delta) | leader changes: raw sum / reset-aware increase | causes | client writes unavailable, longest: canary / one in flight | per member, terminating → Ready | operation in all | request → healthy list | environment | source |\n|---|---|---|---|---|---|---|---|---|---|---|";
+
+/// The command for a method's GKE row, until one is measured there.
+fn gke_method_command(m: KubeMethod) -> String {
+    let flags = match m {
+        KubeMethod::Evict => "--target follower",
+        KubeMethod::Delete => "--method delete --target follower",
+        KubeMethod::RollingRestart => "--method rolling-restart",
+        KubeMethod::Drain => "--method drain --target follower",
+    };
+    format!("leaderwatch measure -n dlock --reach port-forward --idle 20m {flags} --out data/gke-{}-$(date -u +%Y%m%dT%H%M%SZ)", m.as_str())
+}
+
+fn secs(v: Option<f64>) -> String {
+    v.map_or_else(|| "—".to_owned(), |s| format!("{s:.2} s"))
+}
+
+/// One row per Kubernetes sitting, by method, from the request to the end of settle
+/// ([`crate::analysis::maintenance::cost`]): what a routine operation costs next to one
+/// eviction. GKE's rows stay "not yet measured" with the command until one is.
+fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in KubeMethod::ALL {
+        let of_method = |f: &&&BaselineFile| f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method)) == Some(m);
+        if !baselines.iter().filter(of_method).any(|f| f.baseline.environment.on_target_cluster()) {
+            out.push(format!("| {} | — | — | — | — | — | — | — | not yet measured | GKE Autopilot, dlock-gke | run `{}` |", m.as_str(), gke_method_command(m)));
+        }
+    }
+    let mut rows: Vec<&&BaselineFile> = baselines.iter().filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes).collect();
+    rows.sort_by_key(|f| (!f.baseline.environment.on_target_cluster(), f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method)).map(|m| m as u8), f.baseline.run_id.clone()));
+    for f in rows {
+        let (b, path) = (&f.baseline, &f.path);
+        let (Some(d), Some(c)) = (b.disruption.as_ref(), crate::analysis::maintenance::cost(b)) else { continue };
+        let op = c.method.map_or(d.method.as_str(), |m| m.as_str());
+        let first = format!("{} ({})", d.target, d.role());
+        let elections = c.elections.map_or_else(|| "—".to_owned(), |e| e.to_string());
+        let changes = format!("{} / {}", c.raw_sum.map_or_else(|| "—".to_owned(), |r| format!("{r:.0}")), format!("{:.0}", c.reset_aware_increase));
+        let causes = if c.causes.is_empty() { "none".to_owned() } else { c.causes.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ") };
+        let writes = format!("{} / {}", secs(c.write_unavailable_s), secs(c.write_unavailable_one_in_flight_s));
+        let (members, total) = match &d.maintenance {
+            Some(mt) => (
+                mt.members
+                    .iter()
+                    .map(|r| format!("{}{} {}{}", r.member, if r.was_leader { " (leader)" } else { "" }, secs(r.down_s), r.node.as_deref().map(|n| format!(" on {n}")).unwrap_or_default()))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                secs(mt.operation_s),
+            ),
+            None => ("—".to_owned(), "—".to_owned()),
+        };
+        let source = match readme_dir {
+            Some(dir) => format!("[{}]({})", b.run_id, relative(path, dir).display()),
+            None => format!("`{}`", path.display()),
+        };
+        let status = if b.is_complete() { String::new() } else { " (incomplete)".to_owned() };
+        out.push(format!(
+            "| {op}{status} | {first} | {elections} | {changes} | {causes} | {writes} | {members} | {total} | {} | {} | {source} |",
+            secs(d.request_to_healthy_s),
+            b.environment.description
+        ));
+    }
+    out
 }
 
 /// What `rehearse` and `measure` print at the end: the tables, then baseline.json between
