@@ -5,12 +5,15 @@
 //! while one election more fires (#[ignore]d: needs promtool, which `make test` installs).
 
 mod support;
+#[path = "support/promtool.rs"]
+mod promtool;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde::Deserialize;
+use promtool::{promtool, series, silent_case};
 use support::{leaderwatch, repo};
 
 fn rehearsals() -> Vec<PathBuf> {
@@ -132,20 +135,6 @@ fn the_rules_manifest_has_the_crd_fields_and_names_its_baselines() {
     assert!(text.contains("threshold = ceil(1 x 3 + 0.000) = 3"), "{text}");
 }
 
-fn promtool(args: &[&str], dir: &Path) -> Output {
-    Command::new("promtool").args(args).current_dir(dir).output().expect("promtool (Debian's prometheus; make deps installs it)")
-}
-
-/// promtool's values (10 s steps) for a counter scraped every 30 s, 10 s off the rule
-/// evaluations (which promtool runs on the 30 s grid): on a real server the two are not
-/// aligned, and `increase()` then extrapolates. It rises by one at each of `at` (seconds).
-fn series(minutes: u64, at: &[u64]) -> String {
-    (0..=minutes * 6)
-        .map(|k| if k % 3 == 1 { at.iter().filter(|t| **t <= k * 10).count().to_string() } else { "_".to_owned() })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 #[test]
 #[ignore = "needs promtool (Debian's prometheus); make test runs it"]
 fn promtool_accepts_the_rule_and_its_unit_tests_pass() {
@@ -176,23 +165,20 @@ fn promtool_accepts_the_rule_and_its_unit_tests_pass() {
 
     // Synthetic scrapes 30 s apart like the PodMonitoring's; the rule is evaluated every
     // 30 s (its group interval), 10 s off the scrapes.
-    let quiet_evals = |name: &str, values: String| {
-        let evals: Vec<String> = (0..80).map(|i| format!("      - eval_time: {}s\n        alertname: DlockEtcdElections\n        exp_alerts: []\n", i * 30)).collect();
-        format!("  - name: {name}\n    interval: 10s\n    input_series:\n      - series: 'leaderwatch_elections_total{{job=\"leaderwatch\"}}'\n        values: '{values}'\n    alert_rule_test:\n{}", evals.concat())
-    };
     // A rolling restart: the members one at a time, n elections (the budget) 4 minutes apart.
-    let rolling: Vec<u64> = (0..n).map(|i| 300 + i * 240).collect();
+    let rolling: Vec<f64> = (0..n).map(|i| (300 + i * 240) as f64).collect();
     // The budget in one burst: the worst case for extrapolation.
-    let burst: Vec<u64> = (0..n).map(|i| 300 + i * 10).collect();
+    let burst: Vec<f64> = (0..n).map(|i| (300 + i * 10) as f64).collect();
     // One election more than the budget, 2 minutes apart: fires once all are in the range.
     let over: Vec<u64> = (0..=n).map(|i| 300 + i * 120).collect();
+    let over_at: Vec<f64> = over.iter().map(|t| *t as f64).collect();
     let fire_at = over[over.len() - 1] + 60;
     let ann: String = rule.annotations.iter().map(|(k, v)| format!("              {k}: {}\n", serde_json::to_string(v).expect("json"))).collect();
     let tests = format!(
         "rule_files: [rules.yml]\nevaluation_interval: 30s\ntests:\n{}{}  - name: one election over the budget fires\n    interval: 10s\n    input_series:\n      - series: 'leaderwatch_elections_total{{job=\"leaderwatch\"}}'\n        values: '{}'\n    alert_rule_test:\n      - eval_time: {}s\n        alertname: DlockEtcdElections\n        exp_alerts: []\n      - eval_time: {fire_at}s\n        alertname: DlockEtcdElections\n        exp_alerts:\n          - exp_labels:\n              severity: warning\n              job: leaderwatch\n            exp_annotations:\n{ann}",
-        quiet_evals("a rolling restart stays silent", series(40, &rolling)),
-        quiet_evals("the budget in one burst stays silent", series(40, &burst)),
-        series(40, &over),
+        silent_case("a rolling restart stays silent", 40, &rolling),
+        silent_case("the budget in one burst stays silent", 40, &burst),
+        series(40, &over_at),
         over[over.len() - 2] + 30,
     );
     std::fs::write(d.join("tests.yml"), &tests).expect("write");
@@ -204,4 +190,38 @@ fn promtool_accepts_the_rule_and_its_unit_tests_pass() {
     std::fs::write(d.join("rules.yml"), plain.replace(&format!("> {n}.50"), &format!("> {n}"))).expect("write");
     let o = promtool(&["test", "rules", "tests.yml"], d);
     assert!(!o.status.success(), "a rule at exactly {n} should fire on the burst (extrapolation)");
+}
+
+/// Every committed run: the rehearsals and the sittings on the local control plane,
+/// routine maintenance included.
+fn committed() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(repo("data")).expect("data/").filter_map(|e| e.ok().map(|e| e.path().join("baseline.json"))).filter(|p| p.exists()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+#[ignore = "needs promtool (Debian's prometheus); make test runs it"]
+fn the_rule_from_the_committed_runs_stays_silent_on_each_recorded_rolling_restart_and_drain_and_fires_on_a_storm() {
+    let all = committed();
+    let o = report(&["--alert-rule", "--allow-local", "--format", "prometheus"], &all);
+    let rules = stdout(&o).into_bytes();
+    let derivation = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert!(derivation.contains("the worst routine operation"), "the derivation names the routine operations: {derivation}");
+    let mut routine = 0;
+    for p in &all {
+        let b: serde_json::Value = serde_json::from_slice(&std::fs::read(p).expect("read")).expect("json");
+        if b["disruption"]["maintenance"].is_null() {
+            continue;
+        }
+        routine += 1;
+        // The recorded elections, two minutes into a 40-minute series.
+        let at = promtool::election_times(&b, 120.0);
+        assert!(promtool::alert_silent(&rules, &at, 40), "the alert fired on the recorded {} ({}): elections at {at:?}\n{derivation}", b["disruption"]["method"], p.display());
+    }
+    assert!(routine >= 2, "committed rolling restarts and drains under data/: {routine}");
+    // Negative control: twice the threshold in three minutes is an election storm.
+    let n: usize = derivation.lines().find_map(|l| l.strip_prefix("the worst routine operation, ")).and_then(|l| l.rsplit("threshold ").next()).and_then(|l| l.split(':').next()).and_then(|t| t.trim().parse().ok()).expect("the threshold in the derivation");
+    let storm: Vec<f64> = (0..2 * n.max(1)).map(|i| 120.0 + i as f64 * 180.0 / (2 * n.max(1)) as f64).collect();
+    assert!(!promtool::alert_silent(&rules, &storm, 40), "{} elections in three minutes must fire (threshold {n})", storm.len());
 }

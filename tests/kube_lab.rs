@@ -25,6 +25,8 @@ use leaderwatch::model::baseline::{Status, WindowName};
 
 #[path = "support/writer.rs"]
 mod writer;
+#[path = "support/promtool.rs"]
+mod promtool;
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -292,31 +294,13 @@ fn maintenance_config(kubeconfig: &Path, out: &Path, target: &str, method: KubeM
     cfg
 }
 
-/// Elections of a baseline as seconds from its first window's start (their observed_at).
-fn election_times(b: &Baseline) -> Vec<f64> {
-    let start = b.windows.first().map(|w| w.start).expect("a window");
-    b.windows.iter().flat_map(|w| &w.elections_detail).map(|e| (e.observed_at - start).num_milliseconds() as f64 / 1e3).collect()
-}
-
-/// promtool's verdict on the alert rule that `report --alert-rule --allow-local` derives from
-/// `baselines`, over a counter rising at `at` (seconds, each a whole election) for `minutes`:
-/// true when the alert never fires. Scrapes every 30 s, 10 s off the evaluations, as in
-/// tests/alert_rule.rs.
+/// promtool's verdict on the rule `report --alert-rule --allow-local` derives from
+/// `baselines`, over elections at `at` (seconds) for `minutes`: true when it never fires.
 fn alert_silent(baselines: &[PathBuf], at: &[f64], minutes: u64) -> bool {
-    let dir = tempfile::tempdir().expect("tempdir");
     let o = Command::new(env!("CARGO_BIN_EXE_leaderwatch")).args(["report", "--alert-rule", "--allow-local", "--format", "prometheus"]).args(baselines).output().expect("report");
     assert!(o.status.success(), "report --alert-rule: {}", String::from_utf8_lossy(&o.stderr));
     eprintln!("{}", String::from_utf8_lossy(&o.stderr));
-    std::fs::write(dir.path().join("rules.yml"), &o.stdout).expect("write");
-    let values: Vec<String> = (0..=minutes * 6).map(|k| if k % 3 == 1 { at.iter().filter(|t| **t <= (k * 10) as f64).count().to_string() } else { "_".to_owned() }).collect();
-    let evals: String = (0..minutes * 2).map(|i| format!("      - eval_time: {}s\n        alertname: DlockEtcdElections\n        exp_alerts: []\n", i * 30)).collect();
-    let tests = format!(
-        "rule_files: [rules.yml]\nevaluation_interval: 30s\ntests:\n  - name: recorded\n    interval: 10s\n    input_series:\n      - series: 'leaderwatch_elections_total{{job=\"leaderwatch\"}}'\n        values: '{}'\n    alert_rule_test:\n{evals}",
-        values.join(" ")
-    );
-    std::fs::write(dir.path().join("tests.yml"), &tests).expect("write");
-    let o = Command::new("promtool").args(["test", "rules", "tests.yml"]).current_dir(dir.path()).output().expect("promtool (make deps installs Debian's prometheus)");
-    o.status.success()
+    promtool::alert_silent(&o.stdout, at, minutes)
 }
 
 /// The Roles and ClusterRoles of rbac.yaml and rbac-drain.yaml as (apiGroup, resource, verb).
@@ -509,8 +493,8 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     //     recorded, and fires on a storm (its negative control).
     let runs: Vec<PathBuf> = [&rolling, &drained, &pending].iter().map(|r| r.join("baseline.json")).collect();
     for r in &runs {
-        let b: Baseline = serde_json::from_slice(&std::fs::read(r).expect("baseline")).expect("json");
-        let at: Vec<f64> = election_times(&b).iter().map(|t| t + 120.0).collect();
+        let b: Value = serde_json::from_slice(&std::fs::read(r).expect("baseline")).expect("json");
+        let at = promtool::election_times(&b, 120.0);
         assert!(alert_silent(&runs, &at, 30), "the alert fired on the routine operation of {}: {at:?}", r.display());
     }
     let storm: Vec<f64> = (0..12).map(|i| 120.0 + f64::from(i) * 20.0).collect();

@@ -209,6 +209,20 @@ pub fn k8s_reason(detail: &str) -> &str {
     detail.split(':').next().and_then(|head| head.split_whitespace().nth(1)).unwrap_or("")
 }
 
+/// Our routine operation (a rollout restart, a drain) was under way at `at`: its start is
+/// the latest of those rows before `at`, not its end.
+fn operation_open(events: &[Event], at: &Stamp) -> bool {
+    const OPEN: [&str; 2] = ["rollout_requested", "node_cordoned"];
+    const CLOSE: [&str; 2] = ["rollout_complete", "node_uncordoned"];
+    events
+        .iter()
+        .filter(|e| OPEN.contains(&e.kind.as_str()) || CLOSE.contains(&e.kind.as_str()))
+        .map(|e| (before(e, at), e))
+        .filter(|(d, _)| *d >= 0.0)
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .is_some_and(|(_, e)| OPEN.contains(&e.kind.as_str()))
+}
+
 /// Kubernetes took a pod or node away: a watcher row of those kinds, or a core/v1 Event
 /// with one of those reasons.
 pub fn is_kubernetes_disruption(source: &str, kind: &str, detail: &str) -> bool {
@@ -233,7 +247,10 @@ pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon
         return (Cause::OwnDisruption, Some(e));
     }
     if let Some(e) = point(&|e| is_kubernetes_disruption(&e.source, &e.kind, &e.detail)) {
-        return (Cause::Kubernetes, Some(e));
+        // Inside a routine operation we started, what the controllers and the kubelet do to
+        // the members is ours: the pod watcher often sees it before our own poll does.
+        let ours = operation_open(events, at);
+        return (if ours { Cause::OwnDisruption } else { Cause::Kubernetes }, Some(e));
     }
     if let Some(e) = point(&|e| e.kind == "process_restarted") {
         return (Cause::Restart, Some(e));
@@ -259,6 +276,24 @@ mod tests {
 
     fn ev(t: f64, source: &str, member: &str, kind: &str, detail: &str) -> Event {
         Event::new(stamp(t).utc, source, member, kind, detail)
+    }
+
+    #[test]
+    fn a_member_taken_by_the_controller_during_our_rollout_is_our_disruption() {
+        // The pod watcher saw the deletion 0.1 s before the rollout's own poll did.
+        let events = [
+            ev(90.0, "kubernetes", "", "rollout_requested", "statefulset/dlock-etcd"),
+            ev(99.8, "kubernetes", "m2", "pod_deleting", "deletionTimestamp"),
+            ev(100.1, "kubernetes", "m2", "rollout_replacing", "its old pod is terminating"),
+        ];
+        let (cause, e) = attribute(Some("m2"), &stamp(100.0), &events, Duration::from_secs(30));
+        assert_eq!((cause, e.map(|e| e.kind.as_str())), (Cause::OwnDisruption, Some("pod_deleting")));
+        // After the rollout is complete, the same deletion is Kubernetes' own.
+        let after = [ev(90.0, "kubernetes", "", "rollout_requested", ""), ev(95.0, "kubernetes", "", "rollout_complete", ""), ev(99.8, "kubernetes", "m2", "pod_deleting", "")];
+        assert_eq!(attribute(Some("m2"), &stamp(100.0), &after, Duration::from_secs(30)).0, Cause::Kubernetes);
+        // A drain: from the cordon to the uncordon.
+        let drain = [ev(90.0, "kubernetes", "", "node_cordoned", "n1"), ev(99.8, "kubernetes", "m2", "k8s_event", "Normal Killing: Stopping container etcd")];
+        assert_eq!(attribute(Some("m2"), &stamp(100.0), &drain, Duration::from_secs(30)).0, Cause::OwnDisruption);
     }
 
     #[test]

@@ -332,12 +332,16 @@ const TABLE_HEADER: &str = "| measurement | value | label | observation window |
 
 /// The spec's table first: GKE's rows (measured, or "not yet measured" with the command),
 /// then the sittings on the local control plane; then, in a second table, the short local
-/// rehearsals; then (when any baseline has member health, schema 3) the health table.
+/// rehearsals; then the routine maintenance table (when any sitting used `--method delete`,
+/// `rolling-restart` or `drain`: those are in it only); then (when any baseline has member
+/// health, schema 3) the health table.
 /// `readme_dir` (where the tables will live) makes the source links relative; without it
 /// the paths are shown as given.
 pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
-    // GKE before the local control plane, each by run id.
-    let mut spec: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes).collect();
+    // GKE before the local control plane, each by run id. The spec's protocol is one
+    // eviction: the routine operations (delete, rolling restart, drain) have their own table.
+    let mut spec: Vec<&BaselineFile> =
+        in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes && !routine(f)).collect();
     spec.sort_by_key(|f| !f.baseline.environment.on_target_cluster());
     let short: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind != EnvironmentKind::Kubernetes).collect();
     let mut health = Vec::new();
@@ -384,8 +388,7 @@ pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
     }
     // Routine maintenance: shown once any sitting used another method than the eviction.
     let kube: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes).collect();
-    let other_methods = kube.iter().any(|f| f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method)).is_some_and(|m| m != KubeMethod::Evict));
-    if other_methods {
+    if kube.iter().any(|f| routine(f)) {
         out.push(String::new());
         out.push(format!(
             "{MEASURED} routine maintenance, by method: what each cost from the request to the end of settle. \
@@ -408,6 +411,11 @@ pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
         out.extend(health);
     }
     out.join("\n")
+}
+
+/// A sitting measured with another method than the spec's eviction.
+fn routine(f: &BaselineFile) -> bool {
+    f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method)).is_some_and(|m| m != KubeMethod::Evict)
 }
 
 const MAINTENANCE_HEADER: &str = "| operation | first disrupted | elections (raft-term delta) | leader changes: raw sum / reset-aware increase | causes | client writes unavailable, longest: canary / one in flight | per member, terminating → Ready | operation in all | request → healthy list | environment | source |\n|---|---|---|---|---|---|---|---|---|---|---|";
