@@ -96,7 +96,7 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
             let evictor = KubeEvictor { method: cfg.method, ..KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone()) };
             sitting::run(sitting, evictor, clock, Some(rx), shutdown).await
         }
-        KubeMethod::RollingRestart => sitting::run(sitting, RollingRestart { scope }, clock, Some(rx), shutdown).await,
+        KubeMethod::RollingRestart => sitting::run(sitting, RollingRestart::new(scope), clock, Some(rx), shutdown).await,
         KubeMethod::Drain => sitting::run(sitting, Drain::new(scope, cfg.down), clock, Some(rx), shutdown).await,
     };
     for w in watchers {

@@ -209,11 +209,14 @@ pub fn k8s_reason(detail: &str) -> &str {
     detail.split(':').next().and_then(|head| head.split_whitespace().nth(1)).unwrap_or("")
 }
 
+/// The run-wide rows that open and close our routine operation: evidence although they name
+/// no member (src/io/recorder.rs keeps them).
+pub const OPEN: [&str; 2] = ["rollout_requested", "node_cordoned"];
+pub const CLOSE: [&str; 2] = ["rollout_complete", "node_uncordoned"];
+
 /// Our routine operation (a rollout restart, a drain) was under way at `at`: its start is
 /// the latest of those rows before `at`, not its end.
 fn operation_open(events: &[Event], at: &Stamp) -> bool {
-    const OPEN: [&str; 2] = ["rollout_requested", "node_cordoned"];
-    const CLOSE: [&str; 2] = ["rollout_complete", "node_uncordoned"];
     events
         .iter()
         .filter(|e| OPEN.contains(&e.kind.as_str()) || CLOSE.contains(&e.kind.as_str()))

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::analysis::attribution::{EVIDENCE_WAIT, Elections};
+use crate::analysis::attribution::{self, EVIDENCE_WAIT, Elections};
 use crate::analysis::client::WriteTrail;
 use crate::analysis::events::Tracker;
 use crate::analysis::health::Fold;
@@ -297,7 +297,8 @@ impl Recorder {
         self.dir.append_events(events)?;
         // Keep what can name a cause: older than horizon + wait it can no longer.
         let keep = chrono::Duration::from_std(self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).unwrap_or(chrono::Duration::MAX);
-        for e in events.iter().filter(|e| !e.member.is_empty() && e.kind != "election") {
+        let bound = |e: &Event| attribution::OPEN.contains(&e.kind.as_str()) || attribution::CLOSE.contains(&e.kind.as_str());
+        for e in events.iter().filter(|e| (!e.member.is_empty() || bound(e)) && e.kind != "election") {
             self.evidence.push_back(e.clone());
         }
         if let Some(newest) = self.evidence.iter().map(|e| e.ts).max() {

@@ -174,6 +174,20 @@ impl Wait {
 /// currentRevision`.
 pub struct RollingRestart {
     pub scope: Scope,
+    /// Patched and not yet seen complete: a rollout cut short keeps rolling, and says so.
+    running: Arc<Mutex<Option<String>>>,
+}
+
+impl RollingRestart {
+    pub fn new(scope: Scope) -> Self {
+        RollingRestart { scope, running: Arc::new(Mutex::new(None)) }
+    }
+}
+
+fn set(slot: &Mutex<Option<String>>, v: Option<String>) {
+    if let Ok(mut g) = slot.lock() {
+        *g = v;
+    }
 }
 
 /// The rollout is complete: the controller saw the new template and every replica is
@@ -195,6 +209,18 @@ impl Disruptor for RollingRestart {
         format!("{}{}", KubeMethod::RollingRestart.recorded(), if self.scope.dry_run { "-dry-run" } else { "" })
     }
 
+    /// Nothing can be put back: the rollout is the controller's now. Says so.
+    fn undo(&self) -> Option<Undo> {
+        let running = self.running.clone();
+        Some(Box::new(move |report: Reporter| {
+            Box::pin(async move {
+                if let Some(sts) = running.lock().ok().and_then(|g| g.clone()) {
+                    report.event(&MemberName(String::new()), "rollout_left_running", format!("statefulset/{sts}: the sitting ended before the rollout was complete; the StatefulSet controller finishes it (kubectl rollout status sts/{sts})"));
+                }
+            })
+        }))
+    }
+
     async fn disrupt(self, _first: MemberName, report: Reporter) -> Result<()> {
         let sc = &self.scope;
         let t = sc.kube.request_timeout;
@@ -212,6 +238,7 @@ impl Disruptor for RollingRestart {
         if sc.dry_run {
             return Ok(());
         }
+        set(&self.running, Some(name.clone()));
         let started = Instant::now();
         let mut wait = Wait::new(format!("the rollout of statefulset/{name}"), sc.timeout);
         let lp = ListParams::default().labels(&sc.kube.selector);
@@ -229,6 +256,7 @@ impl Disruptor for RollingRestart {
             }
             wait.next(|| track.waiting()).await?;
         };
+        set(&self.running, None);
         report.event(&all, "rollout_complete", format!("revision {revision}: {} members replaced, one at a time, in {:.1} s", names.len(), started.elapsed().as_secs_f64()));
         Ok(())
     }
