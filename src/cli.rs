@@ -65,7 +65,7 @@ Examples:
   leaderwatch measure --method delete --target dlock-etcd-1 --out /data/gke-delete
   # routine maintenance: a rolling restart of the StatefulSet (kubectl rollout restart)
   leaderwatch measure --method rolling-restart --out /data/gke-rolling-restart
-  # a drain of the leader's node (not on Autopilot, whose nodes you cannot cordon)
+  # a drain of the leader's node (GKE Standard or the local cluster; Autopilot may refuse the cordon)
   leaderwatch measure --method drain --target leader --down 2m --out /data/std-drain
   # without the canary's writes to dlock's etcd (no client figures then)
   leaderwatch measure --canary off --out /data/gke-no-canary
