@@ -101,10 +101,7 @@ pub struct Cost {
 }
 
 fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.max(y)),
-        (x, y) => x.or(y),
-    }
+    a.into_iter().chain(b).reduce(f64::max)
 }
 
 /// The cost of `b`'s disruption; `None` when it had none.

@@ -45,13 +45,17 @@ impl KubeEvictor {
         KubeEvictor { pods, namespace: namespace.to_owned(), request_timeout, evict_timeout, dry_run, retry_every: RETRY_EVERY, clock, method: KubeMethod::Evict }
     }
 
-    fn eviction(&self, pod: &str) -> Eviction {
-        Eviction {
-            metadata: ObjectMeta { name: Some(pod.to_owned()), namespace: Some(self.namespace.clone()), ..ObjectMeta::default() },
-            delete_options: Some(DeleteOptions { dry_run: self.dry_run.then(|| vec!["All".to_owned()]), ..DeleteOptions::default() }),
-        }
-    }
+}
 
+/// The policy/v1 Eviction of `namespace/pod` (a server-side dry run with `dry_run`).
+pub fn eviction(namespace: &str, pod: &str, dry_run: bool) -> Eviction {
+    Eviction {
+        metadata: ObjectMeta { name: Some(pod.to_owned()), namespace: Some(namespace.to_owned()), ..ObjectMeta::default() },
+        delete_options: Some(DeleteOptions { dry_run: dry_run.then(|| vec!["All".to_owned()]), ..DeleteOptions::default() }),
+    }
+}
+
+impl KubeEvictor {
     /// One DELETE with the pod's own grace period; never retried (it may have landed).
     async fn delete(&self, member: &MemberName, uid: Option<String>, report: &Reporter) -> Result<()> {
         let dp = kube::api::DeleteParams { dry_run: self.dry_run, preconditions: uid.clone().map(|u| kube::api::Preconditions { uid: Some(u), resource_version: None }), ..Default::default() };
@@ -146,7 +150,7 @@ impl Disruptor for KubeEvictor {
         if self.method == KubeMethod::Delete {
             return self.delete(member, uid, &report).await;
         }
-        let body = self.eviction(&member.0);
+        let body = eviction(&self.namespace, &member.0, self.dry_run);
         let pp = PostParams { dry_run: self.dry_run, field_manager: None };
         let mut attempt = 0u32;
         loop {

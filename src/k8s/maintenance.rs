@@ -15,8 +15,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::api::policy::v1::Eviction;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
@@ -366,10 +364,7 @@ impl Disruptor for Drain {
             for p in pending {
                 let (ns, name) = key(&p);
                 let api: Api<Pod> = Api::namespaced(sc.client.clone(), &ns);
-                let body = Eviction {
-                    metadata: ObjectMeta { name: Some(name.clone()), namespace: Some(ns.clone()), ..ObjectMeta::default() },
-                    delete_options: Some(DeleteOptions { dry_run: sc.dry_run.then(|| vec!["All".to_owned()]), ..DeleteOptions::default() }),
-                };
+                let body = super::evict::eviction(&ns, &name, sc.dry_run);
                 let pp = PostParams { dry_run: sc.dry_run, field_manager: None };
                 let who = MemberName(name.clone());
                 match tokio::time::timeout(t, api.create_subresource::<_, kube::core::Status>("eviction", &name, &pp, &body)).await {
