@@ -23,7 +23,7 @@ ETCD_MOD    := lab/go/etcd
 export ETCD_BIN ?= $(TOOLS)/bin/etcd
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help deps deps-apt deps-py deps-etcd build test test-rust test-manifests test-shell test-notebook figures bench fuzz crosscheck rehearse clean-tools
+.PHONY: help deps deps-apt deps-py deps-etcd build image image-apt test-image test test-rust test-manifests test-shell test-notebook figures bench fuzz crosscheck rehearse clean-tools
 
 help:
 	@echo "make rehearse   install what is missing, build, run leaderwatch rehearse on a local 3-member etcd"
@@ -31,6 +31,7 @@ help:
 	@echo "make deps       only install what is missing (protoc, shellcheck, promtool; the .tools/ venv;"
 	@echo "                etcd + etcdctl 3.6.14 and the tests' independent writer lw-etcd-writer, built from"
 	@echo "                lab/go/etcd with Go >= 1.25 and the module proxy)"
+	@echo "make image      the container image, daemonless (umoci, Debian packages): OCI layout target/image/oci"
 	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, Prometheus side by side, observer cost, disk use"
 	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
 	@echo "make crosscheck only the member-health quantile against promtool (also part of make test)"
@@ -106,7 +107,28 @@ etcd-binaries-missing:
 build: deps-apt
 	$(CARGO) build --release --locked
 
-test: deps test-manifests test-shell test-rust test-notebook
+# The container image, built without a daemon or a pull (deploy/image/build.sh): the release
+# binary and Debian 12's base-files, netbase, tzdata, ca-certificates, libc6 and libgcc-s1
+# as a one-layer OCI image layout in target/image/oci (umoci), checked by skopeo, which also
+# pushes it (README, "Running it in the cluster"). runc runs it in the tests.
+IMAGE_DIR := $(CURDIR)/target/image
+image-apt:
+	@missing=""; \
+	for t in umoci skopeo runc; do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "image: installing$$missing"; \
+	  $(SUDO) apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+image: image-apt build
+	$(SUDO) DEB_CACHE=$(TOOLS)/debs deploy/image/build.sh target/release/leaderwatch $(IMAGE_DIR)
+
+# The image under runc as the kubelet runs it (tests/image.rs; root, runc, umoci).
+test-image: image deps
+	$(CARGO) test --locked --test image -- --ignored
+
+test: deps test-manifests test-shell test-rust test-notebook test-image
 
 # Benches are compiled (so they cannot rot) but not run: timings are not test assertions.
 # The quantile cross-check and the alert rule tests need promtool, the exporter's scrape test Debian's

@@ -136,6 +136,29 @@ pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
 /// in baseline.json whatever it says.
 pub const MIN_IDLE_OVERRIDE: &str = "LEADERWATCH_TEST_MIN_IDLE";
 
+/// Replace `measure`'s `--idle` and `--settle` whatever the command line says: the
+/// in-cluster Job test runs deploy/k8s/leaderwatch/job-measure.yaml, whose arguments say
+/// `--idle=20m --settle=5m`, with these in its environment (tests/in_cluster.rs). No
+/// manifest sets them; a run that used them says so on stderr, and baseline.json holds the
+/// windows' real lengths.
+pub const IDLE_OVERRIDE: &str = "LEADERWATCH_TEST_IDLE";
+pub const SETTLE_OVERRIDE: &str = "LEADERWATCH_TEST_SETTLE";
+
+/// `measure`'s idle and settle after [`IDLE_OVERRIDE`] and [`SETTLE_OVERRIDE`].
+pub fn test_windows(idle: Duration, settle: Duration) -> Result<(Duration, Duration), String> {
+    let pick = |name: &str, given: Duration| -> Result<Duration, String> {
+        match std::env::var(name) {
+            Ok(v) => {
+                let d = parse_duration(&v).map_err(|e| format!("{name}={v:?}: {e}"))?;
+                tracing::warn!("{name}={v}: a test override replaces {} (no product manifest sets it)", humantime::format_duration(given));
+                Ok(d)
+            }
+            Err(_) => Ok(given),
+        }
+    };
+    Ok((pick(IDLE_OVERRIDE, idle)?, pick(SETTLE_OVERRIDE, settle)?))
+}
+
 #[derive(Debug, Args)]
 pub struct MeasureArgs {
     #[command(flatten)]

@@ -136,13 +136,14 @@ async fn run_preflight(a: PreflightArgs) -> Result<(), Error> {
 
 async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     let kube = kube_options(&a.kube);
+    let (idle, settle) = leaderwatch::cli::test_windows(a.idle, a.settle).map_err(Error::Usage)?;
     let cfg = leaderwatch::measure::MeasureConfig {
         reach: a.kube.reach().map_err(Error::Usage)?,
         kube,
         sitting: SittingConfig {
             members: vec![], // discovered from the pods
-            idle: a.idle,
-            settle: a.settle,
+            idle,
+            settle,
             interval: a.cadence.interval,
             fast_interval: a.cadence.fast_interval,
             target: a.target.parse().map_err(Error::Usage)?,

@@ -62,6 +62,8 @@ pub struct Options {
     /// A surge node joins a zone when one of its nodes is cordoned, as a GKE surge upgrade
     /// adds one (`--surge-nodes`): a drained member then has a node to come back on.
     pub surge: bool,
+    /// Images served from OCI layouts besides etcd's (`--image`).
+    pub images: Vec<crate::images::OciSource>,
 }
 
 /// state.json: what `down`, `status` and tests read about a running cluster.
@@ -183,7 +185,7 @@ impl Lab {
         let mut tasks = Vec::new();
         let result: Result<(Arc<Shared>, Vec<NodeRow>)> = async {
             storage::create_classes(&client).await?;
-            let images = crate::images::prepare(&dir.join("images"), &o.tools.join("bin"))?;
+            let images = crate::images::prepare(&dir.join("images"), &o.tools.join("bin"), &o.images)?;
             let dns = Dns::default();
             tasks.push(tokio::spawn(dns.clone().follow(client.clone())));
             let dns_addr = SocketAddr::new(IpAddr::V4(net.gateway), 53);

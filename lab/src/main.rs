@@ -42,6 +42,11 @@ struct Cli {
     /// adds one: a drained member then comes back on it (without, it waits for the uncordon).
     #[arg(long, global = true)]
     surge_nodes: bool,
+    /// An image the kubelet can run besides etcd's, REF=LAYOUT[:TAG] (repeatable): pods
+    /// naming REF get the OCI layout's image, e.g.
+    /// --image europe-west1-docker.pkg.dev/lw-lab/dlock/leaderwatch:0.1.0=target/image/oci:0.1.0
+    #[arg(long = "image", global = true, value_name = "REF=LAYOUT[:TAG]")]
+    images: Vec<images::OciSource>,
     #[command(subcommand)]
     cmd: Cmd,
 }
@@ -116,7 +121,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Up { apiserver_args, .. } => apiserver_args.clone(),
         _ => vec![],
     };
-    let opts = lab::Options { dir: abs(cli.dir), tools: abs(cli.tools), apiserver_args, surge: cli.surge_nodes };
+    let opts = lab::Options { dir: abs(cli.dir), tools: abs(cli.tools), apiserver_args, surge: cli.surge_nodes, images: cli.images.into_iter().map(|mut i| { i.layout = abs(i.layout); i }).collect() };
     if let Cmd::Up { detach: true, .. } = cli.cmd {
         return detach(&opts);
     }
@@ -226,6 +231,9 @@ fn detach(opts: &lab::Options) -> Result<()> {
     cmd.arg("--dir").arg(&opts.dir).arg("--tools").arg(&opts.tools);
     if opts.surge {
         cmd.arg("--surge-nodes");
+    }
+    for i in &opts.images {
+        cmd.arg(format!("--image={}={}:{}", i.reference, i.layout.display(), i.tag));
     }
     cmd.arg("up");
     for a in &opts.apiserver_args {

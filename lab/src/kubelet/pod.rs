@@ -210,15 +210,17 @@ impl Worker {
         let name = c.name.clone();
         let image_ref = c.image.clone().unwrap_or_default();
         let Some(image) = self.sh.images.iter().find(|im| im.reference == image_ref) else {
-            let known: Vec<&str> = self.sh.images.iter().map(|im| im.reference).collect();
+            let known: Vec<&str> = self.sh.images.iter().map(|im| im.reference.as_str()).collect();
             self.event(Some(&name), Kind::Warning, "Failed", &format!("Failed to pull image \"{image_ref}\": the lw-lab image map has no such image (it has: {})", known.join(", "))).await;
             self.back_off(i, "ImagePullBackOff", &format!("Back-off pulling image \"{image_ref}\"")).await;
             return;
         };
         let psc = self.pod.spec.as_ref().and_then(|s| s.security_context.clone()).unwrap_or_default();
         let csc = c.security_context.clone().unwrap_or_default();
-        let uid = csc.run_as_user.or(psc.run_as_user).unwrap_or(0) as u32;
-        let gid = csc.run_as_group.or(psc.run_as_group).unwrap_or(0) as u32;
+        // The pod's user, else the image's USER, else root (as the kubelet resolves it).
+        let (image_uid, image_gid) = image.user.unwrap_or((0, 0));
+        let uid = csc.run_as_user.or(psc.run_as_user).map(|u| u as u32).unwrap_or(image_uid);
+        let gid = csc.run_as_group.or(psc.run_as_group).map(|g| g as u32).unwrap_or(image_gid);
         if csc.run_as_non_root.or(psc.run_as_non_root) == Some(true) && uid == 0 {
             let msg = "container has runAsNonRoot and image will run as root";
             self.event(Some(&name), Kind::Warning, "Failed", &format!("Error: {msg}")).await;
