@@ -17,7 +17,7 @@ LW_LAB       := lab/target/debug/lw-lab
 KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
   -X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 
-.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing lw-lab kube-up kube-down acceptance test-kube rehearse-kube
+.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing lw-lab kube-up kube-down acceptance test-kube test-in-cluster rehearse-kube
 kube-binaries-missing:
 
 kube-tools: kube-apt kube-binaries lw-lab deps-etcd
@@ -83,4 +83,9 @@ test-kube: kube-tools deps
 rehearse-kube: kube-tools build
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab measure --repo $(CURDIR) -- $(ARGS)
 
-test: acceptance test-kube
+# leaderwatch's own Job and Deployment from its image on the local cluster, Prometheus
+# scraping the sampler (tests/in_cluster.rs; root, runc, umoci, the built image).
+test-in-cluster: kube-tools image deps
+	$(CARGO) test --locked --test in_cluster -- --ignored
+
+test: acceptance test-kube test-in-cluster

@@ -198,8 +198,9 @@ pub struct MeasureArgs {
     /// Everything but the eviction (the Eviction is sent as a server-side dry run).
     #[arg(long)]
     pub dry_run: bool,
-    /// Cluster label recorded in baseline.json and every table.
-    #[arg(long, default_value = "GKE Autopilot, dlock-gke")]
+    /// Cluster label recorded in baseline.json and every table (or LEADERWATCH_ENVIRONMENT,
+    /// which a Job can set without changing its arguments).
+    #[arg(long, env = "LEADERWATCH_ENVIRONMENT", default_value = "GKE Autopilot, dlock-gke")]
     pub environment: String,
     /// Run directory.
     #[arg(long)]

@@ -11,7 +11,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,15 +21,8 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::PodSpec;
 use serde_json::{Value, json};
 
-/// What `deploy/image/build.sh` wrote into image.env.
-fn image_env() -> BTreeMap<String, String> {
-    let dir = std::env::var_os("LEADERWATCH_IMAGE_DIR").map(PathBuf::from).unwrap_or_else(|| support::repo("target/image"));
-    let text = std::fs::read_to_string(dir.join("image.env")).unwrap_or_else(|e| panic!("{}: {e}: build the image first (make image)", dir.join("image.env").display()));
-    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
-}
-
 fn reference() -> String {
-    let env = image_env();
+    let env = support::image_env();
     format!("{}:{}", env["IMAGE_LAYOUT"], env["IMAGE_TAG"])
 }
 
@@ -232,7 +224,7 @@ fn the_image_is_what_the_dockerfile_says_and_small() {
     for p in ["base-files", "netbase", "tzdata", "ca-certificates", "libc6", "libgcc-s1"] {
         assert!(status.iter().any(|s| s == p), "no dpkg status for {p}: {status:?}");
     }
-    let env = image_env();
+    let env = support::image_env();
     let compressed: u64 = env["IMAGE_COMPRESSED_BYTES"].parse().expect("size");
     let unpacked: u64 = env["IMAGE_UNPACKED_BYTES"].parse().expect("size");
     eprintln!("image {}: {compressed} bytes compressed, {unpacked} unpacked", env["IMAGE_DIGEST"]);

@@ -202,3 +202,12 @@ pub fn sample_rows_for<'a>(
 }
 pub mod fake_api;
 pub mod fake_member;
+
+/// What `deploy/image/build.sh` wrote into image.env (`make image`): the OCI layout, its
+/// tag, digest and sizes. LEADERWATCH_IMAGE_DIR overrides target/image.
+pub fn image_env() -> std::collections::BTreeMap<String, String> {
+    let dir = std::env::var_os("LEADERWATCH_IMAGE_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| repo("target/image"));
+    let path = dir.join("image.env");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}: build the image first (make image)", path.display()));
+    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
