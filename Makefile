@@ -32,7 +32,7 @@ help:
 	@echo "                etcd + etcdctl 3.6.14 and the tests' independent writer lw-etcd-writer, built from"
 	@echo "                lab/go/etcd with Go >= 1.25 and the module proxy)"
 	@echo "make image      the container image, daemonless (umoci, Debian packages): OCI layout target/image/oci"
-	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, Prometheus side by side, observer cost, disk use"
+	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, Prometheus side by side, observer cost, disk use, the image"
 	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
 	@echo "make crosscheck only the member-health quantile against promtool (also part of make test)"
 	@echo "make kube-tools build Kubernetes $(KUBE_VERSION) from lab/go/kube and lw-lab, install runc (docs/local-cluster.md)"
@@ -40,6 +40,8 @@ help:
 	@echo "make acceptance T-056's acceptance criteria 1-8 and §6 on a fresh local cluster (part of make test)"
 	@echo "make rehearse-kube  the GKE sitting on a fresh local cluster: measure --reach pod-ip, 20 min at rest (ARGS go to measure)"
 	@echo "make test-kube  leaderwatch's Kubernetes tests on the real local control plane (part of make test)"
+	@echo "make test-image the image under runc with the pods' securityContext (part of make test)"
+	@echo "make test-in-cluster  the Job and the Deployment from the image on the local cluster, Prometheus scraping (part of make test)"
 
 deps: deps-apt deps-py deps-etcd
 
@@ -147,7 +149,7 @@ test-rust: deps
 # continuous sampler's disk use (5 minutes at 1 s, bytes per row, gzip, --retain 30d). Each
 # appends its figures, with their goals, to $(BENCH_SUMMARY), printed at the end.
 BENCH_SUMMARY := $(CURDIR)/target/bench-summary.md
-bench: deps build
+bench: deps build image
 	@[ -x /usr/bin/time ] || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq time; }
 	@printf '| figure | measured | goal | |\n|---|---|---|---|\n' >$(BENCH_SUMMARY)
 	@b=$$(stat -c %s target/release/leaderwatch); \
@@ -159,6 +161,7 @@ bench: deps build
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/prometheus-vs-leaderwatch.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/observer-cost.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/disk-use.sh
+	BENCH_SUMMARY=$(BENCH_SUMMARY) IMAGE_DIR=$(IMAGE_DIR) $(if $(SUDO),$(SUDO) -E) bench/image.sh
 	@v=$$($(ETCD_BIN) --version | sed -n 's/^etcd Version: //p'); \
 	  echo; echo "make bench: every figure against its goal (local loopback, etcd $$v, $$(nproc) vCPU, $$(date -u +%FT%TZ))"; cat $(BENCH_SUMMARY)
 
@@ -200,7 +203,8 @@ figures: deps-py
 	  RUN_DIR=$$d $(VENV)/bin/python -c 'import nbformat; from nbclient import NotebookClient; nb = nbformat.read("notebooks/baseline.ipynb", as_version=4); NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()'; done
 
 test-shell: deps-apt
-	shellcheck deploy/k8s/apply.sh deploy/k8s/leaderwatch/baseline-from-log.sh tests/stubs/kubectl .ci/run
+	shellcheck deploy/k8s/apply.sh deploy/k8s/leaderwatch/baseline-from-log.sh deploy/image/rootfs.sh deploy/image/build.sh tests/stubs/kubectl .ci/run
+	shellcheck -x bench/image.sh lab/in-cluster-sitting.sh
 	@# Negative control: an unquoted expansion must be caught, or the line above proves nothing.
 	@t=$$(mktemp); printf '#!/bin/sh\nrm -rf $$1/cache\n' >"$$t"; \
 	  if shellcheck "$$t" >/dev/null; then rm -f "$$t"; echo "test-shell: shellcheck passed a script with an unquoted \$$1" >&2; exit 1; fi; \

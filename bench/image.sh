@@ -65,7 +65,7 @@ for i in $(seq 1 5); do
   t0=$(now)
   runc --root "$work/runc" run --bundle "$work/bundle" "lw-bench-sample-$$-$i" >/dev/null 2>&1 &
   pid=$!
-  until [ "$(wc -l <"$work/data/run/samples.csv" 2>/dev/null || echo 0)" -ge 2 ]; do sleep 0.005; done
+  until [ "$(wc -l 2>/dev/null <"$work/data/run/samples.csv" || echo 0)" -ge 2 ]; do sleep 0.005; done
   t1=$(now)
   wait "$pid"
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", 1000 * (b - a) }' >>"$work/first.txt"
