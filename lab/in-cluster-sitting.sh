@@ -12,6 +12,7 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 kver=$(sed -n 's|^\tk8s.io/kubernetes \(v[^ ]*\).*|\1|p' lab/go/kube/go.mod)
 export KUBECTL=$repo/.tools/kube-$kver/bin/kubectl KUBECONFIG=$repo/.tools/lab/kubeconfig
+# shellcheck source=/dev/null # written by make image
 . target/image/image.env
 ref=$(sed -n 's|^ *image: \(.*\)|\1|p' deploy/k8s/leaderwatch/job-measure.yaml | sed 's|/PROJECT/|/lw-lab/|')
 lab=(lab/target/debug/lw-lab --dir "$repo/.tools/lab" --tools "$repo/.tools")

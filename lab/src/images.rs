@@ -120,3 +120,21 @@ pub fn prepare(dir: &Path, tools_bin: &Path, oci: &[OciSource]) -> Result<Vec<Im
     }
     Ok(images)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::OciSource;
+
+    #[test]
+    fn image_arguments_name_a_reference_a_layout_and_a_tag() {
+        let s: OciSource = "europe-west1-docker.pkg.dev/lw-lab/dlock/leaderwatch:0.1.0=target/image/oci:0.1.0".parse().expect("parse");
+        assert_eq!((s.reference.as_str(), s.layout.to_str(), s.tag.as_str()), ("europe-west1-docker.pkg.dev/lw-lab/dlock/leaderwatch:0.1.0", Some("target/image/oci"), "0.1.0"));
+        let s: OciSource = "x:1=/tmp/oci".parse().expect("parse");
+        assert_eq!((s.layout.to_str(), s.tag.as_str()), (Some("/tmp/oci"), "latest"));
+        // A colon in a directory name is not a tag.
+        let s: OciSource = "x:1=/tmp/a:b/oci".parse().expect("parse");
+        assert_eq!((s.layout.to_str(), s.tag.as_str()), (Some("/tmp/a:b/oci"), "latest"));
+        assert!("target/image/oci:0.1.0".parse::<OciSource>().is_err(), "no REF=");
+        assert!("=target/image/oci".parse::<OciSource>().is_err(), "empty REF");
+    }
+}
