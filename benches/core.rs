@@ -15,13 +15,14 @@ use std::time::{Duration, Instant};
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::metrics::{extract, parse_full_page};
 use leaderwatch::io::probe::ProbeConfig;
-use leaderwatch::io::round::{probers, Sampler};
+use leaderwatch::io::round::{Sampler, probers};
 use leaderwatch::model::clock::{Clock, SystemClock};
-use nix::sys::resource::{getrusage, UsageWho};
+use nix::sys::resource::{UsageWho, getrusage};
 
 fn cpu() -> Duration {
     let u = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");
-    let t = |tv: nix::sys::time::TimeVal| Duration::new(tv.tv_sec() as u64, tv.tv_usec() as u32 * 1000);
+    let t =
+        |tv: nix::sys::time::TimeVal| Duration::new(tv.tv_sec() as u64, tv.tv_usec() as u32 * 1000);
     t(u.user_time()) + t(u.system_time())
 }
 
@@ -31,13 +32,24 @@ fn per_call(label: &str, n: u32, f: impl Fn()) {
         f();
     }
     let (wall, c) = (t0.elapsed() / n, (cpu() - c0) / n);
-    println!("{label:<44} {:>10.3} ms wall {:>10.3} ms CPU  (n={n})", wall.as_secs_f64() * 1e3, c.as_secs_f64() * 1e3);
+    println!(
+        "{label:<44} {:>10.3} ms wall {:>10.3} ms CPU  (n={n})",
+        wall.as_secs_f64() * 1e3,
+        c.as_secs_f64() * 1e3
+    );
 }
 
 fn main() {
-    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/metrics-etcd-3.6.14.txt"))
-        .expect("fixture page");
-    println!("extraction on a real etcd 3.6.14 /metrics page ({} bytes, {} lines)", page.len(), page.lines().count());
+    let page = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/metrics-etcd-3.6.14.txt"
+    ))
+    .expect("fixture page");
+    println!(
+        "extraction on a real etcd 3.6.14 /metrics page ({} bytes, {} lines)",
+        page.len(),
+        page.lines().count()
+    );
     per_call("full prometheus-parse of the page", 200, || {
         std::hint::black_box(parse_full_page(std::hint::black_box(&page)));
     });
@@ -90,7 +102,9 @@ fn summary(per_member: &[(usize, &str, f64)]) {
     let Ok(path) = std::env::var("BENCH_SUMMARY") else { return };
     let mut lines = String::new();
     for label in ["full", "fast"] {
-        let at = |n: usize| per_member.iter().find(|(m, l, _)| *m == n && *l == label).map(|(_, _, c)| *c);
+        let at = |n: usize| {
+            per_member.iter().find(|(m, l, _)| *m == n && *l == label).map(|(_, _, c)| *c)
+        };
         if let (Some(c3), Some(c7)) = (at(3), at(7)) {
             let ratio = c7 / c3;
             let met = if ratio <= 1.2 { "met" } else { "NOT met" };
@@ -100,7 +114,11 @@ fn summary(per_member: &[(usize, &str, f64)]) {
         }
     }
     use std::io::Write as _;
-    let written = std::fs::OpenOptions::new().create(true).append(true).open(&path).and_then(|mut f| f.write_all(lines.as_bytes()));
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(lines.as_bytes()));
     if let Err(e) = written {
         eprintln!("bench: cannot append to {path}: {e}");
     }

@@ -10,18 +10,23 @@ use leaderwatch::analysis::counts::Window;
 use leaderwatch::analysis::events::Tracker;
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
-use leaderwatch::io::round::{probers, Sampler};
+use leaderwatch::io::round::{Sampler, probers};
 use leaderwatch::model::clock::{Clock, SystemClock};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse().ok()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
         .unwrap_or(0)
 }
 
 fn main() {
-    let rounds: u64 = std::env::var("SOAK_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let rounds: u64 =
+        std::env::var("SOAK_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let full = std::env::var("SOAK_FULL").is_ok_and(|v| v == "1");
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {

@@ -38,7 +38,9 @@ pub enum Command {
     Rate(RateArgs),
     /// Every figure of two baselines (windows, causes, member health, recovery) side by
     /// side, matched by window, member and figure, with B − A.
-    #[command(after_help = "Example:\n  leaderwatch compare data/rehearsal-leader-*/baseline.json data/gke-*/baseline.json\n  leaderwatch compare A/baseline.json B/baseline.json -o json")]
+    #[command(
+        after_help = "Example:\n  leaderwatch compare data/rehearsal-leader-*/baseline.json data/gke-*/baseline.json\n  leaderwatch compare A/baseline.json B/baseline.json -o json"
+    )]
     Compare(CompareArgs),
     /// Check the spec's acceptance criteria 2-6 live on the cluster: PASS/FAIL with evidence.
     #[command(after_help = PREFLIGHT_EXAMPLES)]
@@ -104,7 +106,11 @@ pub struct KubeArgs {
 impl KubeArgs {
     /// `--port-forward`, else `--reach`.
     pub fn reach(&self) -> Result<crate::k8s::discover::Reach, String> {
-        if self.port_forward { Ok(crate::k8s::discover::Reach::PortForward) } else { self.reach.parse() }
+        if self.port_forward {
+            Ok(crate::k8s::discover::Reach::PortForward)
+        } else {
+            self.reach.parse()
+        }
     }
 }
 
@@ -126,7 +132,10 @@ pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
         Err(_) => crate::measure::MIN_IDLE,
     };
     if d < floor {
-        return Err(format!("{s:?}: a real sitting idles at least {} (the spec's window); use `rehearse` for short runs", humantime::format_duration(floor)));
+        return Err(format!(
+            "{s:?}: a real sitting idles at least {} (the spec's window); use `rehearse` for short runs",
+            humantime::format_duration(floor)
+        ));
     }
     Ok(d)
 }
@@ -150,7 +159,10 @@ pub fn test_windows(idle: Duration, settle: Duration) -> Result<(Duration, Durat
         match std::env::var(name) {
             Ok(v) => {
                 let d = parse_duration(&v).map_err(|e| format!("{name}={v:?}: {e}"))?;
-                tracing::warn!("{name}={v}: a test override replaces {} (no product manifest sets it)", humantime::format_duration(given));
+                tracing::warn!(
+                    "{name}={v}: a test override replaces {} (no product manifest sets it)",
+                    humantime::format_duration(given)
+                );
                 Ok(d)
             }
             Err(_) => Ok(given),
@@ -378,7 +390,11 @@ pub fn parse_confidence(s: &str) -> Result<f64, String> {
         None => s.trim().parse::<f64>(),
     }
     .map_err(|_| format!("{s:?} is not a number; use e.g. 0.95 or 95%"))?;
-    if v > 0.0 && v < 1.0 { Ok(v) } else { Err(format!("{s:?}: must be between 0 and 1 (e.g. 0.95)")) }
+    if v > 0.0 && v < 1.0 {
+        Ok(v)
+    } else {
+        Err(format!("{s:?}: must be between 0 and 1 (e.g. 0.95)"))
+    }
 }
 
 #[derive(Debug, Args)]
@@ -434,7 +450,8 @@ pub fn parse_retain(s: &str) -> Result<u32, String> {
 
 /// Parses a humantime duration such as `1s`, `250ms`, `20m`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?} is not a duration ({e}); use e.g. 500ms, 1s, 20m"))?;
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration ({e}); use e.g. 500ms, 1s, 20m"))?;
     if d.is_zero() {
         return Err(format!("{s:?}: must be greater than zero"));
     }

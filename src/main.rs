@@ -4,16 +4,19 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use clap::Parser;
-use leaderwatch::cli::{Cli, Command, CompareArgs, KubeArgs, MeasureArgs, PreflightArgs, RateArgs, ReportArgs, SampleArgs};
-use leaderwatch::k8s::{self, KubeOptions};
-use leaderwatch::model::clock::{Clock, SystemClock};
-use leaderwatch::model::member::parse_members;
+use leaderwatch::cli::{
+    Cli, Command, CompareArgs, KubeArgs, MeasureArgs, PreflightArgs, RateArgs, ReportArgs,
+    SampleArgs,
+};
 use leaderwatch::io::probe::{ProbeConfig, TlsFiles};
 use leaderwatch::io::read;
+use leaderwatch::k8s::{self, KubeOptions};
 use leaderwatch::model::baseline::Environment;
+use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::model::member::parse_members;
 use leaderwatch::sample::{self, SampleConfig};
 use leaderwatch::sitting::SittingConfig;
-use leaderwatch::{exit, Error};
+use leaderwatch::{Error, exit};
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -58,7 +61,12 @@ fn main() {
 /// exit 2; `--help` and `--version` print as clap prints them.
 fn usage_error(e: clap::Error) -> ! {
     use clap::error::ErrorKind;
-    if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
         e.exit();
     }
     let text = e.to_string();
@@ -84,7 +92,7 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
                 "--metrics-interval {} is shorter than --interval {}",
                 humantime::format_duration(m),
                 humantime::format_duration(a.interval)
-            )))
+            )));
         }
         Some(m) => leaderwatch::io::round::rounds_per_page(m, a.interval),
     };
@@ -181,13 +189,26 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
 
 fn run_report(a: ReportArgs) -> Result<(), Error> {
     if a.alert_rule {
-        let baselines = a.baselines.iter().map(|p| read::baseline(p).map(|b| (p.clone(), b))).collect::<Result<Vec<_>, _>>()?;
+        let baselines = a
+            .baselines
+            .iter()
+            .map(|p| read::baseline(p).map(|b| (p.clone(), b)))
+            .collect::<Result<Vec<_>, _>>()?;
         let format = match a.format.as_deref() {
             None | Some("rules") => "rules",
             Some("prometheus") => "prometheus",
-            Some(f) => return Err(Error::Usage(format!("--alert-rule writes --format rules or prometheus, not {f}"))),
+            Some(f) => {
+                return Err(Error::Usage(format!(
+                    "--alert-rule writes --format rules or prometheus, not {f}"
+                )));
+            }
         };
-        let p = leaderwatch::render::alert::Params { window: a.window, disruptions: a.disruptions, allow_local: a.allow_local, scrape_interval: a.scrape_interval };
+        let p = leaderwatch::render::alert::Params {
+            window: a.window,
+            disruptions: a.disruptions,
+            allow_local: a.allow_local,
+            scrape_interval: a.scrape_interval,
+        };
         let d = leaderwatch::render::alert::derive(&baselines, &p)?;
         for l in &d.lines {
             eprintln!("{l}");
@@ -200,11 +221,16 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
     }
     // Each baseline with the events.csv beside it (the rate rows): one unreadable file is
     // one line and exit 2, for the table as for the CSV.
-    let baselines = a.baselines.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
+    let baselines =
+        a.baselines.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
     match (a.update, a.format.as_deref()) {
         (Some(readme), _) => {
             let changed = leaderwatch::io::readme::update(&readme, &baselines)?;
-            eprintln!("{}: {}", readme.display(), if changed { "baseline table updated" } else { "already up to date" });
+            eprintln!(
+                "{}: {}",
+                readme.display(),
+                if changed { "baseline table updated" } else { "already up to date" }
+            );
         }
         (None, Some("csv")) => print!("{}", leaderwatch::render::report::render_csv(&baselines)?),
         (None, _) => println!("{}", leaderwatch::render::report::render(&baselines, None)),
@@ -216,7 +242,10 @@ fn run_rate(a: RateArgs) -> Result<(), Error> {
     let sources = read::sources(&a.paths)?;
     let r = leaderwatch::analysis::rate::pool(&sources, a.confidence);
     match a.output.as_str() {
-        "json" => println!("{}", serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(format!("json: {e}")))?),
+        "json" => println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(format!("json: {e}")))?
+        ),
         "csv" => {
             let mut w = csv::Writer::from_writer(std::io::stdout());
             for m in leaderwatch::analysis::rate::measurements(&r) {
@@ -231,7 +260,10 @@ fn run_rate(a: RateArgs) -> Result<(), Error> {
 
 fn run_compare(a: CompareArgs) -> Result<(), Error> {
     let (ba, bb) = (read::baseline(&a.a)?, read::baseline(&a.b)?);
-    let (ma, mb) = (leaderwatch::analysis::measurements::measurements(&a.a, &ba), leaderwatch::analysis::measurements::measurements(&a.b, &bb));
+    let (ma, mb) = (
+        leaderwatch::analysis::measurements::measurements(&a.a, &ba),
+        leaderwatch::analysis::measurements::measurements(&a.b, &bb),
+    );
     let diffs = leaderwatch::analysis::measurements::compare(&ma, &mb);
     if a.output == "json" {
         println!("{}", serde_json::to_string_pretty(&diffs).unwrap_or_default());

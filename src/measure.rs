@@ -9,18 +9,18 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client};
 
-use crate::{Error, Result};
 use crate::io::probe::ProbeConfig;
-use crate::k8s::{timing, watch, KubeOptions};
-use crate::k8s::discover::{connect, Reach};
+use crate::k8s::discover::{Reach, connect};
 use crate::k8s::evict::KubeEvictor;
 use crate::k8s::maintenance::{Drain, RollingRestart, Scope};
-use crate::model::member::MemberName;
-use crate::sitting::Target;
 use crate::k8s::preflight::{self, PreflightOptions};
+use crate::k8s::{KubeOptions, timing, watch};
 use crate::model::baseline::{Baseline, Environment, EnvironmentKind, KubeMethod};
 use crate::model::clock::Clock;
+use crate::model::member::MemberName;
+use crate::sitting::Target;
 use crate::sitting::{self, SittingConfig};
+use crate::{Error, Result};
 
 /// The spec's observation window: a real sitting is never shorter.
 pub const MIN_IDLE: Duration = Duration::from_secs(20 * 60);
@@ -40,8 +40,17 @@ pub struct MeasureConfig {
     pub down: Duration,
 }
 
-pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shutdown: impl Future<Output = ()>) -> Result<Baseline> {
-    let po = PreflightOptions { reach: cfg.reach, probe: ProbeConfig { with_metrics: false, ..cfg.sitting.probe.clone() }, ..PreflightOptions::default() };
+pub async fn run(
+    client: Client,
+    cfg: MeasureConfig,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Baseline> {
+    let po = PreflightOptions {
+        reach: cfg.reach,
+        probe: ProbeConfig { with_metrics: false, ..cfg.sitting.probe.clone() },
+        ..PreflightOptions::default()
+    };
     let checks = preflight::run(&client, &cfg.kube, &po, clock.clone()).await?;
     eprintln!("{}", preflight::render(&checks));
     let failed: Vec<&str> = checks.iter().filter(|c| !c.pass).map(|c| c.name).collect();
@@ -80,7 +89,11 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
         members: members.clone(),
         environment: Environment {
             kind: EnvironmentKind::Kubernetes,
-            description: format!("{label}, {} members{}", members.len(), if cfg.dry_run { ", DRY RUN (nothing evicted)" } else { "" }),
+            description: format!(
+                "{label}, {} members{}",
+                members.len(),
+                if cfg.dry_run { ", DRY RUN (nothing evicted)" } else { "" }
+            ),
             members: vec![],
             etcd_versions: vec![],
             heartbeat_ms,
@@ -89,15 +102,34 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
         },
         ..cfg.sitting
     };
-    let scope = Scope { client: client.clone(), kube: cfg.kube.clone(), timeout: cfg.evict_timeout, dry_run: cfg.dry_run };
+    let scope = Scope {
+        client: client.clone(),
+        kube: cfg.kube.clone(),
+        timeout: cfg.evict_timeout,
+        dry_run: cfg.dry_run,
+    };
     let result = match cfg.method {
         KubeMethod::Evict | KubeMethod::Delete => {
             let pods: Api<Pod> = Api::namespaced(client, &cfg.kube.namespace);
-            let evictor = KubeEvictor { method: cfg.method, ..KubeEvictor::new(pods, &cfg.kube.namespace, cfg.kube.request_timeout, cfg.evict_timeout, cfg.dry_run, clock.clone()) };
+            let evictor = KubeEvictor {
+                method: cfg.method,
+                ..KubeEvictor::new(
+                    pods,
+                    &cfg.kube.namespace,
+                    cfg.kube.request_timeout,
+                    cfg.evict_timeout,
+                    cfg.dry_run,
+                    clock.clone(),
+                )
+            };
             sitting::run(sitting, evictor, clock, Some(rx), shutdown).await
         }
-        KubeMethod::RollingRestart => sitting::run(sitting, RollingRestart::new(scope), clock, Some(rx), shutdown).await,
-        KubeMethod::Drain => sitting::run(sitting, Drain::new(scope, cfg.down), clock, Some(rx), shutdown).await,
+        KubeMethod::RollingRestart => {
+            sitting::run(sitting, RollingRestart::new(scope), clock, Some(rx), shutdown).await
+        }
+        KubeMethod::Drain => {
+            sitting::run(sitting, Drain::new(scope, cfg.down), clock, Some(rx), shutdown).await
+        }
     };
     for w in watchers {
         w.abort();
@@ -108,8 +140,14 @@ pub async fn run(client: Client, cfg: MeasureConfig, clock: Arc<dyn Clock>, shut
 
 /// The member a StatefulSet's rolling update replaces first: the highest ordinal.
 fn first_replaced(members: &[crate::model::member::Member]) -> MemberName {
-    let ordinal = |m: &crate::model::member::Member| m.name.0.rsplit('-').next().and_then(|o| o.parse::<u64>().ok());
-    members.iter().max_by_key(|m| (ordinal(m), m.name.0.clone())).map(|m| m.name.clone()).unwrap_or_else(|| MemberName(String::new()))
+    let ordinal = |m: &crate::model::member::Member| {
+        m.name.0.rsplit('-').next().and_then(|o| o.parse::<u64>().ok())
+    };
+    members
+        .iter()
+        .max_by_key(|m| (ordinal(m), m.name.0.clone()))
+        .map(|m| m.name.clone())
+        .unwrap_or_else(|| MemberName(String::new()))
 }
 
 /// `dlock-etcd-` for `dlock-etcd-0, dlock-etcd-1, dlock-etcd-2`: which Events are about members.

@@ -9,15 +9,15 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use crate::{render::report, Error, Result};
 use crate::cli::RehearseArgs;
-use crate::io::read;
 use crate::io::disrupt::{LocalDisruptor, Method};
 use crate::io::local::{LocalCluster, LocalOptions};
 use crate::io::probe::ProbeConfig;
+use crate::io::read;
 use crate::model::baseline::{BASELINE, Environment, EnvironmentKind};
 use crate::model::clock::{Clock, SystemClock};
 use crate::sitting::{self, SittingConfig, Target};
+use crate::{Error, Result, render::report};
 
 /// The kubelet's default grace, and the StatefulSet's terminationGracePeriodSeconds.
 const GRACE: Duration = Duration::from_secs(30);
@@ -29,14 +29,27 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
         return Err(Error::Usage("--fast-interval must not be longer than --interval".to_owned()));
     }
     // A name is checked against m0..m{n-1} before anything starts.
-    let names: Vec<crate::model::member::Member> =
-        (0..a.members).map(|i| crate::model::member::Member { name: crate::model::member::MemberName(format!("m{i}")), url: String::new() }).collect();
+    let names: Vec<crate::model::member::Member> = (0..a.members)
+        .map(|i| crate::model::member::Member {
+            name: crate::model::member::MemberName(format!("m{i}")),
+            url: String::new(),
+        })
+        .collect();
     target.check(&names).map_err(Error::Usage)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let out = a
-        .out
-        .unwrap_or_else(|| PathBuf::from(format!("data/rehearsal-{}-{}-{}", a.target, method.name(), clock.now().format("%Y%m%dT%H%M%SZ"))));
-    let opts = LocalOptions { members: a.members as usize, etcd_bin: a.etcd_bin, ..LocalOptions::default() };
+    let out = a.out.unwrap_or_else(|| {
+        PathBuf::from(format!(
+            "data/rehearsal-{}-{}-{}",
+            a.target,
+            method.name(),
+            clock.now().format("%Y%m%dT%H%M%SZ")
+        ))
+    });
+    let opts = LocalOptions {
+        members: a.members as usize,
+        etcd_bin: a.etcd_bin,
+        ..LocalOptions::default()
+    };
     tracing::info!(members = opts.members, "starting a local etcd cluster");
     let cluster = LocalCluster::start(opts).await?;
     let members = cluster.members();

@@ -11,14 +11,14 @@ use tokio::time::MissedTickBehavior;
 use crate::Result;
 use crate::io::canary::{Canary, CanaryConfig};
 use crate::io::probe::ProbeConfig;
-use crate::io::recorder::{new_run_id, Recorder};
-use crate::io::round::{probers, Sampler};
+use crate::io::recorder::{Recorder, new_run_id};
+use crate::io::round::{Sampler, probers};
 use crate::model::baseline::WindowName;
 use crate::model::clock::{Clock, Stamp};
 use crate::model::counts::LeaderChanges;
 use crate::model::event::Event;
 use crate::model::member::Member;
-use crate::model::summary::{explain, EndedBy, MemberRef, SCHEMA_VERSION, Summary};
+use crate::model::summary::{EndedBy, MemberRef, SCHEMA_VERSION, Summary, explain};
 
 pub const SUMMARY: &str = "summary.json";
 
@@ -46,7 +46,11 @@ pub struct SampleConfig {
 }
 
 /// Runs the sampler until `cfg.duration` or `shutdown`, whichever comes first.
-pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future<Output = ()>) -> Result<Summary> {
+pub async fn run(
+    cfg: SampleConfig,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Summary> {
     let mut sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
     // Bound before anything is written: a taken port is bad input, not a half-started run.
     let exporter = match cfg.metrics_addr {
@@ -54,7 +58,14 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         None => None,
     };
     let run_id = new_run_id(clock.as_ref());
-    let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), WindowName::Sample, cfg.members.len(), cfg.cause_horizon)?;
+    let mut rec = Recorder::open(
+        &cfg.out,
+        &run_id,
+        clock.as_ref(),
+        WindowName::Sample,
+        cfg.members.len(),
+        cfg.cause_horizon,
+    )?;
     let started = clock.stamp();
     let names: Vec<String> = cfg.members.iter().map(|m| format!("{}={}", m.name, m.url)).collect();
     rec.event(Event::stamped(
@@ -62,7 +73,11 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
         "leaderwatch",
         "",
         "run_started",
-        format!("interval {}; members {}", humantime::format_duration(cfg.interval), names.join(" ")),
+        format!(
+            "interval {}; members {}",
+            humantime::format_duration(cfg.interval),
+            names.join(" ")
+        ),
     ))?;
     if let Some(r) = cfg.rotation {
         rec.rotate_daily(r, clock.now())?;
@@ -73,7 +88,9 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
     tracing::info!(run_id, out = %cfg.out.display(), members = cfg.members.len(), "sampling");
 
     let mut canary = start_canary(&cfg, &run_id, &clock, &mut rec).await?;
-    let ended_by = sample_until_stopped(&cfg, started, &mut sampler, &mut rec, canary.as_mut(), shutdown).await?;
+    let ended_by =
+        sample_until_stopped(&cfg, started, &mut sampler, &mut rec, canary.as_mut(), shutdown)
+            .await?;
     sampler.abort();
     if let Some(c) = canary.take() {
         rec.canary(&c.stop().await)?;
@@ -86,12 +103,31 @@ pub async fn run(cfg: SampleConfig, clock: Arc<dyn Clock>, shutdown: impl Future
 
 /// `--canary`: started, or, when it cannot connect, left out with a `canary_failed` row
 /// (sampling does not need it).
-async fn start_canary(cfg: &SampleConfig, run_id: &str, clock: &Arc<dyn Clock>, rec: &mut Recorder) -> Result<Option<Canary>> {
+async fn start_canary(
+    cfg: &SampleConfig,
+    run_id: &str,
+    clock: &Arc<dyn Clock>,
+    rec: &mut Recorder,
+) -> Result<Option<Canary>> {
     let Some(timeout) = cfg.canary else { return Ok(None) };
-    match Canary::start(&cfg.members, &cfg.probe, CanaryConfig { every: cfg.interval, timeout }, run_id, clock.clone()).await {
+    match Canary::start(
+        &cfg.members,
+        &cfg.probe,
+        CanaryConfig { every: cfg.interval, timeout },
+        run_id,
+        clock.clone(),
+    )
+    .await
+    {
         Ok(c) => {
             rec.canary_started(clock.stamp(), cfg.interval);
-            rec.event(Event::stamped(clock.stamp(), "leaderwatch", "", "canary_started", format!("{} every {}", c.key(), humantime::format_duration(cfg.interval))))?;
+            rec.event(Event::stamped(
+                clock.stamp(),
+                "leaderwatch",
+                "",
+                "canary_started",
+                format!("{} every {}", c.key(), humantime::format_duration(cfg.interval)),
+            ))?;
             Ok(Some(c))
         }
         Err(e) => {
@@ -138,13 +174,27 @@ async fn sample_until_stopped(
 
 /// summary.json of the run that just ended: its counts, elections, health and client
 /// figures, and the residual rate of every run in the directory.
-fn summarize(cfg: &SampleConfig, run_id: &str, started: Stamp, ended: Stamp, ended_by: EndedBy, rec: &mut Recorder) -> Result<Summary> {
+fn summarize(
+    cfg: &SampleConfig,
+    run_id: &str,
+    started: Stamp,
+    ended: Stamp,
+    ended_by: EndedBy,
+    rec: &mut Recorder,
+) -> Result<Summary> {
     let counts = rec.counts();
     let rounds = rec.rounds();
     let health = rec.health();
     let client = rec.client();
-    let elections_detail: Vec<_> = rec.close_windows(true)?.into_iter().flat_map(|w| w.elections_detail).collect();
-    rec.event(Event::stamped(ended, "leaderwatch", "", "run_ended", format!("{ended_by}; {rounds} round(s)")))?;
+    let elections_detail: Vec<_> =
+        rec.close_windows(true)?.into_iter().flat_map(|w| w.elections_detail).collect();
+    rec.event(Event::stamped(
+        ended,
+        "leaderwatch",
+        "",
+        "run_ended",
+        format!("{ended_by}; {rounds} round(s)"),
+    ))?;
     // Every run of this directory, this one just ended included (events.csv is flushed).
     let residual = match crate::io::read::residual(&cfg.out, 0.95) {
         Ok(r) => {
@@ -165,7 +215,11 @@ fn summarize(cfg: &SampleConfig, run_id: &str, started: Stamp, ended: Stamp, end
         duration_s: started.secs_to(&ended),
         ended_by,
         rounds,
-        members: cfg.members.iter().map(|m| MemberRef { name: m.name.clone(), endpoint: m.url.clone() }).collect(),
+        members: cfg
+            .members
+            .iter()
+            .map(|m| MemberRef { name: m.name.clone(), endpoint: m.url.clone() })
+            .collect(),
         leader_changes: LeaderChanges::from_counts(&counts),
         elections: counts.elections,
         leader_transitions: counts.leader_transitions.clone(),

@@ -23,22 +23,25 @@ use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio::task::JoinHandle;
 use tokio::time::{Interval, MissedTickBehavior};
 
-use crate::{Error, Result};
-use crate::analysis::recovery::{max_term, Change, Outcome, RecoveryTracker};
+use crate::analysis::recovery::{Change, Outcome, RecoveryTracker, max_term};
 use crate::io::canary::{Canary, CanaryConfig};
 use crate::io::disrupt::{Disruptor, Report, Reporter};
 use crate::io::probe::ProbeConfig;
-use crate::io::recorder::{new_run_id, Recorder};
-use crate::io::round::{probers, Sampler};
-use crate::model::baseline::{BASELINE, Baseline, Disruption, Environment, GroundTruth, KubeMethod, SCHEMA_VERSION, Status, Step, WindowName};
+use crate::io::recorder::{Recorder, new_run_id};
+use crate::io::round::{Sampler, probers};
+use crate::model::baseline::{
+    BASELINE, Baseline, Disruption, Environment, GroundTruth, KubeMethod, SCHEMA_VERSION, Status,
+    Step, WindowName,
+};
 use crate::model::canary::Kind;
-use crate::model::clock::{mono_secs, Clock, Stamp};
+use crate::model::clock::{Clock, Stamp, mono_secs};
 use crate::model::event::Event;
 use crate::model::member::{Member, MemberName};
 use crate::model::observation::Round;
 use crate::render::progress::Progress;
+use crate::{Error, Result};
 
-pub use crate::analysis::recovery::{healthy_list, resolve_target, CATCH_UP_BOUND, Target};
+pub use crate::analysis::recovery::{CATCH_UP_BOUND, Target, healthy_list, resolve_target};
 
 /// How long the sitting keeps sampling (fast) for a single leader when at_rest ends.
 pub const TARGET_WAIT: Duration = Duration::from_secs(10);
@@ -157,7 +160,14 @@ pub async fn run<D: Disruptor>(
         Some(addr) => Some(crate::io::exporter::start(addr, cfg.interval).await?),
         None => None,
     };
-    let mut rec = Recorder::open(&cfg.out, &run_id, clock.as_ref(), WindowName::AtRest, cfg.members.len(), cfg.cause_horizon)?;
+    let mut rec = Recorder::open(
+        &cfg.out,
+        &run_id,
+        clock.as_ref(),
+        WindowName::AtRest,
+        cfg.members.len(),
+        cfg.cause_horizon,
+    )?;
     if let Some((e, bound)) = exporter {
         rec.export_to(e, bound, clock.stamp())?;
     }
@@ -174,12 +184,16 @@ pub async fn run<D: Disruptor>(
         log: None,
         canary: None,
     };
-    s.event("", "sitting_started", format!(
-        "idle {}, settle {}, target {:?}",
-        humantime::format_duration(cfg.idle),
-        humantime::format_duration(cfg.settle),
-        cfg.target
-    ))?;
+    s.event(
+        "",
+        "sitting_started",
+        format!(
+            "idle {}, settle {}, target {:?}",
+            humantime::format_duration(cfg.idle),
+            humantime::format_duration(cfg.settle),
+            cfg.target
+        ),
+    )?;
     let ended = s.phases(disruptor).await;
     s.progress.finish();
     s.sampler.abort();
@@ -208,7 +222,13 @@ fn rec_err<E: Into<Error>>(e: E) -> std::result::Result<Cut, Error> {
 
 impl Sitting<'_> {
     fn event(&mut self, member: &str, kind: &str, detail: impl Into<String>) -> Result<()> {
-        Ok(self.rec.event(Event::stamped(self.clock.stamp(), "leaderwatch", member, kind, detail))?)
+        Ok(self.rec.event(Event::stamped(
+            self.clock.stamp(),
+            "leaderwatch",
+            member,
+            kind,
+            detail,
+        ))?)
     }
 
     /// Waits for the next tick, then takes a round that waits at most `wait` for each
@@ -248,9 +268,13 @@ impl Sitting<'_> {
     }
 
     /// Records the canary's finished ops.
-    fn canary_ops(&mut self, ops: Vec<crate::model::canary::Op>) -> std::result::Result<(), crate::io::record::RecordError> {
+    fn canary_ops(
+        &mut self,
+        ops: Vec<crate::model::canary::Op>,
+    ) -> std::result::Result<(), crate::io::record::RecordError> {
         if let Some(log) = self.log.as_mut() {
-            log.write_oks.extend(ops.iter().filter(|o| o.ok && o.kind == Kind::Write).map(|o| o.done));
+            log.write_oks
+                .extend(ops.iter().filter(|o| o.ok && o.kind == Kind::Write).map(|o| o.done));
         }
         self.rec.canary(&ops)
     }
@@ -307,7 +331,10 @@ impl Sitting<'_> {
                 None => "no round yet".to_owned(),
             };
             if choosing.mono.elapsed() >= TARGET_WAIT {
-                return Err(Ok(Cut::new(format!("cannot choose the target within {}: {err}", humantime::format_duration(TARGET_WAIT)))));
+                return Err(Ok(Cut::new(format!(
+                    "cannot choose the target within {}: {err}",
+                    humantime::format_duration(TARGET_WAIT)
+                ))));
             }
             let Some(r) = self.next_round(&mut tick, cfg.fast_interval).await else {
                 return Err(self.interrupted("at_rest"));
@@ -333,7 +360,12 @@ impl Sitting<'_> {
         Ok(())
     }
 
-    async fn disruption<D: Disruptor>(&mut self, disruptor: D, target: MemberName, was_leader: bool) -> Phase {
+    async fn disruption<D: Disruptor>(
+        &mut self,
+        disruptor: D,
+        target: MemberName,
+        was_leader: bool,
+    ) -> Phase {
         let cfg = self.cfg;
         let n = cfg.members.len();
         let method = disruptor.method();
@@ -343,14 +375,30 @@ impl Sitting<'_> {
             match Canary::start(&cfg.members, &cfg.probe, c, &run_id, self.clock.clone()).await {
                 Ok(c) => {
                     self.rec.canary_started(self.clock.stamp(), cfg.fast_interval);
-                    self.event("", "canary_started", format!("{} every {}, deadline {}", c.key(), humantime::format_duration(cfg.fast_interval), humantime::format_duration(timeout)))
-                        .map_err(Err)?;
+                    self.event(
+                        "",
+                        "canary_started",
+                        format!(
+                            "{} every {}, deadline {}",
+                            c.key(),
+                            humantime::format_duration(cfg.fast_interval),
+                            humantime::format_duration(timeout)
+                        ),
+                    )
+                    .map_err(Err)?;
                     self.canary = Some(c);
                     // Its first write (a lease grant and a Put) lands before the request, so
                     // what follows starts from a known-good client, not from its set-up.
                     if !self.canary_ready(CANARY_READY).await? {
-                        self.event("", "canary_not_ready", format!("no successful canary write within {}; disrupting anyway", humantime::format_duration(CANARY_READY)))
-                            .map_err(Err)?;
+                        self.event(
+                            "",
+                            "canary_not_ready",
+                            format!(
+                                "no successful canary write within {}; disrupting anyway",
+                                humantime::format_duration(CANARY_READY)
+                            ),
+                        )
+                        .map_err(Err)?;
                     }
                 }
                 // The sitting's own figures do not need it: go on without, and say so.
@@ -360,18 +408,42 @@ impl Sitting<'_> {
         let requested = self.clock.stamp();
         let role = crate::model::baseline::role(was_leader);
         self.rec
-            .event(Event::stamped(requested, "leaderwatch", &target.0, "disruption_requested", format!("{method} ({role})")))
+            .event(Event::stamped(
+                requested,
+                "leaderwatch",
+                &target.0,
+                "disruption_requested",
+                format!("{method} ({role})"),
+            ))
             .map_err(rec_err)?;
         self.progress.phase(&format!("disruption of {target} ({method})"), None);
-        let tracker = RecoveryTracker::new(target.clone(), n, requested, self.max_term, cfg.recovery_timeout);
-        let leader = self.last.as_ref().and_then(|r| resolve_target(&Target::Leader, r).ok()).map(|(m, _)| m);
+        let tracker =
+            RecoveryTracker::new(target.clone(), n, requested, self.max_term, cfg.recovery_timeout);
+        let leader = self
+            .last
+            .as_ref()
+            .and_then(|r| resolve_target(&Target::Leader, r).ok())
+            .map(|(m, _)| m);
         let members = cfg.members.iter().map(|m| m.name.0.clone()).collect();
-        self.log = Some(DisruptionLog { target: target.clone(), was_leader, leader, members, method, requested, tracker, steps: Vec::new(), attempts: 0, blocked_s: 0.0, write_oks: Vec::new() });
+        self.log = Some(DisruptionLog {
+            target: target.clone(),
+            was_leader,
+            leader,
+            members,
+            method,
+            requested,
+            tracker,
+            steps: Vec::new(),
+            attempts: 0,
+            blocked_s: 0.0,
+            write_oks: Vec::new(),
+        });
 
         let (tx, mut rx) = mpsc::unbounded_channel();
         let reporter = Reporter::new(tx, self.clock.clone(), source_of(&self.cfg.environment));
         let undo = disruptor.undo();
-        let mut task: Option<JoinHandle<Result<()>>> = Some(tokio::spawn(disruptor.disrupt(target.clone(), reporter.clone())));
+        let mut task: Option<JoinHandle<Result<()>>> =
+            Some(tokio::spawn(disruptor.disrupt(target.clone(), reporter.clone())));
         let ended = self.recover(&mut rx, &mut task).await;
         // Whatever ended the phase, keep every report the disruptor sent.
         let mut finished = Ok(());
@@ -394,7 +466,11 @@ impl Sitting<'_> {
 
     /// The disruption window: rounds at the fast interval until the tracker says healthy
     /// or timed out, driven beside the disruptor's reports.
-    async fn recover(&mut self, rx: &mut UnboundedReceiver<Report>, task: &mut Option<JoinHandle<Result<()>>>) -> Phase {
+    async fn recover(
+        &mut self,
+        rx: &mut UnboundedReceiver<Report>,
+        task: &mut Option<JoinHandle<Result<()>>>,
+    ) -> Phase {
         let cfg = self.cfg;
         let n = cfg.members.len();
         // /metrics (the expensive page) once per slow interval; health and status every round.
@@ -450,7 +526,10 @@ impl Sitting<'_> {
                         return Ok(());
                     }
                     Change::TimedOut(_) => {
-                        tracing::warn!("no healthy {n}-member endpoint list within {}", humantime::format_duration(cfg.recovery_timeout));
+                        tracing::warn!(
+                            "no healthy {n}-member endpoint list within {}",
+                            humantime::format_duration(cfg.recovery_timeout)
+                        );
                         return Err(Ok(Cut::new(format!(
                             "no healthy {n}-member endpoint list within {} of the disruption (waiting for {waiting})",
                             humantime::format_duration(cfg.recovery_timeout)
@@ -510,7 +589,8 @@ impl Sitting<'_> {
         let mut environment = cfg.environment.clone();
         environment.members = cfg.members.iter().map(|m| m.name.0.clone()).collect();
         environment.etcd_versions = self.rec.versions().to_vec();
-        environment.description = environment.description.replace("{etcd}", &environment.etcd_versions.join("/"));
+        environment.description =
+            environment.description.replace("{etcd}", &environment.etcd_versions.join("/"));
         let baseline = Baseline {
             schema_version: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -522,13 +602,20 @@ impl Sitting<'_> {
             environment,
             cause_horizon_s: Some(cfg.cause_horizon.as_secs_f64()),
         };
-        self.event("", "sitting_ended", cut.as_ref().map_or("complete", |c| c.reason.as_str()).to_owned())?;
+        self.event(
+            "",
+            "sitting_ended",
+            cut.as_ref().map_or("complete", |c| c.reason.as_str()).to_owned(),
+        )?;
         let path = self.rec.write_json(BASELINE, &baseline)?;
         tracing::info!(baseline = %path.display(), status = %baseline.status, "sitting written");
         match cut {
             None => Ok(baseline),
             Some(Cut { error: Some(e @ Error::Kube(_)), .. }) => Err(e),
-            Some(Cut { reason, .. }) => Err(Error::Incomplete(format!("{reason}; what was measured is in {}", path.display()))),
+            Some(Cut { reason, .. }) => Err(Error::Incomplete(format!(
+                "{reason}; what was measured is in {}",
+                path.display()
+            ))),
         }
     }
 }
@@ -547,7 +634,10 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
     // (Microseconds: milliseconds would put a server event up to 1 ms before a local one
     // that it follows on the wall clock.)
     let mono_of = |e: &Event| {
-        e.at.map_or_else(|| (e.ts - req.utc).num_microseconds().map_or(0.0, |us| us as f64 / 1e6), |a| mono_secs(req.mono, a))
+        e.at.map_or_else(
+            || (e.ts - req.utc).num_microseconds().map_or(0.0, |us| us as f64 / 1e6),
+            |a| mono_secs(req.mono, a),
+        )
     };
     let ground_truth = log
         .steps
@@ -556,7 +646,10 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
         .filter(|e| e.at.is_some())
         .map(|e| {
             let compared = match e.kind.as_str() {
-                "sigterm_sent" | "sigkill_sent" | "sigstop_sent" | "eviction_accepted" | "delete_accepted" | "rollout_replacing" if e.member == log.target.0 => {
+                "sigterm_sent" | "sigkill_sent" | "sigstop_sent" | "eviction_accepted"
+                | "delete_accepted" | "rollout_replacing"
+                    if e.member == log.target.0 =>
+                {
                     t.lost.map(|m| ("member_lost_at", m))
                 }
                 "restarted" | "continued" => t.back.map(|m| ("member_back_at", m)),
@@ -572,15 +665,38 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
             }
         })
         .collect();
-    let maintenance = KubeMethod::of_recorded(&log.method).filter(|m| m.is_maintenance()).map(|op| {
-        let own: Vec<(f64, &Event)> = log.steps.iter().filter(|e| e.at.is_some()).map(|e| (mono_of(e), e)).collect();
-        crate::analysis::maintenance::record(op, &own, &log.members, log.leader.as_ref().map(|m| m.0.as_str()))
-    });
-    let mut steps: Vec<(f64, chrono::DateTime<chrono::Utc>, String)> = vec![(0.0, req.utc, "requested".to_owned())];
+    let maintenance =
+        KubeMethod::of_recorded(&log.method).filter(|m| m.is_maintenance()).map(|op| {
+            let own: Vec<(f64, &Event)> =
+                log.steps.iter().filter(|e| e.at.is_some()).map(|e| (mono_of(e), e)).collect();
+            crate::analysis::maintenance::record(
+                op,
+                &own,
+                &log.members,
+                log.leader.as_ref().map(|m| m.0.as_str()),
+            )
+        });
+    let mut steps: Vec<(f64, chrono::DateTime<chrono::Utc>, String)> =
+        vec![(0.0, req.utc, "requested".to_owned())];
     // A routine operation's steps name their member: several are replaced.
     let several = maintenance.is_some();
-    steps.extend(log.steps.iter().map(|e| (mono_of(e), e.ts, if several && !e.member.is_empty() { format!("{} {}", e.kind, e.member) } else { e.kind.clone() })));
-    for (m, label) in [(t.lost, "member_lost (measured)"), (t.back, "member_back (measured)"), (t.elected, "leader_elected (measured)"), (t.healthy, "healthy_list (measured)")] {
+    steps.extend(log.steps.iter().map(|e| {
+        (
+            mono_of(e),
+            e.ts,
+            if several && !e.member.is_empty() {
+                format!("{} {}", e.kind, e.member)
+            } else {
+                e.kind.clone()
+            },
+        )
+    }));
+    for (m, label) in [
+        (t.lost, "member_lost (measured)"),
+        (t.back, "member_back (measured)"),
+        (t.elected, "leader_elected (measured)"),
+        (t.healthy, "healthy_list (measured)"),
+    ] {
         if let Some(m) = m {
             steps.push((since(&m.at), m.at.utc, label.to_owned()));
         }

@@ -85,11 +85,15 @@ struct Run {
 impl Run {
     /// The calls; a run whose stub never ran fails here, so no count of 0 passes by it.
     fn calls(&self) -> &[String] {
-        self.calls.as_deref().unwrap_or_else(|| panic!("the kubectl stub was never called; stderr: {}", self.stderr))
+        self.calls
+            .as_deref()
+            .unwrap_or_else(|| panic!("the kubectl stub was never called; stderr: {}", self.stderr))
     }
     /// Index of the first call containing `needle`.
     fn pos(&self, needle: &str) -> usize {
-        self.calls().iter().position(|c| c.contains(needle)).unwrap_or_else(|| panic!("no kubectl call contains {needle:?}; calls: {:#?}", self.calls))
+        self.calls().iter().position(|c| c.contains(needle)).unwrap_or_else(|| {
+            panic!("no kubectl call contains {needle:?}; calls: {:#?}", self.calls)
+        })
     }
     fn count(&self, needle: &str) -> usize {
         self.calls().iter().filter(|c| c.contains(needle)).count()
@@ -123,8 +127,16 @@ fn apply_sh_order_is_namespace_etcd_rollout_health_then_workloads() {
     let rollout = r.pos("rollout status statefulset/dlock-etcd --timeout=11m");
     let health = r.pos("endpoint health --cluster -w json");
     let workloads = r.pos("lock-server/deployment.yaml");
-    assert!(ns < etcd && etcd < rollout && rollout < health && health < workloads, "{:#?}", r.calls());
-    assert!(r.calls()[etcd].ends_with("/etcd/"), "etcd applied as a directory: {}", r.calls()[etcd]);
+    assert!(
+        ns < etcd && etcd < rollout && rollout < health && health < workloads,
+        "{:#?}",
+        r.calls()
+    );
+    assert!(
+        r.calls()[etcd].ends_with("/etcd/"),
+        "etcd applied as a directory: {}",
+        r.calls()[etcd]
+    );
     assert!(r.calls()[health].contains("exec dlock-etcd-0"), "health asked inside member 0");
     assert!(r.calls()[workloads].contains("configmap.yaml"), "every other workload applied");
     assert_eq!(r.count("leaderwatch/"), 0, "leaderwatch/ is not a workload: {:#?}", r.calls());
@@ -194,13 +206,22 @@ fn apply_sh_rollout_wait_outlasts_the_startup_probe() {
     let script = fs::read_to_string(root.join("deploy/k8s/apply.sh")).expect("apply.sh");
     let default = script
         .lines()
-        .find_map(|l| l.strip_prefix("ROLLOUT_TIMEOUT=${ROLLOUT_TIMEOUT:-").and_then(|r| r.strip_suffix('}')))
+        .find_map(|l| {
+            l.strip_prefix("ROLLOUT_TIMEOUT=${ROLLOUT_TIMEOUT:-").and_then(|r| r.strip_suffix('}'))
+        })
         .expect("ROLLOUT_TIMEOUT default in apply.sh");
-    let wait = humantime::parse_duration(default).expect("a duration kubectl and humantime both read");
-    let sts: serde_yaml_ng::Value = serde_yaml_ng::from_str(&fs::read_to_string(root.join("deploy/k8s/etcd/statefulset.yaml")).expect("statefulset.yaml")).expect("yaml");
+    let wait =
+        humantime::parse_duration(default).expect("a duration kubectl and humantime both read");
+    let sts: serde_yaml_ng::Value = serde_yaml_ng::from_str(
+        &fs::read_to_string(root.join("deploy/k8s/etcd/statefulset.yaml"))
+            .expect("statefulset.yaml"),
+    )
+    .expect("yaml");
     let c = &sts["spec"]["template"]["spec"]["containers"][0];
-    let secs = |p: &serde_yaml_ng::Value, k: &str| p[k].as_u64().unwrap_or_else(|| panic!("{k} set"));
-    let startup = secs(&c["startupProbe"], "periodSeconds") * secs(&c["startupProbe"], "failureThreshold");
+    let secs =
+        |p: &serde_yaml_ng::Value, k: &str| p[k].as_u64().unwrap_or_else(|| panic!("{k} set"));
+    let startup =
+        secs(&c["startupProbe"], "periodSeconds") * secs(&c["startupProbe"], "failureThreshold");
     let readiness = secs(&c["readinessProbe"], "periodSeconds");
     assert!(
         wait.as_secs() > startup + readiness,

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaderwatch::io::probe::ProbeConfig;
-use leaderwatch::io::round::{probers, Sampler};
+use leaderwatch::io::round::{Sampler, probers};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::member::parse_members;
-use support::fake_member::{start, Misbehaviour};
+use support::fake_member::{Misbehaviour, start};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn misbehaving_members_are_recorded_with_one_clear_error_per_part() {
@@ -34,7 +34,10 @@ async fn misbehaving_members_are_recorded_with_one_clear_error_per_part() {
             let r = s.round().await;
             let o = &r.observations[0];
             let err = o.error_summary();
-            assert!(err.contains(&format!("metrics: {metrics_err}")) || err.contains(metrics_err), "{m:?}: {err}");
+            assert!(
+                err.contains(&format!("metrics: {metrics_err}")) || err.contains(metrics_err),
+                "{m:?}: {err}"
+            );
             assert!(err.contains(health_err), "{m:?}: {err}");
             assert!(err.contains("status: "), "{m:?}: the Status RPC fails too: {err}");
             assert!(o.probe_ms() < 5_000.0, "{m:?}: bounded by the timeout, {} ms", o.probe_ms());
@@ -48,17 +51,34 @@ async fn sample_keeps_recording_a_member_that_answers_garbage() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
     let o = tokio::process::Command::from(support::leaderwatch())
-        .args(["sample", "--interval", "200ms", "--duration", "2s", "--timeout", "1s", "--endpoint"])
+        .args([
+            "sample",
+            "--interval",
+            "200ms",
+            "--duration",
+            "2s",
+            "--timeout",
+            "1s",
+            "--endpoint",
+        ])
         .arg(format!("bad={url}"))
         .arg("--out")
         .arg(&out)
         .output()
         .await
         .expect("run");
-    assert_eq!(o.status.code(), Some(0), "a member's bad answers are data, not a failure: {}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "a member's bad answers are data, not a failure: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let rows = support::samples(&out);
     assert!(rows.len() >= 5);
-    assert!(rows.iter().all(|r| r["reachable"] == "false" && r["error"].contains("not etcd health JSON")));
+    assert!(
+        rows.iter()
+            .all(|r| r["reachable"] == "false" && r["error"].contains("not etcd health JSON"))
+    );
 }
 
 /// A 64 KiB tmpfs (needs root, as CI has): the run stops with exit 3 naming the file; every
@@ -67,7 +87,11 @@ async fn sample_keeps_recording_a_member_that_answers_garbage() {
 async fn a_full_disk_names_the_path_exits_3_and_keeps_earlier_rows() {
     let f = support::cluster().await;
     let mnt = tempfile::tempdir().expect("tempdir");
-    let st = std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"]).arg(mnt.path()).status().expect("mount");
+    let st = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k", "tmpfs"])
+        .arg(mnt.path())
+        .status()
+        .expect("mount");
     assert!(st.success(), "mounting a size-limited tmpfs needs root (CI runs as root)");
     struct Unmount(std::path::PathBuf);
     impl Drop for Unmount {
@@ -77,17 +101,31 @@ async fn a_full_disk_names_the_path_exits_3_and_keeps_earlier_rows() {
     }
     let _u = Unmount(mnt.path().to_owned());
     let out = mnt.path().join("run");
-    let mut args = vec!["sample".to_owned(), "--interval".into(), "20ms".into(), "--duration".into(), "60s".into(), "--out".into()];
+    let mut args = vec![
+        "sample".to_owned(),
+        "--interval".into(),
+        "20ms".into(),
+        "--duration".into(),
+        "60s".into(),
+        "--out".into(),
+    ];
     args.push(out.display().to_string());
     for m in f.cluster.members() {
         args.push("--endpoint".into());
         args.push(format!("{}={}", m.name, m.url));
     }
-    let o = tokio::process::Command::from(support::leaderwatch()).args(&args).output().await.expect("run");
+    let o = tokio::process::Command::from(support::leaderwatch())
+        .args(&args)
+        .output()
+        .await
+        .expect("run");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(3), "{err}");
     let last = err.trim().lines().last().unwrap_or_default();
-    assert!(last.contains(&out.display().to_string()) && last.contains("No space left on device"), "{last}");
+    assert!(
+        last.contains(&out.display().to_string()) && last.contains("No space left on device"),
+        "{last}"
+    );
 
     // Copy what is on the full disk out, and reopen it there: the torn line (if any) is cut.
     let copy = tempfile::tempdir().expect("tempdir");
@@ -108,9 +146,18 @@ fn a_bad_kubeconfig_is_one_line_and_exit_6() {
     let junk = dir.path().join("kubeconfig");
     std::fs::write(&junk, "this: [is not a kubeconfig").expect("write");
     for kc in [dir.path().join("missing"), junk] {
-        let o = support::leaderwatch().args(["preflight", "--kubeconfig"]).arg(&kc).output().expect("run");
+        let o = support::leaderwatch()
+            .args(["preflight", "--kubeconfig"])
+            .arg(&kc)
+            .output()
+            .expect("run");
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(6), "{err}");
-        assert!(err.trim().lines().count() == 1 && err.contains("Kubernetes config") && err.contains(&kc.display().to_string()), "{err}");
+        assert!(
+            err.trim().lines().count() == 1
+                && err.contains("Kubernetes config")
+                && err.contains(&kc.display().to_string()),
+            "{err}"
+        );
     }
 }

@@ -15,7 +15,12 @@ fn baselines() -> Vec<String> {
         .expect("runs")
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.join("baseline.json").exists())
-        .map(|p| format!("{RUNS}/{}/baseline.json", p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()))
+        .map(|p| {
+            format!(
+                "{RUNS}/{}/baseline.json",
+                p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+            )
+        })
         .collect();
     v.sort(); // as the shell's glob gave them
     v
@@ -24,12 +29,21 @@ fn baselines() -> Vec<String> {
 fn same_as_before(args: &[String], before: &str) {
     let out = leaderwatch().current_dir(repo(".")).args(args).output().expect("run leaderwatch");
     assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    let want = std::fs::read(repo(&format!("tests/fixtures/before-layers/{before}"))).expect("before file");
-    assert!(out.stdout == want, "{args:?} differs from {before}:\n{}", String::from_utf8_lossy(&out.stdout));
+    let want = std::fs::read(repo(&format!("tests/fixtures/before-layers/{before}")))
+        .expect("before file");
+    assert!(
+        out.stdout == want,
+        "{args:?} differs from {before}:\n{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 fn args(head: &[&str], tail: &[&str]) -> Vec<String> {
-    head.iter().map(|s| s.to_string()).chain(baselines()).chain(tail.iter().map(|s| s.to_string())).collect()
+    head.iter()
+        .map(|s| s.to_string())
+        .chain(baselines())
+        .chain(tail.iter().map(|s| s.to_string()))
+        .collect()
 }
 
 #[test]

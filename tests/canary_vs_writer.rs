@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use leaderwatch::io::disrupt::{LocalDisruptor, Method};
 use leaderwatch::io::probe::ProbeConfig;
-use leaderwatch::model::baseline::{Baseline, ElectionDetail, Environment, EnvironmentKind, Status, WindowName};
+use leaderwatch::model::baseline::{
+    Baseline, ElectionDetail, Environment, EnvironmentKind, Status, WindowName,
+};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::{self, SittingConfig, Target};
 
@@ -39,15 +41,26 @@ async fn leader_sitting(method: Method) -> (Baseline, Vec<writer::WriterOp>) {
         probe: ProbeConfig { timeout: Duration::from_secs(1), ..ProbeConfig::default() },
         out: f.out.path().to_owned(),
         recovery_timeout: Duration::from_secs(30),
-        environment: Environment { kind: EnvironmentKind::Local, description: "test".into(), ..Environment::default() },
+        environment: Environment {
+            kind: EnvironmentKind::Local,
+            description: "test".into(),
+            ..Environment::default()
+        },
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
         metrics_addr: None,
     };
     let cluster = Arc::new(tokio::sync::Mutex::new(f.cluster));
-    let d = LocalDisruptor { cluster: cluster.clone(), method, down: Duration::from_secs(2), grace: Duration::from_secs(30) };
+    let d = LocalDisruptor {
+        cluster: cluster.clone(),
+        method,
+        down: Duration::from_secs(2),
+        grace: Duration::from_secs(30),
+    };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let b = sitting::run(cfg, d, clock, None, std::future::pending()).await.unwrap_or_else(|e| panic!("sitting: {e}"));
+    let b = sitting::run(cfg, d, clock, None, std::future::pending())
+        .await
+        .unwrap_or_else(|e| panic!("sitting: {e}"));
     let ops = tokio::task::spawn_blocking(move || w.stop()).await.expect("writer");
     drop(cluster);
     (b, ops)
@@ -61,13 +74,19 @@ fn compare(b: &Baseline, ops: &[writer::WriterOp]) -> (f64, f64, f64, ElectionDe
     let e = dis.elections_detail.first().expect("election detail").clone();
     let canary = e.write_unavailable_s.expect("the canary ran through the election");
     let one = e.write_unavailable_one_in_flight_s.expect("and its one-in-flight figure");
-    let independent = writer::unavailable_over(ops, e.after, e.observed_at).expect("the writer wrote again after the election");
+    let independent = writer::unavailable_over(ops, e.after, e.observed_at)
+        .expect("the writer wrote again after the election");
     (canary, one, independent, e)
 }
 
 fn assert_agree(method: &str, (canary, one, independent, e): (f64, f64, f64, ElectionDetail)) {
-    eprintln!("{method}: canary {canary:.3} s, one in flight {one:.3} s, independent writer {independent:.3} s ({e:?})");
-    assert!((canary - independent).abs() <= AGREE_S, "{method}: canary {canary:.3} s vs independent writer {independent:.3} s");
+    eprintln!(
+        "{method}: canary {canary:.3} s, one in flight {one:.3} s, independent writer {independent:.3} s ({e:?})"
+    );
+    assert!(
+        (canary - independent).abs() <= AGREE_S,
+        "{method}: canary {canary:.3} s vs independent writer {independent:.3} s"
+    );
     // Its ops are a subset of the canary's: every gap of theirs holds one of the canary's.
     assert!(one >= canary - 1e-9, "{method}: one in flight {one:.3} s < {canary:.3} s");
 }

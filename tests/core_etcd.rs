@@ -30,11 +30,19 @@ async fn at_rest_no_elections_no_increase_constant_raw_sum() {
     assert!(s.leader_transitions.is_empty());
     let rows = samples(f.out.path());
     assert_eq!(rows.len() as u64, 3 * s.rounds, "one row per member per round");
-    assert!(rows.iter().all(|r| r["reachable"] == "true" && r["health"] == "true" && r["error"].is_empty()));
-    let summary: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(f.out.path().join("summary.json")).expect("summary.json")).expect("json");
+    assert!(
+        rows.iter()
+            .all(|r| r["reachable"] == "true" && r["health"] == "true" && r["error"].is_empty())
+    );
+    let summary: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(f.out.path().join("summary.json")).expect("summary.json"),
+    )
+    .expect("json");
     assert_eq!(summary["schema_version"], leaderwatch::model::summary::SCHEMA_VERSION);
-    assert!(summary["elections_detail"].as_array().is_some_and(|e| e.is_empty()), "no election, none listed");
+    assert!(
+        summary["elections_detail"].as_array().is_some_and(|e| e.is_empty()),
+        "no election, none listed"
+    );
     assert_eq!(summary["health"].as_object().map(|h| h.len()), Some(3), "health of every member");
 }
 
@@ -59,11 +67,20 @@ async fn sigkill_leader_is_one_election_and_raw_sum_plus_two() {
         assert_eq!((m.start, m.end, m.increase), (Some(1.0), Some(2.0), 1.0), "survivor m{i}");
     }
     let dead = &s.leader_changes.per_member[&name(leader)];
-    assert_eq!((dead.start, dead.end, dead.increase), (Some(1.0), Some(1.0), 0.0), "killed leader: last value seen");
+    assert_eq!(
+        (dead.start, dead.end, dead.increase),
+        (Some(1.0), Some(1.0), 0.0),
+        "killed leader: last value seen"
+    );
     assert_eq!(s.leader_changes.raw_sum_start, Some(3.0));
     assert_eq!(s.leader_changes.raw_sum_end, Some(5.0), "{}", s.explanation);
     assert_eq!(s.leader_transitions.len(), 1);
-    assert!(s.explanation.contains("3 -> 5") && s.explanation.contains(&format!("elections (raft term delta) {terms}")), "{}", s.explanation);
+    assert!(
+        s.explanation.contains("3 -> 5")
+            && s.explanation.contains(&format!("elections (raft term delta) {terms}")),
+        "{}",
+        s.explanation
+    );
     let ev = events(f.out.path());
     assert!(ev.iter().any(|e| e["kind"] == "unreachable" && e["member"] == format!("m{leader}")));
     assert!(ev.iter().any(|e| e["kind"] == "leader_transition"));
@@ -71,8 +88,16 @@ async fn sigkill_leader_is_one_election_and_raw_sum_plus_two() {
     // that the old leader stopped answering.
     assert_eq!(s.elections_detail.len(), 1, "{:?}", s.elections_detail);
     let e = &s.elections_detail[0];
-    assert_eq!((e.cause.as_str(), e.old_leader.clone()), ("unreachable", Some(format!("m{leader}"))), "{e:?}");
-    assert_eq!((e.term_from + terms, e.new_leader.clone()), (e.term_to, Some(format!("m{new}"))), "{e:?}");
+    assert_eq!(
+        (e.cause.as_str(), e.old_leader.clone()),
+        ("unreachable", Some(format!("m{leader}"))),
+        "{e:?}"
+    );
+    assert_eq!(
+        (e.term_from + terms, e.new_leader.clone()),
+        (e.term_to, Some(format!("m{new}"))),
+        "{e:?}"
+    );
 }
 
 /// The acceptance run: the leader frozen by hand under `sample` (SIGSTOP, then
@@ -90,13 +115,21 @@ async fn sigstop_of_the_leader_under_sample_is_an_election_caused_by_unreachable
     sleep(2_000).await;
     let s = run.stop().await;
 
-    let first = s.elections_detail.first().unwrap_or_else(|| panic!("an election: {}", s.explanation));
+    let first =
+        s.elections_detail.first().unwrap_or_else(|| panic!("an election: {}", s.explanation));
     assert_eq!(first.old_leader.as_deref(), Some(format!("m{leader}").as_str()), "{first:?}");
     assert!(["unreachable", "stress"].contains(&first.cause.as_str()), "{first:?}");
     let row = first.cause_event.as_ref().expect("cause_event");
     let ev = events(f.out.path());
-    assert!(ev.iter().any(|e| e["kind"] == row.kind && e["member"] == row.member && e["ts"] == leaderwatch::model::clock::ts(row.ts)), "{row:?}");
-    assert!(ev.iter().any(|e| e["kind"] == "election" && e["detail"].contains(first.cause.as_str())));
+    assert!(
+        ev.iter().any(|e| e["kind"] == row.kind
+            && e["member"] == row.member
+            && e["ts"] == leaderwatch::model::clock::ts(row.ts)),
+        "{row:?}"
+    );
+    assert!(
+        ev.iter().any(|e| e["kind"] == "election" && e["detail"].contains(first.cause.as_str()))
+    );
     assert_eq!(s.health.len(), 3, "the run's health per member");
     assert_eq!(s.health[&format!("m{leader}")].restarts, 0, "frozen, not restarted");
 }
@@ -125,7 +158,9 @@ async fn sigkill_follower_and_restart_is_a_reset_without_election() {
     assert_eq!(s.leader_changes.reset_aware_increase, 1.0);
     assert!(s.explanation.contains("1 detected reset"), "{}", s.explanation);
     let ev = events(f.out.path());
-    assert!(ev.iter().any(|e| e["kind"] == "counter_reset" && e["member"] == format!("m{follower}") && e["detail"].contains("start time")));
+    assert!(ev.iter().any(|e| e["kind"] == "counter_reset"
+        && e["member"] == format!("m{follower}")
+        && e["detail"].contains("start time")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,17 +182,32 @@ async fn sigstop_costs_one_timeout_per_round_not_a_hang() {
         .into_iter()
         .filter(|r| r["reachable"] == "false" && !r["error"].starts_with("silent:"))
         .collect();
-    assert!(down.len() >= 3, "rounds kept coming during the freeze: {} unreachable rows", down.len());
+    assert!(
+        down.len() >= 3,
+        "rounds kept coming during the freeze: {} unreachable rows",
+        down.len()
+    );
     // Rounds did not wait for it: while its probe was in flight it was recorded as silent.
-    let silent = sample_rows_for(&rows, &frozen_name).into_iter().filter(|r| r["error"].starts_with("silent:")).count();
+    let silent = sample_rows_for(&rows, &frozen_name)
+        .into_iter()
+        .filter(|r| r["error"].starts_with("silent:"))
+        .count();
     assert!(silent >= 3, "{silent} silent rows");
     for r in &down {
         assert!(r["error"].contains("timed out"), "error recorded: {}", r["error"]);
         let ms: f64 = r["probe_ms"].parse().expect("probe_ms");
-        assert!(ms < 10.0 * TIMEOUT.as_millis() as f64, "bounded by the timeout, not a hang: {ms} ms");
+        assert!(
+            ms < 10.0 * TIMEOUT.as_millis() as f64,
+            "bounded by the timeout, not a hang: {ms} ms"
+        );
         // The other members' rows of the same round are complete.
         for o in rows.iter().filter(|o| o["round"] == r["round"] && o["member"] != frozen_name) {
-            assert_eq!((o["reachable"].as_str(), o["health"].as_str()), ("true", "true"), "round {}", r["round"]);
+            assert_eq!(
+                (o["reachable"].as_str(), o["health"].as_str()),
+                ("true", "true"),
+                "round {}",
+                r["round"]
+            );
         }
     }
     let last = sample_rows_for(&rows, &frozen_name).last().map(|r| r["reachable"].clone());
@@ -184,7 +234,10 @@ async fn two_of_three_down_survivor_reports_no_leader_and_rows_keep_coming() {
     let surv = sample_rows_for(&rows, &format!("m{survivor}"));
     assert!(surv.iter().any(|r| r["has_leader"] == "0"), "survivor reports has_leader 0");
     assert!(surv.last().is_some_and(|r| r["reachable"] == "true" && r["health"] == "false"));
-    let dead_rows = sample_rows_for(&rows, &format!("m{leader}")).into_iter().filter(|r| r["reachable"] == "false").count();
+    let dead_rows = sample_rows_for(&rows, &format!("m{leader}"))
+        .into_iter()
+        .filter(|r| r["reachable"] == "false")
+        .count();
     assert!(dead_rows >= 10, "rows keep coming for the dead member: {dead_rows}");
 }
 
@@ -205,15 +258,25 @@ async fn all_members_down_then_back_every_round_recorded() {
     let s = run.stop().await;
     let rows = samples(f.out.path());
     assert_eq!(rows.len() as u64, 3 * s.rounds, "every round has a row per member");
-    let rounds_all_down = rows
-        .chunks(3)
-        .filter(|round| round.iter().all(|r| r["reachable"] == "false"))
-        .count();
+    let rounds_all_down =
+        rows.chunks(3).filter(|round| round.iter().all(|r| r["reachable"] == "false")).count();
     assert!(rounds_all_down >= 3, "rounds kept coming while nothing answered: {rounds_all_down}");
-    assert!(rows.chunks(3).last().is_some_and(|round| round.iter().all(|r| r["health"] == "true")), "back at the end");
+    assert!(
+        rows.chunks(3).last().is_some_and(|round| round.iter().all(|r| r["health"] == "true")),
+        "back at the end"
+    );
     // Every member restarted: three resets, each caught by the start time.
-    assert_eq!(s.leader_changes.per_member.values().map(|m| m.resets).sum::<u32>(), 3, "{}", s.explanation);
-    assert!(s.elections.is_some_and(|e| e >= 1), "the restarted cluster elected a leader: {}", s.explanation);
+    assert_eq!(
+        s.leader_changes.per_member.values().map(|m| m.resets).sum::<u32>(),
+        3,
+        "{}",
+        s.explanation
+    );
+    assert!(
+        s.elections.is_some_and(|e| e >= 1),
+        "the restarted cluster elected a leader: {}",
+        s.explanation
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +295,12 @@ async fn rolling_restart_of_all_three_every_round_recorded() {
     let s = run.stop().await;
     let rows = samples(f.out.path());
     assert_eq!(rows.len() as u64, 3 * s.rounds, "every round has a row per member");
-    assert_eq!(s.leader_changes.per_member.values().map(|m| m.resets).sum::<u32>(), 3, "{}", s.explanation);
+    assert_eq!(
+        s.leader_changes.per_member.values().map(|m| m.resets).sum::<u32>(),
+        3,
+        "{}",
+        s.explanation
+    );
     // The member that was leader when restarted handed over: at least one election, at most
     // one per restart (a healthy rolling reboot can see up to 3: docs/counting.md).
     assert!(s.elections.is_some_and(|e| (1..=3).contains(&e)), "{}", s.explanation);
@@ -251,15 +319,25 @@ async fn the_statefulsets_probe_paths_on_real_members_with_and_without_quorum() 
     let pod = sts.spec.and_then(|s| s.template.spec).expect("pod spec");
     let c = pod.containers.first().expect("etcd container").clone();
     let path = |p: Option<k8s_openapi::api::core::v1::Probe>, which: &str| {
-        p.and_then(|p| p.http_get).and_then(|g| g.path).unwrap_or_else(|| panic!("{which} probe has an HTTP path"))
+        p.and_then(|p| p.http_get)
+            .and_then(|g| g.path)
+            .unwrap_or_else(|| panic!("{which} probe has an HTTP path"))
     };
-    let (ready, live, startup) =
-        (path(c.readiness_probe, "readiness"), path(c.liveness_probe, "liveness"), path(c.startup_probe, "startup"));
+    let (ready, live, startup) = (
+        path(c.readiness_probe, "readiness"),
+        path(c.liveness_probe, "liveness"),
+        path(c.startup_probe, "startup"),
+    );
     assert_eq!(live, "/health?serializable=true&exclude=NOSPACE", "the path this test is about");
-    let pinned = sts.metadata.labels.and_then(|l| l.get("app.kubernetes.io/version").cloned()).expect("version label");
+    let pinned = sts
+        .metadata
+        .labels
+        .and_then(|l| l.get("app.kubernetes.io/version").cloned())
+        .expect("version label");
 
     let mut f = cluster().await;
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("HTTP client");
+    let http =
+        reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("HTTP client");
     let try_get = |url: String| {
         let http = http.clone();
         async move {
@@ -277,11 +355,16 @@ async fn the_statefulsets_probe_paths_on_real_members_with_and_without_quorum() 
     // The suite runs the etcd the deployment pins, not another one.
     let (code, body) = get(format!("{}/version", members[0].url)).await;
     let v: serde_json::Value = serde_json::from_slice(&body).expect("/version JSON");
-    assert_eq!((code, v["etcdserver"].as_str()), (200, Some(pinned.as_str())), "the local etcd is the StatefulSet's version");
+    assert_eq!(
+        (code, v["etcdserver"].as_str()),
+        (200, Some(pinned.as_str())),
+        "the local etcd is the StatefulSet's version"
+    );
     for m in &members {
         for p in [&ready, &live, &startup] {
             let (code, body) = get(format!("{}{p}", m.url)).await;
-            let h = leaderwatch::io::probe::parse_health(code, &body).unwrap_or_else(|e| panic!("{} {p}: {e}", m.name));
+            let h = leaderwatch::io::probe::parse_health(code, &body)
+                .unwrap_or_else(|e| panic!("{} {p}: {e}", m.name));
             assert!(h.healthy && code == 200, "{} {p}: {code} {h:?}", m.name);
         }
     }
@@ -296,17 +379,23 @@ async fn the_statefulsets_probe_paths_on_real_members_with_and_without_quorum() 
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let no_leader = loop {
         let last = match try_get(format!("{url}{ready}")).await {
-            Ok((503, body)) => break leaderwatch::io::probe::parse_health(503, &body).expect("etcd health JSON"),
+            Ok((503, body)) => {
+                break leaderwatch::io::probe::parse_health(503, &body).expect("etcd health JSON");
+            }
             Ok((code, _)) => format!("HTTP {code}"),
             Err(e) => e,
         };
-        assert!(std::time::Instant::now() < deadline, "survivor still answers {ready} with {last} 30 s after quorum loss");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "survivor still answers {ready} with {last} 30 s after quorum loss"
+        );
         sleep(200).await;
     };
     assert_eq!((no_leader.healthy, no_leader.reason.as_str()), (false, "RAFT NO LEADER"));
     for p in [&live, &startup] {
         let (code, body) = get(format!("{url}{p}")).await;
-        let h = leaderwatch::io::probe::parse_health(code, &body).unwrap_or_else(|e| panic!("{p}: {e}"));
+        let h = leaderwatch::io::probe::parse_health(code, &body)
+            .unwrap_or_else(|e| panic!("{p}: {e}"));
         assert_eq!((code, h.healthy), (200, true), "{p} on the survivor without quorum: {h:?}");
     }
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
-use leaderwatch::analysis::counts::{count, round_leader, Window};
+use leaderwatch::analysis::counts::{Window, count, round_leader};
 use leaderwatch::model::counts::{Point, RoundView};
 use leaderwatch::model::member::MemberName;
 use proptest::prelude::*;
@@ -13,31 +13,39 @@ fn point() -> impl Strategy<Value = Option<Point>> {
     proptest::option::weighted(
         0.85,
         // A member whose /metrics lacks process_start_time_seconds: resets only by drops.
-        (0u32..20, proptest::option::weighted(0.8, 1u32..4), proptest::option::weighted(0.9, 1u64..10), 0u64..4).prop_map(|(c, st, term, leader)| Point {
-            counter: Some(c as f64),
-            start_time: st.map(f64::from),
-            raft_term: term,
-            leader_id: Some(leader),
-        }),
+        (
+            0u32..20,
+            proptest::option::weighted(0.8, 1u32..4),
+            proptest::option::weighted(0.9, 1u64..10),
+            0u64..4,
+        )
+            .prop_map(|(c, st, term, leader)| Point {
+                counter: Some(c as f64),
+                start_time: st.map(f64::from),
+                raft_term: term,
+                leader_id: Some(leader),
+            }),
     )
 }
 
 fn rounds() -> impl Strategy<Value = Vec<RoundView>> {
     (1usize..4).prop_flat_map(|members| {
-        proptest::collection::vec(proptest::collection::vec(point(), members), 0..25).prop_map(|rows| {
-            rows.into_iter()
-                .enumerate()
-                .map(|(i, row)| RoundView {
-                    round: i as u64,
-                    ts: DateTime::<Utc>::default(),
-                    points: row
-                        .into_iter()
-                        .enumerate()
-                        .filter_map(|(m, p)| p.map(|p| (MemberName(format!("m{m}")), p)))
-                        .collect(),
-                })
-                .collect()
-        })
+        proptest::collection::vec(proptest::collection::vec(point(), members), 0..25).prop_map(
+            |rows| {
+                rows.into_iter()
+                    .enumerate()
+                    .map(|(i, row)| RoundView {
+                        round: i as u64,
+                        ts: DateTime::<Utc>::default(),
+                        points: row
+                            .into_iter()
+                            .enumerate()
+                            .filter_map(|(m, p)| p.map(|p| (MemberName(format!("m{m}")), p)))
+                            .collect(),
+                    })
+                    .collect()
+            },
+        )
     })
 }
 
@@ -57,7 +65,15 @@ fn monotone_rounds() -> impl Strategy<Value = Vec<RoundView>> {
                     ts: DateTime::<Utc>::default(),
                     points: (0..3)
                         .map(|m| {
-                            (MemberName(format!("m{m}")), Point { counter: Some(acc[m]), start_time: Some(5.0), raft_term: Some(2), leader_id: Some(1) })
+                            (
+                                MemberName(format!("m{m}")),
+                                Point {
+                                    counter: Some(acc[m]),
+                                    start_time: Some(5.0),
+                                    raft_term: Some(2),
+                                    leader_id: Some(1),
+                                },
+                            )
                         })
                         .collect(),
                 }
@@ -78,10 +94,18 @@ struct Truth {
 /// member reports the current (leader, term), the previous one (it has not heard yet), or
 /// nothing (not observed).
 fn scripted() -> impl Strategy<Value = (Vec<RoundView>, Truth)> {
-    proptest::collection::vec((proptest::option::weighted(0.25, (1u64..4, 1u64..3)), proptest::collection::vec(0u8..10, 3)), 1..30).prop_map(|steps| {
+    proptest::collection::vec(
+        (
+            proptest::option::weighted(0.25, (1u64..4, 1u64..3)),
+            proptest::collection::vec(0u8..10, 3),
+        ),
+        1..30,
+    )
+    .prop_map(|steps| {
         let (mut leader, mut term) = (1u64, 2u64);
         let mut prev = (leader, term);
-        let mut truth = Truth { leader_of_term: BTreeMap::from([(term, leader)]), elections: vec![] };
+        let mut truth =
+            Truth { leader_of_term: BTreeMap::from([(term, leader)]), elections: vec![] };
         let mut rounds = Vec::new();
         for (i, (change, reports)) in steps.into_iter().enumerate() {
             if let Some((next, up)) = change.filter(|(next, _)| *next != leader) {
@@ -102,7 +126,15 @@ fn scripted() -> impl Strategy<Value = (Vec<RoundView>, Truth)> {
                         7 | 8 => prev,
                         _ => return None,
                     };
-                    Some((MemberName(format!("m{m}")), Point { counter: Some(1.0), start_time: Some(1.0), raft_term: Some(t), leader_id: Some(l) }))
+                    Some((
+                        MemberName(format!("m{m}")),
+                        Point {
+                            counter: Some(1.0),
+                            start_time: Some(1.0),
+                            raft_term: Some(t),
+                            leader_id: Some(l),
+                        },
+                    ))
                 })
                 .collect();
             rounds.push(RoundView { round: i as u64, ts: DateTime::<Utc>::default(), points });

@@ -17,7 +17,12 @@ use support::{cluster, events, leaderwatch, repo, sample_config, sleep, start_sa
 async fn metrics_url(dir: &Path) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Some(e) = dir.join("events.csv").exists().then(|| events(dir)).and_then(|ev| ev.into_iter().find(|e| e["kind"] == "metrics_serving")) {
+        if let Some(e) = dir
+            .join("events.csv")
+            .exists()
+            .then(|| events(dir))
+            .and_then(|ev| ev.into_iter().find(|e| e["kind"] == "metrics_serving"))
+        {
             return e["detail"].clone();
         }
         assert!(Instant::now() < deadline, "no metrics_serving event in {}", dir.display());
@@ -29,7 +34,12 @@ async fn get(url: &str) -> (u16, String, String) {
     let c = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("client");
     let r = c.get(url).send().await.unwrap_or_else(|e| panic!("GET {url}: {e}"));
     let status = r.status().as_u16();
-    let ctype = r.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    let ctype = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
     (status, ctype, r.text().await.expect("body"))
 }
 
@@ -37,7 +47,9 @@ async fn get(url: &str) -> (u16, String, String) {
 fn series(text: &str) -> BTreeMap<String, f64> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.rsplit_once(' ').and_then(|(s, v)| v.parse().ok().map(|v| (s.to_owned(), v))))
+        .filter_map(|l| {
+            l.rsplit_once(' ').and_then(|(s, v)| v.parse().ok().map(|v| (s.to_owned(), v)))
+        })
         .collect()
 }
 
@@ -49,7 +61,14 @@ fn sum(s: &BTreeMap<String, f64>, prefix: &str) -> f64 {
 async fn etcd_term(f: &support::Fixture) -> u64 {
     let mut best = 0;
     for m in f.cluster.members() {
-        let Ok(Ok(mut c)) = tokio::time::timeout(Duration::from_secs(2), etcd_client::Client::connect([m.url.as_str()], None)).await else { continue };
+        let Ok(Ok(mut c)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            etcd_client::Client::connect([m.url.as_str()], None),
+        )
+        .await
+        else {
+            continue;
+        };
         if let Ok(Ok(s)) = tokio::time::timeout(Duration::from_secs(2), c.status()).await {
             best = best.max(s.raft_term());
         }
@@ -58,7 +77,11 @@ async fn etcd_term(f: &support::Fixture) -> u64 {
 }
 
 /// Scrapes until `ok` holds (the sampler needs a round or two to see a change).
-async fn scrape_until(url: &str, what: &str, ok: impl Fn(&BTreeMap<String, f64>) -> bool) -> BTreeMap<String, f64> {
+async fn scrape_until(
+    url: &str,
+    what: &str,
+    ok: impl Fn(&BTreeMap<String, f64>) -> bool,
+) -> BTreeMap<String, f64> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let s = series(&get(url).await.2);
@@ -81,7 +104,9 @@ async fn elections_total_moves_by_the_raft_term_across_a_leader_sigkill_and_rest
     let leader = f.cluster.wait_leader(Duration::from_secs(10)).await.expect("a leader");
     let term0 = etcd_term(&f).await;
     let before = scrape_until(&url, "every member up at the first term", |s| {
-        sum(s, "leaderwatch_member_up{") == 3.0 && s.get("leaderwatch_raft_term") == Some(&(term0 as f64)) && sum(s, "leaderwatch_member_leader_changes_seen{") >= 3.0
+        sum(s, "leaderwatch_member_up{") == 3.0
+            && s.get("leaderwatch_raft_term") == Some(&(term0 as f64))
+            && sum(s, "leaderwatch_member_leader_changes_seen{") >= 3.0
     })
     .await;
 
@@ -94,18 +119,28 @@ async fn elections_total_moves_by_the_raft_term_across_a_leader_sigkill_and_rest
     // The sampler has seen the new term and every member; then a few more rounds, so
     // that every counter read is one taken after the restart.
     scrape_until(&url, "the new term and three members up", |s| {
-        sum(s, "leaderwatch_member_up{") == 3.0 && s.get("leaderwatch_raft_term") == Some(&(term1 as f64))
+        sum(s, "leaderwatch_member_up{") == 3.0
+            && s.get("leaderwatch_raft_term") == Some(&(term1 as f64))
     })
     .await;
     sleep(600).await;
     let after = series(&get(&url).await.2);
     let term1 = etcd_term(&f).await;
-    assert_eq!(after.get("leaderwatch_raft_term"), Some(&(term1 as f64)), "no further election while reading");
+    assert_eq!(
+        after.get("leaderwatch_raft_term"),
+        Some(&(term1 as f64)),
+        "no further election while reading"
+    );
     run.stop().await;
 
     let elections = after["leaderwatch_elections_total"] - before["leaderwatch_elections_total"];
-    assert_eq!(elections, (term1 - term0) as f64, "elections_total moved by exactly the raft term delta");
-    let raw = sum(&after, "leaderwatch_member_leader_changes_seen{") - sum(&before, "leaderwatch_member_leader_changes_seen{");
+    assert_eq!(
+        elections,
+        (term1 - term0) as f64,
+        "elections_total moved by exactly the raft term delta"
+    );
+    let raw = sum(&after, "leaderwatch_member_leader_changes_seen{")
+        - sum(&before, "leaderwatch_member_leader_changes_seen{");
     // One new leader: each surviving follower's counter +1 and the restarted member
     // counts from 1 again, so the summed raw counter moves by more than one election.
     // (A split vote adds a term no counter sees; then the two can be equal.)
@@ -114,7 +149,8 @@ async fn elections_total_moves_by_the_raft_term_across_a_leader_sigkill_and_rest
     } else {
         assert!(raw >= 2.0, "raw counters moved by {raw}");
     }
-    let up: Vec<_> = after.keys().filter(|k| k.starts_with("leaderwatch_member_is_leader{")).collect();
+    let up: Vec<_> =
+        after.keys().filter(|k| k.starts_with("leaderwatch_member_is_leader{")).collect();
     assert_eq!(up.len(), 3, "one is_leader series per member: {up:?}");
     assert_eq!(sum(&after, "leaderwatch_member_is_leader{"), 1.0, "exactly one leader");
 }
@@ -122,7 +158,18 @@ async fn elections_total_moves_by_the_raft_term_across_a_leader_sigkill_and_rest
 /// `leaderwatch sample --metrics-addr 127.0.0.1:0 --canary` for `secs`, as a user runs it.
 fn spawn_sample(f: &support::Fixture, secs: u32) -> Child {
     let mut c = leaderwatch();
-    c.args(["sample", "--interval", "200ms", "--canary", "--metrics-addr", "127.0.0.1:0", "--duration", &format!("{secs}s"), "--out"]).arg(f.out.path());
+    c.args([
+        "sample",
+        "--interval",
+        "200ms",
+        "--canary",
+        "--metrics-addr",
+        "127.0.0.1:0",
+        "--duration",
+        &format!("{secs}s"),
+        "--out",
+    ])
+    .arg(f.out.path());
     for m in f.cluster.members() {
         c.args(["--endpoint", &format!("{}={}", m.name, m.url)]);
     }
@@ -135,7 +182,13 @@ fn openmetrics_parse(text: &str) -> Result<Vec<String>, String> {
     let py = repo(".tools/venv/bin/python");
     assert!(py.exists(), "{} missing: run make deps", py.display());
     let script = "import sys\nfrom prometheus_client.openmetrics.parser import text_string_to_metric_families as p\nfor f in p(sys.stdin.read()):\n    print(f.name, f.type, len(f.samples))\n";
-    let mut child = Command::new(py).args(["-c", script]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("python");
+    let mut child = Command::new(py)
+        .args(["-c", script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("python");
     use std::io::Write;
     child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write");
     let out = child.wait_with_output().expect("python output");
@@ -157,7 +210,10 @@ impl Drop for Prometheus {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -166,12 +222,17 @@ async fn exposition_is_strict_openmetrics_and_a_real_prometheus_scrapes_and_quer
     let f = cluster().await;
     let child = spawn_sample(&f, 40);
     let url = metrics_url(f.out.path()).await;
-    scrape_until(&url, "a round with the canary", |s| sum(s, "leaderwatch_canary_ops_total{") > 0.0 && s.contains_key("leaderwatch_elections_total")).await;
+    scrape_until(&url, "a round with the canary", |s| {
+        sum(s, "leaderwatch_canary_ops_total{") > 0.0
+            && s.contains_key("leaderwatch_elections_total")
+    })
+    .await;
     let (status, ctype, body) = get(&url).await;
     assert_eq!(status, 200);
     assert_eq!(ctype, leaderwatch::io::exporter::CONTENT_TYPE);
 
-    let families = openmetrics_parse(&body).unwrap_or_else(|e| panic!("not valid OpenMetrics: {e}\n{body}"));
+    let families =
+        openmetrics_parse(&body).unwrap_or_else(|e| panic!("not valid OpenMetrics: {e}\n{body}"));
     for want in [
         "leaderwatch_elections counter",
         "leaderwatch_leader_transitions counter",
@@ -184,11 +245,20 @@ async fn exposition_is_strict_openmetrics_and_a_real_prometheus_scrapes_and_quer
         "leaderwatch_canary_ops counter",
         "leaderwatch_canary_latency_seconds histogram",
     ] {
-        assert!(families.iter().any(|l| l.starts_with(&format!("{want} "))), "{want} in {families:?}");
+        assert!(
+            families.iter().any(|l| l.starts_with(&format!("{want} "))),
+            "{want} in {families:?}"
+        );
     }
     // Negative control: the parser is strict (no `# EOF`, a counter without _total).
-    assert!(openmetrics_parse(body.trim_end().trim_end_matches("# EOF")).is_err(), "accepted an exposition without # EOF");
-    assert!(openmetrics_parse("# TYPE x counter\nx 1\n# EOF\n").is_err(), "accepted a counter sample without _total");
+    assert!(
+        openmetrics_parse(body.trim_end().trim_end_matches("# EOF")).is_err(),
+        "accepted an exposition without # EOF"
+    );
+    assert!(
+        openmetrics_parse("# TYPE x counter\nx 1\n# EOF\n").is_err(),
+        "accepted a counter sample without _total"
+    );
     // /healthz answers while rounds are recorded.
     let health = url.replace("/metrics", "/healthz");
     assert_eq!(get(&health).await.0, 200);
@@ -215,19 +285,37 @@ async fn exposition_is_strict_openmetrics_and_a_real_prometheus_scrapes_and_quer
     let query = |q: &str| format!("http://127.0.0.1:{port}/api/v1/query?query={q}");
     let deadline = Instant::now() + Duration::from_secs(30);
     let result = loop {
-        if let Ok(Ok(r)) = tokio::time::timeout(Duration::from_secs(2), reqwest::get(query("leaderwatch_elections_total"))).await
-            && let Ok(v) = r.text().await.map(|t| serde_json::from_str::<serde_json::Value>(&t).unwrap_or_default())
+        if let Ok(Ok(r)) = tokio::time::timeout(
+            Duration::from_secs(2),
+            reqwest::get(query("leaderwatch_elections_total")),
+        )
+        .await
+            && let Ok(v) = r
+                .text()
+                .await
+                .map(|t| serde_json::from_str::<serde_json::Value>(&t).unwrap_or_default())
             && v["data"]["result"].as_array().is_some_and(|a| !a.is_empty())
         {
             break v;
         }
-        assert!(Instant::now() < deadline, "Prometheus did not answer leaderwatch_elections_total within 30 s");
+        assert!(
+            Instant::now() < deadline,
+            "Prometheus did not answer leaderwatch_elections_total within 30 s"
+        );
         sleep(250).await;
     };
     let sample = &result["data"]["result"][0];
     assert_eq!(sample["metric"]["job"], "leaderwatch");
     assert_eq!(sample["value"][1], "0", "no election while sampling: {result}");
-    let up: serde_json::Value = serde_json::from_str(&reqwest::get(query("sum(leaderwatch_member_up)")).await.expect("query").text().await.expect("body")).expect("json");
+    let up: serde_json::Value = serde_json::from_str(
+        &reqwest::get(query("sum(leaderwatch_member_up)"))
+            .await
+            .expect("query")
+            .text()
+            .await
+            .expect("body"),
+    )
+    .expect("json");
     assert_eq!(up["data"]["result"][0]["value"][1], "3", "{up}");
     let mut child = child;
     let _ = child.kill();

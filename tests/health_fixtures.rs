@@ -12,7 +12,8 @@ fn fixture(name: &str) -> String {
 
 /// One `curl -s -i` answer: the status line's code and the body after the CRLF blank line.
 fn response(raw: &str) -> (u16, &str) {
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no header/body split in {raw:?}"));
+    let (head, body) =
+        raw.split_once("\r\n\r\n").unwrap_or_else(|| panic!("no header/body split in {raw:?}"));
     let status = head.lines().next().unwrap_or_default();
     let code = status
         .split(' ')
@@ -45,7 +46,8 @@ fn etcd_3_6_14_healthy_member() {
 #[test]
 fn etcd_3_6_14_survivor_without_leader_503_but_serializable_true_200() {
     let text = fixture("health-etcd-3.6.14-noleader.txt");
-    let (plain, serializable) = text.split_once("\n--- serializable=true ---\n").expect("two answers");
+    let (plain, serializable) =
+        text.split_once("\n--- serializable=true ---\n").expect("two answers");
     // The 503 body already ends with a newline; the capture's echo adds one more.
     assert_eq!(parsed(plain.trim_end_matches('\n')), (503, no_leader()));
     // Member-local health (etcd 3.5.3+): no "RAFT NO LEADER" check. curl -s without -i: the
@@ -68,7 +70,8 @@ fn etcd_3_6_14_liveness_path_with_and_without_quorum() {
 fn etcd_3_5_1_healthy_member_and_survivor_without_leader() {
     assert_eq!(parsed(&fixture("health-etcd-3.5.1.json")), (200, healthy()));
     let text = fixture("health-etcd-3.5.1-noleader.txt");
-    let (plain, serializable) = text.split_once("\n--- serializable=true ---\n").expect("two answers");
+    let (plain, serializable) =
+        text.split_once("\n--- serializable=true ---\n").expect("two answers");
     assert_eq!(parsed(plain.trim_end_matches('\n')), (503, no_leader()));
     // 3.5.1 predates member-local health: serializable=true still says no leader (a body
     // that says false comes only with a 503; the status line is not in the file).

@@ -2,7 +2,7 @@
 //! window deltas, and a cross-check of the quantile against Prometheus itself
 //! (`promtool test rules`, Debian's prometheus package, installed by `make deps`; run by `make test`).
 
-use leaderwatch::analysis::health::{quantile, window_delta, Fold, Histogram};
+use leaderwatch::analysis::health::{Fold, Histogram, quantile, window_delta};
 use leaderwatch::model::metrics::MemberMetrics;
 use proptest::prelude::*;
 
@@ -100,19 +100,29 @@ proptest! {
 fn the_quantile_matches_promtool() {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::{Config, TestRunner};
-    let mut runner = TestRunner::new(Config { rng_seed: proptest::test_runner::RngSeed::Fixed(56), ..Config::default() });
+    let mut runner = TestRunner::new(Config {
+        rng_seed: proptest::test_runner::RngSeed::Fixed(56),
+        ..Config::default()
+    });
     let mut yaml = String::from("rule_files: []\nevaluation_interval: 1m\ntests:\n");
     let mut cases = 0;
     while cases < 60 {
-        let (before, during) = (per_bucket().new_tree(&mut runner).expect("tree").current(), per_bucket().new_tree(&mut runner).expect("tree").current());
+        let (before, during) = (
+            per_bucket().new_tree(&mut runner).expect("tree").current(),
+            per_bucket().new_tree(&mut runner).expect("tree").current(),
+        );
         let both: Vec<u32> = before.iter().zip(&during).map(|(a, b)| a + b).collect();
         let (h0, h1) = (histogram(&before), histogram(&both));
         let q = [0.5, 0.9, 0.99, 0.999][cases % 4];
-        let Some(ours) = window_delta(&h0, &h1, false).and_then(|d| quantile(q, &d)) else { continue };
+        let Some(ours) = window_delta(&h0, &h1, false).and_then(|d| quantile(q, &d)) else {
+            continue;
+        };
         yaml.push_str("  - interval: 1m\n    input_series:\n");
         for ((le, a), (_, b)) in h0.buckets.iter().zip(&h1.buckets) {
             let le = if le.is_infinite() { "+Inf".to_owned() } else { format!("{le}") };
-            yaml.push_str(&format!("      - series: 'fsync_bucket{{le=\"{le}\"}}'\n        values: '{a} {b}'\n"));
+            yaml.push_str(&format!(
+                "      - series: 'fsync_bucket{{le=\"{le}\"}}'\n        values: '{a} {b}'\n"
+            ));
         }
         yaml.push_str(&format!(
             "    promql_expr_test:\n      - expr: abs(histogram_quantile({q}, fsync_bucket - fsync_bucket offset 1m) - {ours:.17e}) < bool 1e-9\n        eval_time: 1m\n        exp_samples:\n          - labels: '{{}}'\n            value: 1\n"
@@ -122,6 +132,15 @@ fn the_quantile_matches_promtool() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("quantile_test.yaml");
     std::fs::write(&file, yaml).expect("write the promtool test");
-    let o = std::process::Command::new("promtool").args(["test", "rules"]).arg(&file).output().expect("promtool (make crosscheck installs it)");
-    assert!(o.status.success(), "promtool disagrees:\n{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new("promtool")
+        .args(["test", "rules"])
+        .arg(&file)
+        .output()
+        .expect("promtool (make crosscheck installs it)");
+    assert!(
+        o.status.success(),
+        "promtool disagrees:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

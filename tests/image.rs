@@ -28,7 +28,11 @@ fn reference() -> String {
 
 /// The image's config (entrypoint, user, env) as skopeo reads it from the layout.
 fn image_config() -> Value {
-    let o = Command::new("skopeo").args(["inspect", "--config"]).arg(format!("oci:{}", reference())).output().expect("run skopeo");
+    let o = Command::new("skopeo")
+        .args(["inspect", "--config"])
+        .arg(format!("oci:{}", reference()))
+        .output()
+        .expect("run skopeo");
     assert!(o.status.success(), "skopeo inspect --config: {}", String::from_utf8_lossy(&o.stderr));
     serde_json::from_slice::<Value>(&o.stdout).expect("config json")["config"].clone()
 }
@@ -51,10 +55,18 @@ fn security(what: &str, spec: PodSpec) -> Security {
     let csc = c.security_context.clone().expect("container securityContext");
     assert_eq!(psc.run_as_non_root, Some(true), "{what}");
     let drop = csc.capabilities.as_ref().and_then(|c| c.drop.clone()).unwrap_or_default();
-    assert!(csc.capabilities.as_ref().and_then(|c| c.add.clone()).unwrap_or_default().is_empty(), "{what} adds no capability");
+    assert!(
+        csc.capabilities.as_ref().and_then(|c| c.add.clone()).unwrap_or_default().is_empty(),
+        "{what} adds no capability"
+    );
     // containerd's default set, less what is dropped (here: ALL).
-    let capabilities = if drop.iter().any(|d| d == "ALL") { vec![] } else { panic!("{what}: expected drop ALL, got {drop:?}") };
-    let data = c.volume_mounts.iter().flatten().find(|m| m.name == "data").expect("a data volume mount");
+    let capabilities = if drop.iter().any(|d| d == "ALL") {
+        vec![]
+    } else {
+        panic!("{what}: expected drop ALL, got {drop:?}")
+    };
+    let data =
+        c.volume_mounts.iter().flatten().find(|m| m.name == "data").expect("a data volume mount");
     Security {
         uid: csc.run_as_user.or(psc.run_as_user).expect("runAsUser") as u32,
         gid: csc.run_as_group.or(psc.run_as_group).expect("runAsGroup") as u32,
@@ -72,7 +84,11 @@ fn job_security() -> Security {
 }
 
 fn deployment_security() -> Security {
-    let d = support::yaml_docs::<Deployment>("deploy/k8s/leaderwatch/deployment-sample.yaml", "Deployment").remove(0);
+    let d = support::yaml_docs::<Deployment>(
+        "deploy/k8s/leaderwatch/deployment-sample.yaml",
+        "Deployment",
+    )
+    .remove(0);
     security("deployment", d.spec.expect("spec").template.spec.expect("pod spec"))
 }
 
@@ -85,7 +101,12 @@ struct Unpacked {
 impl Unpacked {
     fn new() -> Unpacked {
         let dir = tempfile::tempdir().expect("tempdir");
-        let o = Command::new("umoci").args(["raw", "unpack", "--image"]).arg(reference()).arg(dir.path().join("rootfs")).output().expect("run umoci");
+        let o = Command::new("umoci")
+            .args(["raw", "unpack", "--image"])
+            .arg(reference())
+            .arg(dir.path().join("rootfs"))
+            .output()
+            .expect("run umoci");
         assert!(o.status.success(), "umoci raw unpack: {}", String::from_utf8_lossy(&o.stderr));
         Unpacked { dir }
     }
@@ -100,7 +121,8 @@ impl Unpacked {
         let p = self.dir.path().join("volumes").join(name);
         std::fs::create_dir_all(&p).expect("volume dir");
         std::os::unix::fs::chown(&p, None, Some(fs_group)).expect("chgrp volume");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o2775)).expect("chmod volume");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o2775))
+            .expect("chmod volume");
         p
     }
 }
@@ -120,8 +142,16 @@ struct Container {
 
 impl Drop for Container {
     fn drop(&mut self) {
-        for args in [vec!["kill", self.id.as_str(), "KILL"], vec!["delete", "--force", self.id.as_str()]] {
-            let _ = Command::new("runc").arg("--root").arg(&self.root).args(&args).stdout(Stdio::null()).stderr(Stdio::null()).status();
+        for args in
+            [vec!["kill", self.id.as_str(), "KILL"], vec!["delete", "--force", self.id.as_str()]]
+        {
+            let _ = Command::new("runc")
+                .arg("--root")
+                .arg(&self.root)
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
         }
     }
 }
@@ -130,11 +160,13 @@ impl Drop for Container {
 /// manifest's data path; stops it (SIGTERM, as the kubelet would) after `limit`.
 fn run(img: &Unpacked, sec: &Security, volume: &Path, args: &[&str], limit: Duration) -> Run {
     let cfg = image_config();
-    let entrypoint: Vec<String> = serde_json::from_value(cfg["Entrypoint"].clone()).expect("Entrypoint");
+    let entrypoint: Vec<String> =
+        serde_json::from_value(cfg["Entrypoint"].clone()).expect("Entrypoint");
     let mut env: Vec<String> = serde_json::from_value(cfg["Env"].clone()).unwrap_or_default();
     env.push("HOSTNAME=leaderwatch-image-test".into());
     env.push("LEADERWATCH_LOG=info".into());
-    let argv: Vec<String> = entrypoint.into_iter().chain(args.iter().map(|a| a.to_string())).collect();
+    let argv: Vec<String> =
+        entrypoint.into_iter().chain(args.iter().map(|a| a.to_string())).collect();
     let caps = &sec.capabilities;
     let config = json!({
         "ociVersion": "1.0.2",
@@ -163,9 +195,17 @@ fn run(img: &Unpacked, sec: &Security, volume: &Path, args: &[&str], limit: Dura
         },
     });
     let bundle = tempfile::tempdir().expect("bundle dir");
-    std::fs::write(bundle.path().join("config.json"), serde_json::to_vec_pretty(&config).expect("config")).expect("write config.json");
+    std::fs::write(
+        bundle.path().join("config.json"),
+        serde_json::to_vec_pretty(&config).expect("config"),
+    )
+    .expect("write config.json");
     let root = bundle.path().join("runc-state");
-    let id = format!("lw-image-test-{}-{}", std::process::id(), bundle.path().file_name().and_then(|n| n.to_str()).unwrap_or("x").trim_start_matches('.'));
+    let id = format!(
+        "lw-image-test-{}-{}",
+        std::process::id(),
+        bundle.path().file_name().and_then(|n| n.to_str()).unwrap_or("x").trim_start_matches('.')
+    );
     let container = Container { root: root.clone(), id: id.clone() };
     let (out, err) = (bundle.path().join("stdout"), bundle.path().join("stderr"));
     let t = Instant::now();
@@ -186,15 +226,24 @@ fn run(img: &Unpacked, sec: &Security, volume: &Path, args: &[&str], limit: Dura
             break st;
         }
         if t.elapsed() > limit && !termed {
-            let _ = Command::new("runc").arg("--root").arg(&root).args(["kill", &id, "TERM"]).status();
+            let _ =
+                Command::new("runc").arg("--root").arg(&root).args(["kill", &id, "TERM"]).status();
             termed = true;
         }
-        assert!(t.elapsed() < limit + Duration::from_secs(30), "the container did not stop within 30 s of SIGTERM");
+        assert!(
+            t.elapsed() < limit + Duration::from_secs(30),
+            "the container did not stop within 30 s of SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     let elapsed = t.elapsed();
     drop(container);
-    Run { code: status.code(), stdout: std::fs::read_to_string(&out).unwrap_or_default(), stderr: std::fs::read_to_string(&err).unwrap_or_default(), elapsed }
+    Run {
+        code: status.code(),
+        stdout: std::fs::read_to_string(&out).unwrap_or_default(),
+        stderr: std::fs::read_to_string(&err).unwrap_or_default(),
+        elapsed,
+    }
 }
 
 #[test]
@@ -204,8 +253,13 @@ fn the_image_is_what_the_dockerfile_says_and_small() {
     assert_eq!(cfg["User"], "65532:65532");
     assert_eq!(cfg["Entrypoint"], json!(["/usr/local/bin/leaderwatch"]));
     // The Dockerfile's last stage says the same.
-    let dockerfile = std::fs::read_to_string(support::repo("deploy/Dockerfile")).expect("Dockerfile");
-    assert!(dockerfile.contains("USER 65532:65532") && dockerfile.contains(r#"ENTRYPOINT ["/usr/local/bin/leaderwatch"]"#), "deploy/Dockerfile and the image disagree");
+    let dockerfile =
+        std::fs::read_to_string(support::repo("deploy/Dockerfile")).expect("Dockerfile");
+    assert!(
+        dockerfile.contains("USER 65532:65532")
+            && dockerfile.contains(r#"ENTRYPOINT ["/usr/local/bin/leaderwatch"]"#),
+        "deploy/Dockerfile and the image disagree"
+    );
     // Both manifests run it under the same settings, the ones tested below.
     assert_eq!(job_security(), deployment_security());
 
@@ -213,14 +267,24 @@ fn the_image_is_what_the_dockerfile_says_and_small() {
     let root = img.rootfs();
     let passwd = std::fs::read_to_string(root.join("etc/passwd")).expect("passwd");
     assert!(passwd.lines().any(|l| l.starts_with("nonroot:x:65532:65532:")), "{passwd}");
-    for f in ["etc/ssl/certs/ca-certificates.crt", "usr/share/zoneinfo/UTC", "etc/services", "etc/os-release", "usr/local/bin/leaderwatch"] {
+    for f in [
+        "etc/ssl/certs/ca-certificates.crt",
+        "usr/share/zoneinfo/UTC",
+        "etc/services",
+        "etc/os-release",
+        "usr/local/bin/leaderwatch",
+    ] {
         assert!(root.join(f).exists(), "{f} missing from the image");
     }
     let home = std::fs::metadata(root.join("home/nonroot")).expect("home");
     assert_eq!((home.uid(), home.gid()), (65532, 65532));
     let tmp = std::fs::metadata(root.join("tmp")).expect("tmp");
     assert_eq!(tmp.mode() & 0o7777, 0o1777);
-    let status: Vec<String> = std::fs::read_dir(root.join("var/lib/dpkg/status.d")).expect("status.d").filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let status: Vec<String> = std::fs::read_dir(root.join("var/lib/dpkg/status.d"))
+        .expect("status.d")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     for p in ["base-files", "netbase", "tzdata", "ca-certificates", "libc6", "libgcc-s1"] {
         assert!(status.iter().any(|s| s == p), "no dpkg status for {p}: {status:?}");
     }
@@ -249,9 +313,28 @@ fn version_bad_argument_and_unwritable_out_under_the_pods_security_context() {
     assert!(r.stderr.contains("--no-such-flag"), "{}", r.stderr);
 
     // The read-only root: an --out outside the volume is refused with exit 3, naming the path.
-    let r = run(&img, &sec, &data, &["sample", "--endpoint", "m0=http://127.0.0.1:9", "--duration", "1s", "--out", "/var/lib/leaderwatch-run"], Duration::from_secs(30));
+    let r = run(
+        &img,
+        &sec,
+        &data,
+        &[
+            "sample",
+            "--endpoint",
+            "m0=http://127.0.0.1:9",
+            "--duration",
+            "1s",
+            "--out",
+            "/var/lib/leaderwatch-run",
+        ],
+        Duration::from_secs(30),
+    );
     assert_eq!(r.code, Some(3), "{}", r.stderr);
-    assert_eq!(r.stderr.trim().lines().filter(|l| l.starts_with("leaderwatch:")).count(), 1, "{}", r.stderr);
+    assert_eq!(
+        r.stderr.trim().lines().filter(|l| l.starts_with("leaderwatch:")).count(),
+        1,
+        "{}",
+        r.stderr
+    );
     assert!(r.stderr.contains("/var/lib/leaderwatch-run"), "{}", r.stderr);
     // Nothing can be written outside the volume, even by hand.
     assert!(!img.rootfs().join("var/lib/leaderwatch-run").exists());
@@ -264,7 +347,13 @@ async fn sample_from_inside_the_container_records_every_member() {
     let img = Unpacked::new();
     let sec = deployment_security();
     let data = img.volume("data", sec.fs_group);
-    let mut args: Vec<String> = vec!["sample".into(), "--interval".into(), "500ms".into(), "--duration".into(), "5s".into()];
+    let mut args: Vec<String> = vec![
+        "sample".into(),
+        "--interval".into(),
+        "500ms".into(),
+        "--duration".into(),
+        "5s".into(),
+    ];
     for m in f.cluster.members() {
         args.push("--endpoint".into());
         args.push(format!("{}={}", m.name, m.url));
@@ -275,7 +364,8 @@ async fn sample_from_inside_the_container_records_every_member() {
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     let out = data.join("continuous");
     let rows = support::samples(&out);
-    let members: std::collections::BTreeSet<&str> = rows.iter().filter(|r| r["error"].is_empty()).map(|r| r["member"].as_str()).collect();
+    let members: std::collections::BTreeSet<&str> =
+        rows.iter().filter(|r| r["error"].is_empty()).map(|r| r["member"].as_str()).collect();
     assert_eq!(members.len(), 3, "every member answered from inside the container: {members:?}");
     assert!(rows.len() >= 3 * 8, "{} rows in 5 s at 500 ms", rows.len());
     // Written by the pod's user, with the fsGroup the volume carries.

@@ -20,9 +20,9 @@
 //! Ignored in plain `cargo test` (root, runc, umoci, `make kube-tools` and `make image`);
 //! `make test-in-cluster` (part of `make test`) runs it.
 
-mod support;
 #[path = "support/lab.rs"]
 mod lab;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -47,7 +47,11 @@ fn manifest_image(rel: &str) -> String {
 fn image_arg() -> String {
     let env = support::image_env();
     let job = manifest_image("deploy/k8s/leaderwatch/job-measure.yaml");
-    assert_eq!(job, manifest_image("deploy/k8s/leaderwatch/deployment-sample.yaml"), "the Job and the Deployment name one image");
+    assert_eq!(
+        job,
+        manifest_image("deploy/k8s/leaderwatch/deployment-sample.yaml"),
+        "the Job and the Deployment name one image"
+    );
     format!("{job}={}:{}", env["IMAGE_LAYOUT"], env["IMAGE_TAG"])
 }
 
@@ -55,13 +59,26 @@ fn image_arg() -> String {
 /// its one container's env (test-only overrides), written into `dir`. Asserts that nothing
 /// else differs from the committed file.
 fn manifest(rel: &str, extra_env: &[(&str, &str)], dir: &Path) -> PathBuf {
-    let text = std::fs::read_to_string(repo().join(rel)).expect("manifest").replace("/PROJECT/", &format!("/{PROJECT}/"));
-    let docs: Vec<Yaml> = serde_yaml_ng::Deserializer::from_str(&text).map(|d| serde::Deserialize::deserialize(d).expect("yaml")).collect();
+    let text = std::fs::read_to_string(repo().join(rel))
+        .expect("manifest")
+        .replace("/PROJECT/", &format!("/{PROJECT}/"));
+    let docs: Vec<Yaml> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("yaml"))
+        .collect();
     let mut out = Vec::new();
     for doc in &docs {
         let mut d = doc.clone();
-        if let Some(c) = d.get_mut("spec").and_then(|s| s.get_mut("template")).and_then(|t| t.get_mut("spec")).and_then(|s| s.get_mut("containers")).and_then(|c| c.get_mut(0)) {
-            let env = c.get_mut("env").and_then(Yaml::as_sequence_mut).expect("the container has an env list");
+        if let Some(c) = d
+            .get_mut("spec")
+            .and_then(|s| s.get_mut("template"))
+            .and_then(|t| t.get_mut("spec"))
+            .and_then(|s| s.get_mut("containers"))
+            .and_then(|c| c.get_mut(0))
+        {
+            let env = c
+                .get_mut("env")
+                .and_then(Yaml::as_sequence_mut)
+                .expect("the container has an env list");
             for (k, v) in extra_env {
                 let mut m = serde_yaml_ng::Mapping::new();
                 m.insert("name".into(), (*k).into());
@@ -70,7 +87,9 @@ fn manifest(rel: &str, extra_env: &[(&str, &str)], dir: &Path) -> PathBuf {
             }
             // Exactly the additions: without them the document is the committed one.
             let mut back = d.clone();
-            let e = back["spec"]["template"]["spec"]["containers"][0]["env"].as_sequence_mut().expect("env");
+            let e = back["spec"]["template"]["spec"]["containers"][0]["env"]
+                .as_sequence_mut()
+                .expect("env");
             e.truncate(e.len() - extra_env.len());
             assert_eq!(&back, doc);
         }
@@ -83,9 +102,17 @@ fn manifest(rel: &str, extra_env: &[(&str, &str)], dir: &Path) -> PathBuf {
 
 fn job_condition(lab: &Lab) -> Option<(String, String)> {
     let j = lab.json(&["-n", "dlock", "get", "job", JOB, "-o", "json"]);
-    j["status"]["conditions"].as_array().into_iter().flatten().find(|c| (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True").map(|c| {
-        (c["type"].as_str().unwrap_or("").to_string(), c["reason"].as_str().unwrap_or("").to_string())
-    })
+    j["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| (c["type"] == "Complete" || c["type"] == "Failed") && c["status"] == "True")
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap_or("").to_string(),
+                c["reason"].as_str().unwrap_or("").to_string(),
+            )
+        })
 }
 
 fn wait_job(lab: &Lab, within: Duration) -> (String, String) {
@@ -95,8 +122,10 @@ fn wait_job(lab: &Lab, within: Duration) -> (String, String) {
             return c;
         }
         if t.elapsed() > within {
-            let (_, logs, _) = lab.kubectl(&["-n", "dlock", "logs", &format!("job/{JOB}"), "--tail=40"]);
-            let (_, events, _) = lab.kubectl(&["-n", "dlock", "get", "events", "--sort-by=.lastTimestamp"]);
+            let (_, logs, _) =
+                lab.kubectl(&["-n", "dlock", "logs", &format!("job/{JOB}"), "--tail=40"]);
+            let (_, events, _) =
+                lab.kubectl(&["-n", "dlock", "get", "events", "--sort-by=.lastTimestamp"]);
             panic!("job {JOB} not finished within {within:?}\n{logs}\n{events}");
         }
         std::thread::sleep(Duration::from_secs(1));
@@ -111,16 +140,22 @@ fn job_pods(lab: &Lab) -> Vec<Value> {
 fn volume_dir(lab: &Lab, claim: &str) -> PathBuf {
     let pvc = lab.json(&["-n", "dlock", "get", "pvc", claim, "-o", "json"]);
     assert_eq!(pvc["spec"]["storageClassName"], "standard-rwo", "{claim}");
-    let pv = lab.json(&["get", "pv", pvc["spec"]["volumeName"].as_str().expect("bound"), "-o", "json"]);
+    let pv =
+        lab.json(&["get", "pv", pvc["spec"]["volumeName"].as_str().expect("bound"), "-o", "json"]);
     PathBuf::from(pv["spec"]["hostPath"]["path"].as_str().expect("hostPath"))
 }
 
 /// The runc container of a pod's one container, and its init pid on the host.
 fn container_pid(lab: &Lab, pod: &Value) -> i32 {
-    let id = pod["status"]["containerStatuses"][0]["containerID"].as_str().expect("containerID").trim_start_matches("runc://").to_string();
+    let id = pod["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .expect("containerID")
+        .trim_start_matches("runc://")
+        .to_string();
     let root = lab.state["runc_root"].as_str().expect("runc_root");
     let o = Command::new("runc").args(["--root", root, "state", &id]).output().expect("runc state");
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("runc state {id}: {}", String::from_utf8_lossy(&o.stderr)));
+    let v: Value = serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|_| panic!("runc state {id}: {}", String::from_utf8_lossy(&o.stderr)));
     v["pid"].as_i64().expect("pid") as i32
 }
 
@@ -129,8 +164,27 @@ fn signal(pid: i32, sig: nix::sys::signal::Signal) {
 }
 
 fn pod_events(lab: &Lab, pod: &str) -> Vec<(String, String)> {
-    let v = lab.json(&["-n", "dlock", "get", "events", "--field-selector", &format!("involvedObject.name={pod}"), "-o", "json"]);
-    v["items"].as_array().into_iter().flatten().map(|e| (e["reason"].as_str().unwrap_or("").to_string(), e["message"].as_str().unwrap_or("").to_string())).collect()
+    let v = lab.json(&[
+        "-n",
+        "dlock",
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.name={pod}"),
+        "-o",
+        "json",
+    ]);
+    v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["reason"].as_str().unwrap_or("").to_string(),
+                e["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
 }
 
 fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
@@ -161,23 +215,40 @@ impl Prometheus {
         match self.child.try_wait() {
             Ok(None) => true,
             _ => {
-                eprintln!("prometheus exited: {}", std::fs::read_to_string(&self.log).unwrap_or_default());
+                eprintln!(
+                    "prometheus exited: {}",
+                    std::fs::read_to_string(&self.log).unwrap_or_default()
+                );
                 false
             }
         }
     }
 
     fn get(&self, path: &str) -> Value {
-        let o = Command::new("curl").args(["-s", "-m", "5", "-G", &format!("http://127.0.0.1:{}{path}", self.port)]).output().expect("curl");
+        let o = Command::new("curl")
+            .args(["-s", "-m", "5", "-G", &format!("http://127.0.0.1:{}{path}", self.port)])
+            .output()
+            .expect("curl");
         serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
     }
 
     fn query(&self, q: &str) -> Vec<Value> {
         let o = Command::new("curl")
-            .args(["-s", "-m", "5", "-G", &format!("http://127.0.0.1:{}/api/v1/query", self.port), "--data-urlencode", &format!("query={q}")])
+            .args([
+                "-s",
+                "-m",
+                "5",
+                "-G",
+                &format!("http://127.0.0.1:{}/api/v1/query", self.port),
+                "--data-urlencode",
+                &format!("query={q}"),
+            ])
             .output()
             .expect("curl");
-        serde_json::from_slice::<Value>(&o.stdout).ok().and_then(|v| v["data"]["result"].as_array().cloned()).unwrap_or_default()
+        serde_json::from_slice::<Value>(&o.stdout)
+            .ok()
+            .and_then(|v| v["data"]["result"].as_array().cloned())
+            .unwrap_or_default()
     }
 
     fn value(&self, q: &str) -> Option<f64> {
@@ -197,7 +268,8 @@ fn prometheus_config(pm: &Yaml, targets: &Path, rules: &Path) -> String {
     let name = pm["metadata"]["name"].as_str().expect("name");
     let ep = &pm["spec"]["endpoints"][0];
     let path = ep["path"].as_str().expect("path");
-    let (interval, timeout) = (ep["interval"].as_str().expect("interval"), ep["timeout"].as_str().expect("timeout"));
+    let (interval, timeout) =
+        (ep["interval"].as_str().expect("interval"), ep["timeout"].as_str().expect("timeout"));
     format!(
         "global:\n  evaluation_interval: 5s\nrule_files: ['{rules}']\nscrape_configs:\n  - job_name: {name}\n    scrape_interval: {interval}\n    scrape_timeout: {timeout}\n    metrics_path: {path}\n    file_sd_configs:\n      - files: ['{targets}']\n        refresh_interval: 5s\n",
         rules = rules.display(),
@@ -216,11 +288,25 @@ fn write_targets(lab: &Lab, pm: &Yaml, file: &Path) -> usize {
         .iter()
         .map(|(k, v)| format!("{}={}", k.as_str().expect("key"), v.as_str().expect("value")))
         .collect();
-    let pods = lab.json(&["-n", ns, "get", "pods", "-l", &selector.join(","), "--field-selector=status.phase=Running", "-o", "json"]);
+    let pods = lab.json(&[
+        "-n",
+        ns,
+        "get",
+        "pods",
+        "-l",
+        &selector.join(","),
+        "--field-selector=status.phase=Running",
+        "-o",
+        "json",
+    ]);
     let mut groups = Vec::new();
     for p in pods["items"].as_array().into_iter().flatten() {
         let Some(ip) = p["status"]["podIP"].as_str() else { continue };
-        let ports = p["spec"]["containers"].as_array().into_iter().flatten().flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default());
+        let ports = p["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|c| c["ports"].as_array().cloned().unwrap_or_default());
         for port in ports.filter(|port| port["name"] == port_name) {
             groups.push(serde_json::json!({
                 "targets": [format!("{ip}:{}", port["containerPort"])],
@@ -235,16 +321,38 @@ fn write_targets(lab: &Lab, pm: &Yaml, file: &Path) -> usize {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
 }
 
 fn move_leader(lab: &Lab) {
     let leader = lab.leader();
-    let next = ["dlock-etcd-0", "dlock-etcd-1", "dlock-etcd-2"].into_iter().find(|m| *m != leader).expect("a follower");
-    let members: Value = serde_json::from_str(&lab.etcdctl(&["member", "list", "-w", "json"])).expect("member json");
-    let id = members["members"].as_array().and_then(|a| a.iter().find(|m| m["name"] == next)).and_then(|m| m["ID"].as_u64()).expect("the follower's id");
+    let next = ["dlock-etcd-0", "dlock-etcd-1", "dlock-etcd-2"]
+        .into_iter()
+        .find(|m| *m != leader)
+        .expect("a follower");
+    let members: Value =
+        serde_json::from_str(&lab.etcdctl(&["member", "list", "-w", "json"])).expect("member json");
+    let id = members["members"]
+        .as_array()
+        .and_then(|a| a.iter().find(|m| m["name"] == next))
+        .and_then(|m| m["ID"].as_u64())
+        .expect("the follower's id");
     let url = format!("http://{leader}.dlock-etcd-headless.dlock.svc.cluster.local:2379");
-    lab.ok(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "--endpoints", &url, "move-leader", &format!("{id:x}")]);
+    lab.ok(&[
+        "-n",
+        "dlock",
+        "exec",
+        "dlock-etcd-0",
+        "--",
+        "etcdctl",
+        "--endpoints",
+        &url,
+        "move-leader",
+        &format!("{id:x}"),
+    ]);
 }
 
 #[test]
@@ -259,12 +367,28 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     // The continuous sampler first, so that it watches everything below, and Prometheus on it.
     let sampler = manifest("deploy/k8s/leaderwatch/deployment-sample.yaml", &[], dir.path());
     lab.ok(&["apply", "-f", sampler.to_str().expect("path")]);
-    let pm: Yaml = serde_yaml_ng::from_str(&std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch/podmonitoring.yaml")).expect("podmonitoring")).expect("yaml");
+    let pm: Yaml = serde_yaml_ng::from_str(
+        &std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch/podmonitoring.yaml"))
+            .expect("podmonitoring"),
+    )
+    .expect("yaml");
     let rules = dir.path().join("rules.yaml");
-    let committed: Vec<PathBuf> = std::fs::read_dir(repo().join("data")).expect("data").filter_map(|e| e.ok()).map(|e| e.path().join("baseline.json")).filter(|p| p.is_file()).collect();
+    let committed: Vec<PathBuf> = std::fs::read_dir(repo().join("data"))
+        .expect("data")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("baseline.json"))
+        .filter(|p| p.is_file())
+        .collect();
 
     // The sitting, in the cluster.
-    let env = [("LEADERWATCH_TEST_IDLE", "30s"), ("LEADERWATCH_TEST_SETTLE", "20s"), ("LEADERWATCH_ENVIRONMENT", "local control plane (lw-lab), Kubernetes v1.35.4, etcd 3.6.14, in-cluster Job")];
+    let env = [
+        ("LEADERWATCH_TEST_IDLE", "30s"),
+        ("LEADERWATCH_TEST_SETTLE", "20s"),
+        (
+            "LEADERWATCH_ENVIRONMENT",
+            "local control plane (lw-lab), Kubernetes v1.35.4, etcd 3.6.14, in-cluster Job",
+        ),
+    ];
     let job = manifest("deploy/k8s/leaderwatch/job-measure.yaml", &env, dir.path());
     lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml", "-f", job.to_str().expect("path")]);
     let (cond, reason) = wait_job(&lab, Duration::from_secs(300));
@@ -284,30 +408,60 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     assert!(o.status.success(), "baseline-from-log.sh: {}", String::from_utf8_lossy(&o.stderr));
     let from_log: Value = serde_json::from_slice(&o.stdout).expect("baseline.json from the log");
     let run = volume_dir(&lab, "leaderwatch-data").join(&pod);
-    let on_volume: Value = serde_json::from_slice(&std::fs::read(run.join("baseline.json")).expect("baseline.json on the PVC")).expect("json");
+    let on_volume: Value = serde_json::from_slice(
+        &std::fs::read(run.join("baseline.json")).expect("baseline.json on the PVC"),
+    )
+    .expect("json");
     assert_eq!(from_log, on_volume, "the log's baseline.json and the PVC's differ");
     assert_eq!(on_volume["status"], "complete");
     assert_eq!(on_volume["environment"]["kind"], "kubernetes");
-    assert_eq!(on_volume["environment"]["description"].as_str().map(|d| d.starts_with("local control plane (lw-lab)")), Some(true));
+    assert_eq!(
+        on_volume["environment"]["description"]
+            .as_str()
+            .map(|d| d.starts_with("local control plane (lw-lab)")),
+        Some(true)
+    );
     assert_eq!(on_volume["disruption"]["method"], "kubernetes-eviction");
     assert_eq!(on_volume["disruption"]["target_was_leader"], false, "--target=follower");
-    assert_eq!(on_volume["windows"][0]["duration_s"].as_f64().map(|d| d < 60.0), Some(true), "the test override shortened at_rest");
+    assert_eq!(
+        on_volume["windows"][0]["duration_s"].as_f64().map(|d| d < 60.0),
+        Some(true),
+        "the test override shortened at_rest"
+    );
     // --reach=dns: every member by its headless Service name, resolved by cluster DNS.
     let samples = support::samples(&run);
     assert!(!samples.is_empty());
-    assert!(samples.iter().all(|r| r["endpoint"].ends_with(".dlock-etcd-headless.dlock.svc.cluster.local:2379")), "{:?}", samples[0]);
+    assert!(
+        samples
+            .iter()
+            .all(|r| r["endpoint"].ends_with(".dlock-etcd-headless.dlock.svc.cluster.local:2379")),
+        "{:?}",
+        samples[0]
+    );
     use std::os::unix::fs::MetadataExt;
-    assert_eq!(std::fs::metadata(run.join("baseline.json")).expect("stat").uid(), 65532, "written as runAsUser");
+    assert_eq!(
+        std::fs::metadata(run.join("baseline.json")).expect("stat").uid(),
+        65532,
+        "written as runAsUser"
+    );
     // The eviction was the pod's own: its ServiceAccount, authenticated by the bound token
     // the kubelet projected into the pod.
     let evictions: Vec<Value> = lab
         .audit()
         .into_iter()
-        .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["subresource"] == "eviction" && e["responseStatus"]["code"] == 201)
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["objectRef"]["subresource"] == "eviction"
+                && e["responseStatus"]["code"] == 201
+        })
         .collect();
     assert_eq!(evictions.len(), 1, "one eviction");
     assert_eq!(evictions[0]["user"]["username"], "system:serviceaccount:dlock:leaderwatch");
-    assert_eq!(evictions[0]["user"]["extra"]["authentication.kubernetes.io/pod-name"][0], pod.as_str(), "the token bound to the Job's pod");
+    assert_eq!(
+        evictions[0]["user"]["extra"]["authentication.kubernetes.io/pod-name"][0],
+        pod.as_str(),
+        "the token bound to the Job's pod"
+    );
 
     // Never retried: a second Job, SIGKILLed after its eviction, gets no second pod.
     lab.wait_pdb_allows_one();
@@ -316,7 +470,9 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     let env = [("LEADERWATCH_TEST_IDLE", "20s"), ("LEADERWATCH_TEST_SETTLE", "5m"), env[2]];
     let job = manifest("deploy/k8s/leaderwatch/job-measure.yaml", &env, dir.path());
     lab.ok(&["apply", "-f", job.to_str().expect("path")]);
-    wait_until("the second Job's eviction", Duration::from_secs(180), || lab.accepted_evictions().len() == 2);
+    wait_until("the second Job's eviction", Duration::from_secs(180), || {
+        lab.accepted_evictions().len() == 2
+    });
     let pods = job_pods(&lab);
     assert_eq!(pods.len(), 1);
     signal(container_pid(&lab, &pods[0]), nix::sys::signal::Signal::SIGKILL);
@@ -334,24 +490,48 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
 
     // The sampler: Ready, scraped by Prometheus through the PodMonitoring's port and path.
     let sampler_pod = || {
-        let v = lab.json(&["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/component=sampler", "-o", "json"]);
+        let v = lab.json(&[
+            "-n",
+            "dlock",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/component=sampler",
+            "-o",
+            "json",
+        ]);
         v["items"][0].clone()
     };
     wait_until("the sampler Ready", Duration::from_secs(60), || {
-        sampler_pod()["status"]["conditions"].as_array().into_iter().flatten().any(|c| c["type"] == "Ready" && c["status"] == "True")
+        sampler_pod()["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
     });
     let mut baselines = vec![run.join("baseline.json")];
     baselines.extend(committed);
     let mut report = support::leaderwatch();
-    report.args(["report", "--alert-rule", "--allow-local", "--format", "prometheus"]).args(&baselines);
+    report
+        .args(["report", "--alert-rule", "--allow-local", "--format", "prometheus"])
+        .args(&baselines);
     let o = report.output().expect("report --alert-rule");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     std::fs::write(&rules, &o.stdout).expect("rules");
     let rule_text = String::from_utf8_lossy(&o.stdout).into_owned();
-    let threshold: f64 = rule_text.lines().find_map(|l| l.trim().strip_prefix("threshold: '")).and_then(|t| t.trim_end_matches('\'').parse().ok()).expect("threshold");
+    let threshold: f64 = rule_text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("threshold: '"))
+        .and_then(|t| t.trim_end_matches('\'').parse().ok())
+        .expect("threshold");
     let targets = dir.path().join("targets.json");
-    assert_eq!(write_targets(&lab, &pm, &targets), 1, "the PodMonitoring selects the sampler's one port");
-    std::fs::write(dir.path().join("prometheus.yml"), prometheus_config(&pm, &targets, &rules)).expect("prometheus.yml");
+    assert_eq!(
+        write_targets(&lab, &pm, &targets),
+        1,
+        "the PodMonitoring selects the sampler's one port"
+    );
+    std::fs::write(dir.path().join("prometheus.yml"), prometheus_config(&pm, &targets, &rules))
+        .expect("prometheus.yml");
     let port = free_port();
     let mut prom = Prometheus {
         child: Command::new("prometheus")
@@ -366,38 +546,65 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
         log: dir.path().join("prometheus.log"),
     };
     let name = sampler_pod()["metadata"]["name"].as_str().expect("name").to_string();
-    let series = format!("leaderwatch_elections_total{{job=\"leaderwatch-sampler\",namespace=\"dlock\",pod=\"{name}\"}}");
-    wait_until("Prometheus scraped leaderwatch_elections_total", Duration::from_secs(90), || prom.value(&series).is_some() || !prom.alive());
+    let series = format!(
+        "leaderwatch_elections_total{{job=\"leaderwatch-sampler\",namespace=\"dlock\",pod=\"{name}\"}}"
+    );
+    wait_until("Prometheus scraped leaderwatch_elections_total", Duration::from_secs(90), || {
+        prom.value(&series).is_some() || !prom.alive()
+    });
     assert!(prom.value(&series).is_some(), "Prometheus exited (its log is above)");
 
     // Liveness: a frozen sampler answers no /healthz; the kubelet kills and restarts it.
     let pid = container_pid(&lab, &sampler_pod());
     signal(pid, nix::sys::signal::Signal::SIGSTOP);
-    wait_until("the liveness probe's Killing", Duration::from_secs(120), || pod_events(&lab, &name).iter().any(|(r, m)| r == "Killing" && m.contains("liveness")));
-    assert!(pod_events(&lab, &name).iter().any(|(r, m)| r == "Unhealthy" && m.contains("Liveness probe failed")));
+    wait_until("the liveness probe's Killing", Duration::from_secs(120), || {
+        pod_events(&lab, &name).iter().any(|(r, m)| r == "Killing" && m.contains("liveness"))
+    });
+    assert!(
+        pod_events(&lab, &name)
+            .iter()
+            .any(|(r, m)| r == "Unhealthy" && m.contains("Liveness probe failed"))
+    );
     signal(pid, nix::sys::signal::Signal::SIGCONT);
     wait_until("the sampler restarted and Ready", Duration::from_secs(90), || {
         let p = sampler_pod();
-        p["status"]["containerStatuses"][0]["restartCount"] == 1 && p["status"]["containerStatuses"][0]["ready"] == true
+        p["status"]["containerStatuses"][0]["restartCount"] == 1
+            && p["status"]["containerStatuses"][0]["ready"] == true
     });
     // The restart appended to the same files under a new run_id.
     let continuous = volume_dir(&lab, "leaderwatch-sample-data").join("continuous");
-    let runs: std::collections::BTreeSet<String> = support::samples(&continuous).iter().map(|r| r["run_id"].clone()).collect();
+    let runs: std::collections::BTreeSet<String> =
+        support::samples(&continuous).iter().map(|r| r["run_id"].clone()).collect();
     assert_eq!(runs.len(), 2, "one run_id per container start: {runs:?}");
 
     // One election: scraped, and the rule evaluates on it without firing.
-    let scraped_at = |p: &Prometheus| p.query(&format!("timestamp({series})")).first().and_then(|r| r["value"][1].as_str().and_then(|s| s.parse::<f64>().ok())).unwrap_or(0.0);
+    let scraped_at = |p: &Prometheus| {
+        p.query(&format!("timestamp({series})"))
+            .first()
+            .and_then(|r| r["value"][1].as_str().and_then(|s| s.parse::<f64>().ok()))
+            .unwrap_or(0.0)
+    };
     move_leader(&lab);
-    let moved = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs_f64();
-    wait_until("the election in Prometheus", Duration::from_secs(90), || prom.value(&series) == Some(1.0));
+    let moved = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs_f64();
+    wait_until("the election in Prometheus", Duration::from_secs(90), || {
+        prom.value(&series) == Some(1.0)
+    });
     wait_until("the rule evaluated after that scrape", Duration::from_secs(60), || {
         let r = prom.rule();
-        r["health"] == "ok" && chrono::DateTime::parse_from_rfc3339(r["lastEvaluation"].as_str().unwrap_or("")).is_ok_and(|t| t.timestamp() as f64 > scraped_at(&prom))
+        r["health"] == "ok"
+            && chrono::DateTime::parse_from_rfc3339(r["lastEvaluation"].as_str().unwrap_or(""))
+                .is_ok_and(|t| t.timestamp() as f64 > scraped_at(&prom))
     });
     assert!(scraped_at(&prom) > moved);
     let r = prom.rule();
     assert_eq!(r["state"], "inactive", "one election stays under the threshold {threshold}: {r}");
-    assert!(prom.value("increase(leaderwatch_elections_total[15m])").is_some_and(|v| v > 0.0 && v <= threshold + 0.5));
+    assert!(
+        prom.value("increase(leaderwatch_elections_total[15m])")
+            .is_some_and(|v| v > 0.0 && v <= threshold + 0.5)
+    );
 
     // More elections than the threshold allows: the same rule fires.
     let more = threshold as usize + 1;
@@ -408,7 +615,11 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     wait_until("the alert firing", Duration::from_secs(120), || prom.rule()["state"] == "firing");
     // increase() extrapolates, so the rule can fire before the last elections are scraped
     // (regression: it fired at 3 of 5); every one arrives within the next scrapes.
-    wait_until("every election scraped", Duration::from_secs(90), || prom.value(&series) == Some((1 + more) as f64));
+    wait_until("every election scraped", Duration::from_secs(90), || {
+        prom.value(&series) == Some((1 + more) as f64)
+    });
     let total = prom.value(&series).expect("series");
-    eprintln!("in-cluster: Job {pod} complete, second Job failed without retry, sampler restarted by liveness, Prometheus: {total} elections, rule fired above {threshold}");
+    eprintln!(
+        "in-cluster: Job {pod} complete, second Job failed without retry, sampler restarted by liveness, Prometheus: {total} elections, rule fired above {threshold}"
+    );
 }

@@ -12,17 +12,17 @@ use std::time::Duration;
 
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
-use leaderwatch::k8s::{KubeError, KubeOptions};
 use leaderwatch::k8s::discover::Reach;
 use leaderwatch::k8s::preflight::{self, PreflightOptions};
 use leaderwatch::k8s::timing::{self, ElectionTiming};
+use leaderwatch::k8s::{KubeError, KubeOptions};
 use leaderwatch::measure::{self, MeasureConfig};
 use leaderwatch::model::baseline::Environment;
+use leaderwatch::model::baseline::WindowName;
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::SittingConfig;
 use support::fake_api::{FakeApi, Knobs, NS};
 use support::{events, leaderwatch, one_cluster_at_a_time};
-use leaderwatch::model::baseline::WindowName;
 
 fn kube_opts() -> KubeOptions {
     KubeOptions {
@@ -35,7 +35,9 @@ fn kube_opts() -> KubeOptions {
 }
 
 async fn fake(knobs: Knobs) -> FakeApi {
-    let cluster = LocalCluster::start(LocalOptions::default()).await.unwrap_or_else(|e| panic!("local etcd: {e}"));
+    let cluster = LocalCluster::start(LocalOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("local etcd: {e}"));
     FakeApi::start(cluster, knobs, Duration::from_secs(1)).await
 }
 
@@ -53,7 +55,10 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
             probe: ProbeConfig { timeout: Duration::from_secs(1), ..ProbeConfig::default() },
             out: out.to_owned(),
             recovery_timeout: Duration::from_secs(60),
-            environment: Environment { description: "fake API server + local etcd".into(), ..Environment::default() },
+            environment: Environment {
+                description: "fake API server + local etcd".into(),
+                ..Environment::default()
+            },
             cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
             // On, as `measure` runs by default: the canary goes through the same reach.
             canary: Some(Duration::from_secs(1)),
@@ -66,7 +71,12 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
     }
 }
 
-async fn measure(api: &FakeApi, out: &std::path::Path, target: &str, dry_run: bool) -> leaderwatch::Result<leaderwatch::model::baseline::Baseline> {
+async fn measure(
+    api: &FakeApi,
+    out: &std::path::Path,
+    target: &str,
+    dry_run: bool,
+) -> leaderwatch::Result<leaderwatch::model::baseline::Baseline> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     measure::run(api.client(), config(out, target, dry_run), clock, std::future::pending()).await
 }
@@ -78,13 +88,19 @@ async fn pdb_blocks_the_first_attempts_then_allows_and_the_blocked_time_is_recor
     let _one = one_cluster_at_a_time().await;
     let api = fake(Knobs { block_evictions: 2, ..Knobs::default() }).await;
     let out = tempfile::tempdir().expect("tempdir");
-    let b = measure(&api, out.path(), "follower", false).await.unwrap_or_else(|e| panic!("measure: {e}"));
+    let b = measure(&api, out.path(), "follower", false)
+        .await
+        .unwrap_or_else(|e| panic!("measure: {e}"));
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!(d.attempts, 3);
     assert!(d.blocked_s >= 9.0, "two 5 s waits: {}", d.blocked_s);
-    let blocked: Vec<_> = events(out.path()).into_iter().filter(|e| e["kind"] == "eviction_blocked").collect();
+    let blocked: Vec<_> =
+        events(out.path()).into_iter().filter(|e| e["kind"] == "eviction_blocked").collect();
     assert_eq!(blocked.len(), 2);
-    assert!(blocked.iter().all(|e| e["detail"].contains("needs 2 healthy pods and has 2")), "{blocked:?}");
+    assert!(
+        blocked.iter().all(|e| e["detail"].contains("needs 2 healthy pods and has 2")),
+        "{blocked:?}"
+    );
 }
 
 /// Fake because: it counts the Eviction requests the API saw with and without dryRun, which
@@ -94,7 +110,8 @@ async fn dry_run_evicts_nothing() {
     let _one = one_cluster_at_a_time().await;
     let api = fake(Knobs::default()).await;
     let out = tempfile::tempdir().expect("tempdir");
-    let b = measure(&api, out.path(), "leader", true).await.unwrap_or_else(|e| panic!("measure: {e}"));
+    let b =
+        measure(&api, out.path(), "leader", true).await.unwrap_or_else(|e| panic!("measure: {e}"));
     assert_eq!(api.evictions().await.iter().filter(|(_, dry)| !dry).count(), 0, "no real eviction");
     assert_eq!(api.evictions().await.len(), 1, "one server-side dry-run eviction");
     let d = b.disruption.as_ref().expect("disruption");
@@ -109,7 +126,15 @@ async fn dry_run_evicts_nothing() {
 async fn preflight_passes_and_each_criterion_fails_on_its_own() {
     let _one = one_cluster_at_a_time().await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let po = PreflightOptions { reach: Reach::PodIp, probe: ProbeConfig { timeout: Duration::from_secs(1), with_metrics: false, ..ProbeConfig::default() }, ..PreflightOptions::default() };
+    let po = PreflightOptions {
+        reach: Reach::PodIp,
+        probe: ProbeConfig {
+            timeout: Duration::from_secs(1),
+            with_metrics: false,
+            ..ProbeConfig::default()
+        },
+        ..PreflightOptions::default()
+    };
     // One node is necessarily one zone, so that case fails both lines of criterion 2.
     let cases: Vec<(Knobs, Vec<&str>)> = vec![
         (Knobs::default(), vec![]),
@@ -119,12 +144,18 @@ async fn preflight_passes_and_each_criterion_fails_on_its_own() {
         (Knobs { pdb_allowed: Some(0), ..Knobs::default() }, vec!["pdb"]),
         (Knobs { wrong_port: true, ..Knobs::default() }, vec!["endpoints"]),
     ];
-    let cluster = LocalCluster::start(LocalOptions::default()).await.unwrap_or_else(|e| panic!("local etcd: {e}"));
+    let cluster = LocalCluster::start(LocalOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("local etcd: {e}"));
     let mut cluster = Some(cluster);
     for (knobs, failing) in cases {
         // One cluster serves every case: the fake takes it and gives it back on drop.
-        let api = FakeApi::start(cluster.take().expect("cluster"), knobs.clone(), Duration::from_secs(1)).await;
-        let checks = preflight::run(&api.client(), &kube_opts(), &po, clock.clone()).await.expect("preflight ran");
+        let api =
+            FakeApi::start(cluster.take().expect("cluster"), knobs.clone(), Duration::from_secs(1))
+                .await;
+        let checks = preflight::run(&api.client(), &kube_opts(), &po, clock.clone())
+            .await
+            .expect("preflight ran");
         let failed: Vec<&str> = checks.iter().filter(|c| !c.pass).map(|c| c.name).collect();
         assert_eq!(failed, failing, "{knobs:?}: {}", preflight::render(&checks));
         assert!(checks.iter().all(|c| !c.evidence.is_empty()), "every line has its evidence");
@@ -141,7 +172,10 @@ async fn forbidden_and_unreachable_api_are_one_clear_line_and_exit_6() {
     let kc = api.kubeconfig(dir.path());
     let out = dir.path().join("out");
     let out_s = out.to_str().expect("utf8").to_owned();
-    for args in [vec!["preflight".to_owned()], vec!["measure".to_owned(), "--out".to_owned(), out_s.clone()]] {
+    for args in [
+        vec!["preflight".to_owned()],
+        vec!["measure".to_owned(), "--out".to_owned(), out_s.clone()],
+    ] {
         let o = tokio::task::spawn_blocking({
             let kc = kc.clone();
             move || leaderwatch().args(&args).arg("--kubeconfig").arg(&kc).output().expect("run")
@@ -158,9 +192,11 @@ async fn forbidden_and_unreachable_api_are_one_clear_line_and_exit_6() {
     let dead = dir.path().join("dead-kubeconfig");
     let text = std::fs::read_to_string(&kc).expect("read").replace(&api.url, "http://127.0.0.1:1");
     std::fs::write(&dead, text).expect("write");
-    let o = tokio::task::spawn_blocking(move || leaderwatch().args(["preflight", "--kubeconfig"]).arg(&dead).output().expect("run"))
-        .await
-        .expect("join");
+    let o = tokio::task::spawn_blocking(move || {
+        leaderwatch().args(["preflight", "--kubeconfig"]).arg(&dead).output().expect("run")
+    })
+    .await
+    .expect("join");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(6), "{err}");
     assert!(err.contains("list pods") && err.to_lowercase().contains("connect"), "{err}");
@@ -175,18 +211,28 @@ async fn preflight_cli_prints_pass_fail_lines_and_measure_refuses_to_evict_on_a_
     let kc = api.kubeconfig(dir.path());
     let o = tokio::task::spawn_blocking({
         let kc = kc.clone();
-        move || leaderwatch().args(["preflight", "--reach", "pod-ip", "-o", "json", "--kubeconfig"]).arg(&kc).output().expect("run")
+        move || {
+            leaderwatch()
+                .args(["preflight", "--reach", "pod-ip", "-o", "json", "--kubeconfig"])
+                .arg(&kc)
+                .output()
+                .expect("run")
+        }
     })
     .await
     .expect("join");
     assert_eq!(o.status.code(), Some(7), "{}", String::from_utf8_lossy(&o.stderr));
     let checks: serde_json::Value = serde_json::from_slice(&o.stdout).expect("-o json");
-    let pdb = checks.as_array().and_then(|c| c.iter().find(|c| c["name"] == "pdb")).expect("pdb line");
+    let pdb =
+        checks.as_array().and_then(|c| c.iter().find(|c| c["name"] == "pdb")).expect("pdb line");
     assert_eq!(pdb["pass"], false);
     assert!(pdb["evidence"].as_str().is_some_and(|e| e.contains("allowed disruptions 0")));
 
     let out = tempfile::tempdir().expect("tempdir");
-    let err = measure(&api, out.path(), "follower", false).await.err().expect("preflight must stop measure");
+    let err = measure(&api, out.path(), "follower", false)
+        .await
+        .err()
+        .expect("preflight must stop measure");
     assert!(matches!(err, leaderwatch::Error::Preflight(_)), "{err}");
     assert!(api.evictions().await.is_empty(), "nothing evicted");
 }
@@ -201,22 +247,38 @@ async fn measure_through_the_built_in_port_forward_follows_the_recreated_pod() {
     let mut cfg = config(out.path(), "follower", false);
     cfg.reach = Reach::PortForward;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let b = measure::run(api.client(), cfg, clock, std::future::pending()).await.unwrap_or_else(|e| panic!("measure: {e}"));
+    let b = measure::run(api.client(), cfg, clock, std::future::pending())
+        .await
+        .unwrap_or_else(|e| panic!("measure: {e}"));
     let d = b.disruption.as_ref().expect("disruption");
-    assert!(d.member_lost_at.is_some() && d.member_back_at.is_some(), "lost and back through the forward: {d:?}");
+    assert!(
+        d.member_lost_at.is_some() && d.member_back_at.is_some(),
+        "lost and back through the forward: {d:?}"
+    );
     assert!(d.healthy_at.is_some(), "the forward reached the replacement pod without a restart");
-    assert!(api.forwards().await >= 6, "every member through a port-forward stream: {}", api.forwards().await);
+    assert!(
+        api.forwards().await >= 6,
+        "every member through a port-forward stream: {}",
+        api.forwards().await
+    );
     let rows = support::samples(out.path());
     assert!(rows.iter().all(|r| r["endpoint"].starts_with("http://127.0.0.1:")));
     let last_target = rows.iter().rev().find(|r| r["member"] == d.target).expect("target rows");
-    assert_eq!((last_target["reachable"].as_str(), last_target["health"].as_str()), ("true", "true"));
+    assert_eq!(
+        (last_target["reachable"].as_str(), last_target["health"].as_str()),
+        ("true", "true")
+    );
     // HTTP and gRPC alike went through the forwards: the last round is complete.
     for r in rows.iter().rev().take(3) {
         assert!(r["error"].is_empty() && !r["raft_term"].is_empty(), "{r:?}");
     }
     // So did the canary's client of all members.
-    let settle = b.window(WindowName::Settle).and_then(|w| w.client.clone()).expect("canary in settle");
-    assert!(settle.write.ops > 0 && settle.write.availability.is_some_and(|a| a > 0.9), "{settle:?}");
+    let settle =
+        b.window(WindowName::Settle).and_then(|w| w.client.clone()).expect("canary in settle");
+    assert!(
+        settle.write.ops > 0 && settle.write.availability.is_some_and(|a| a > 0.9),
+        "{settle:?}"
+    );
 }
 
 /// Fake because: StatefulSets with unusual flags and pods owned by two StatefulSets, which
@@ -225,17 +287,34 @@ async fn measure_through_the_built_in_port_forward_follows_the_recreated_pod() {
 async fn election_timing_is_read_from_the_statefulset_that_owns_the_pods() {
     use k8s_openapi::api::apps::v1::StatefulSet;
     let _one = one_cluster_at_a_time().await;
-    let mut cluster = Some(LocalCluster::start(LocalOptions::default()).await.unwrap_or_else(|e| panic!("local etcd: {e}")));
+    let mut cluster = Some(
+        LocalCluster::start(LocalOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("local etcd: {e}")),
+    );
     let sts_api = |api: &FakeApi| kube::Api::<StatefulSet>::namespaced(api.client(), NS);
     let list = kube::api::ListParams::default().labels("app.kubernetes.io/name=dlock-etcd");
 
     // The repository's manifest, served as it is: both values from its args.
-    let api = FakeApi::start(cluster.take().expect("cluster"), Knobs::default(), Duration::from_secs(1)).await;
-    let t = timing::read(&api.client(), &kube_opts()).await.unwrap_or_else(|e| panic!("timing: {e}"));
-    assert_eq!(t, ElectionTiming { heartbeat_ms: 100, election_ms: 1000, source: "StatefulSet dlock/dlock-etcd container etcd args".into() });
+    let api =
+        FakeApi::start(cluster.take().expect("cluster"), Knobs::default(), Duration::from_secs(1))
+            .await;
+    let t =
+        timing::read(&api.client(), &kube_opts()).await.unwrap_or_else(|e| panic!("timing: {e}"));
+    assert_eq!(
+        t,
+        ElectionTiming {
+            heartbeat_ms: 100,
+            election_ms: 1000,
+            source: "StatefulSet dlock/dlock-etcd container etcd args".into()
+        }
+    );
     let used = api.used().await;
     for rule in [("", "pods", "list"), ("apps", "statefulsets", "get")] {
-        assert!(used.contains(&(rule.0.into(), rule.1.into(), rule.2.into())), "{rule:?} used: {used:?}");
+        assert!(
+            used.contains(&(rule.0.into(), rule.1.into(), rule.2.into())),
+            "{rule:?} used: {used:?}"
+        );
     }
     // The Role grants get, not list: a list of StatefulSets is refused.
     let err = sts_api(&api).list(&list).await.expect_err("list statefulsets is not in the Role");
@@ -243,25 +322,54 @@ async fn election_timing_is_read_from_the_statefulset_that_owns_the_pods() {
     cluster = Some(api.into_cluster().await);
 
     // No flags in the container: etcd's defaults, said so.
-    let api = FakeApi::start(cluster.take().expect("cluster"), Knobs { etcd_no_flags: true, ..Knobs::default() }, Duration::from_secs(1)).await;
-    let t = timing::read(&api.client(), &kube_opts()).await.unwrap_or_else(|e| panic!("timing: {e}"));
-    assert_eq!(t, ElectionTiming { heartbeat_ms: 100, election_ms: 1000, source: "etcd default".into() });
+    let api = FakeApi::start(
+        cluster.take().expect("cluster"),
+        Knobs { etcd_no_flags: true, ..Knobs::default() },
+        Duration::from_secs(1),
+    )
+    .await;
+    let t =
+        timing::read(&api.client(), &kube_opts()).await.unwrap_or_else(|e| panic!("timing: {e}"));
+    assert_eq!(
+        t,
+        ElectionTiming { heartbeat_ms: 100, election_ms: 1000, source: "etcd default".into() }
+    );
     cluster = Some(api.into_cluster().await);
 
     // Without the Role's statefulsets rule: a 403, named.
     let revoke = ("apps".to_owned(), "statefulsets".to_owned(), "get".to_owned());
-    let api = FakeApi::start(cluster.take().expect("cluster"), Knobs { revoke: Some(revoke), ..Knobs::default() }, Duration::from_secs(1)).await;
+    let api = FakeApi::start(
+        cluster.take().expect("cluster"),
+        Knobs { revoke: Some(revoke), ..Knobs::default() },
+        Duration::from_secs(1),
+    )
+    .await;
     let err = timing::read(&api.client(), &kube_opts()).await.expect_err("forbidden");
-    assert!(matches!(&err, KubeError::Forbidden { what, .. } if what == "get statefulset"), "{err}");
+    assert!(
+        matches!(&err, KubeError::Forbidden { what, .. } if what == "get statefulset"),
+        "{err}"
+    );
     assert!(err.to_string().contains("statefulsets"), "{err}");
     cluster = Some(api.into_cluster().await);
 
     // As a cluster admin the list route serves the same manifest, filtered by the selector.
-    let api = FakeApi::start(cluster.take().expect("cluster"), Knobs { no_rbac: true, ..Knobs::default() }, Duration::from_secs(1)).await;
+    let api = FakeApi::start(
+        cluster.take().expect("cluster"),
+        Knobs { no_rbac: true, ..Knobs::default() },
+        Duration::from_secs(1),
+    )
+    .await;
     let items = sts_api(&api).list(&list).await.expect("list statefulsets").items;
     assert_eq!(items.len(), 1);
-    assert_eq!(timing::from_statefulset(&items[0], None).map(|t| t.source), Ok("StatefulSet dlock/dlock-etcd container etcd args".to_owned()));
-    let none = sts_api(&api).list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=other")).await.expect("list").items;
+    assert_eq!(
+        timing::from_statefulset(&items[0], None).map(|t| t.source),
+        Ok("StatefulSet dlock/dlock-etcd container etcd args".to_owned())
+    );
+    let none = sts_api(&api)
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/name=other"))
+        .await
+        .expect("list")
+        .items;
     assert!(none.is_empty(), "the selector filters");
     drop(api);
 }

@@ -18,17 +18,17 @@ use leaderwatch::k8s::KubeOptions;
 use leaderwatch::k8s::discover::Reach;
 use leaderwatch::measure::{self, MeasureConfig};
 use leaderwatch::model::baseline::{Baseline, Environment, KubeMethod};
+use leaderwatch::model::baseline::{Status, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::SittingConfig;
 use serde_json::Value;
-use leaderwatch::model::baseline::{Status, WindowName};
 
-#[path = "support/writer.rs"]
-mod writer;
-#[path = "support/promtool.rs"]
-mod promtool;
 #[path = "support/lab.rs"]
 mod lab;
+#[path = "support/promtool.rs"]
+mod promtool;
+#[path = "support/writer.rs"]
+mod writer;
 use lab::{Lab, repo};
 
 fn config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> MeasureConfig {
@@ -51,7 +51,10 @@ fn config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> Me
             probe: ProbeConfig { timeout: Duration::from_secs(1), ..ProbeConfig::default() },
             out: out.to_owned(),
             recovery_timeout: Duration::from_secs(180),
-            environment: Environment { description: "local control plane, Kubernetes v1.35.4, etcd {etcd}".into(), ..Environment::default() },
+            environment: Environment {
+                description: "local control plane, Kubernetes v1.35.4, etcd {etcd}".into(),
+                ..Environment::default()
+            },
             cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
             canary: Some(Duration::from_secs(1)),
             metrics_addr: None,
@@ -67,7 +70,12 @@ async fn measure(kubeconfig: &Path, out: &Path, target: &str) -> leaderwatch::Re
     measure_with(kubeconfig, out, target, KubeMethod::Evict).await
 }
 
-async fn measure_with(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> leaderwatch::Result<Baseline> {
+async fn measure_with(
+    kubeconfig: &Path,
+    out: &Path,
+    target: &str,
+    method: KubeMethod,
+) -> leaderwatch::Result<Baseline> {
     measure_cfg(config(kubeconfig, out, target, method)).await
 }
 
@@ -78,7 +86,12 @@ async fn measure_cfg(cfg: MeasureConfig) -> leaderwatch::Result<Baseline> {
 }
 
 /// A routine operation's sitting: shorter windows (its figures are in the disruption).
-fn maintenance_config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> MeasureConfig {
+fn maintenance_config(
+    kubeconfig: &Path,
+    out: &Path,
+    target: &str,
+    method: KubeMethod,
+) -> MeasureConfig {
     let mut cfg = config(kubeconfig, out, target, method);
     cfg.sitting.idle = Duration::from_secs(10);
     cfg.sitting.settle = Duration::from_secs(5);
@@ -91,14 +104,27 @@ fn maintenance_config(kubeconfig: &Path, out: &Path, target: &str, method: KubeM
 /// watcher often sees the controller take a member before the operation's poll does
 /// (regression: the rollout's second election was put down to `kubernetes`).
 fn all_ours(b: &Baseline, what: &str) {
-    let causes: Vec<_> = b.windows.iter().filter(|w| w.name != WindowName::AtRest).flat_map(|w| &w.elections_detail).map(|e| (e.term_to, e.cause, e.cause_event.as_ref().map(|c| c.kind.clone()))).collect();
-    assert!(causes.iter().all(|c| c.1 == leaderwatch::model::baseline::Cause::OwnDisruption), "{what}: every election caused by our own operation: {causes:?}");
+    let causes: Vec<_> = b
+        .windows
+        .iter()
+        .filter(|w| w.name != WindowName::AtRest)
+        .flat_map(|w| &w.elections_detail)
+        .map(|e| (e.term_to, e.cause, e.cause_event.as_ref().map(|c| c.kind.clone())))
+        .collect();
+    assert!(
+        causes.iter().all(|c| c.1 == leaderwatch::model::baseline::Cause::OwnDisruption),
+        "{what}: every election caused by our own operation: {causes:?}"
+    );
 }
 
 /// promtool's verdict on the rule `report --alert-rule --allow-local` derives from
 /// `baselines`, over elections at `at` (seconds) for `minutes`: true when it never fires.
 fn alert_silent(baselines: &[PathBuf], at: &[f64], minutes: u64) -> bool {
-    let o = Command::new(env!("CARGO_BIN_EXE_leaderwatch")).args(["report", "--alert-rule", "--allow-local", "--format", "prometheus"]).args(baselines).output().expect("report");
+    let o = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
+        .args(["report", "--alert-rule", "--allow-local", "--format", "prometheus"])
+        .args(baselines)
+        .output()
+        .expect("report");
     assert!(o.status.success(), "report --alert-rule: {}", String::from_utf8_lossy(&o.stderr));
     eprintln!("{}", String::from_utf8_lossy(&o.stderr));
     promtool::alert_silent(&o.stdout, at, minutes)
@@ -106,7 +132,9 @@ fn alert_silent(baselines: &[PathBuf], at: &[f64], minutes: u64) -> bool {
 
 /// The Roles and ClusterRoles of rbac.yaml and rbac-drain.yaml as (apiGroup, resource, verb).
 fn granted() -> BTreeSet<(String, String, String)> {
-    let text = ["rbac.yaml", "rbac-drain.yaml"].map(|f| std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch").join(f)).expect(f)).join("\n---\n");
+    let text = ["rbac.yaml", "rbac-drain.yaml"]
+        .map(|f| std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch").join(f)).expect(f))
+        .join("\n---\n");
     let mut out = BTreeSet::new();
     for doc in serde_yaml_ng::Deserializer::from_str(&text) {
         let v = <serde_yaml_ng::Value as serde::Deserialize>::deserialize(doc).expect("yaml");
@@ -114,7 +142,11 @@ fn granted() -> BTreeSet<(String, String, String)> {
             for g in rule["apiGroups"].as_sequence().into_iter().flatten() {
                 for r in rule["resources"].as_sequence().into_iter().flatten() {
                     for verb in rule["verbs"].as_sequence().into_iter().flatten() {
-                        out.insert((g.as_str().unwrap_or("").into(), r.as_str().unwrap_or("").into(), verb.as_str().unwrap_or("").into()));
+                        out.insert((
+                            g.as_str().unwrap_or("").into(),
+                            r.as_str().unwrap_or("").into(),
+                            verb.as_str().unwrap_or("").into(),
+                        ));
                     }
                 }
             }
@@ -130,32 +162,59 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
 
     // 1. A follower eviction through the real Eviction API, the PDB computed by the real
     //    disruption controller, the pod recreated by the real StatefulSet controller.
-    let before_uid = |name: &str| lab.json(&["-n", "dlock", "get", "pod", name, "-o", "json"])["metadata"]["uid"].as_str().unwrap_or("").to_string();
+    let before_uid = |name: &str| {
+        lab.json(&["-n", "dlock", "get", "pod", name, "-o", "json"])["metadata"]["uid"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
     let uids: Vec<String> = (0..3).map(|i| before_uid(&format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
-    let b = measure(&kc, &out.path().join("follower"), "follower").await.unwrap_or_else(|e| panic!("measure: {e}"));
+    let b = measure(&kc, &out.path().join("follower"), "follower")
+        .await
+        .unwrap_or_else(|e| panic!("measure: {e}"));
     let term_after = lab.raft_term();
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!(d.method, "kubernetes-eviction");
     assert_eq!(d.attempts, 1, "the PDB allowed the first eviction");
-    assert_eq!(lab.accepted_evictions(), vec![d.target.clone()], "exactly one accepted Eviction, of the target (audit log)");
+    assert_eq!(
+        lab.accepted_evictions(),
+        vec![d.target.clone()],
+        "exactly one accepted Eviction, of the target (audit log)"
+    );
     let elections: u64 = b.windows.iter().filter_map(|w| w.elections).sum();
-    assert_eq!(elections, term_after - term_before, "elections equal the raft-term delta across the sitting");
+    assert_eq!(
+        elections,
+        term_after - term_before,
+        "elections equal the raft-term delta across the sitting"
+    );
     let pod = lab.json(&["-n", "dlock", "get", "pod", &d.target, "-o", "json"]);
     let idx: usize = d.target.rsplit('-').next().and_then(|i| i.parse().ok()).expect("ordinal");
-    assert_ne!(pod["metadata"]["uid"].as_str().unwrap_or(""), uids[idx], "the StatefulSet recreated the evicted pod");
-    let node = lab.json(&["get", "node", pod["spec"]["nodeName"].as_str().expect("node"), "-o", "json"]);
+    assert_ne!(
+        pod["metadata"]["uid"].as_str().unwrap_or(""),
+        uids[idx],
+        "the StatefulSet recreated the evicted pod"
+    );
+    let node =
+        lab.json(&["get", "node", pod["spec"]["nodeName"].as_str().expect("node"), "-o", "json"]);
     let pvc = lab.json(&["-n", "dlock", "get", "pvc", &format!("data-{}", d.target), "-o", "json"]);
-    let pv = lab.json(&["get", "pv", pvc["spec"]["volumeName"].as_str().expect("bound"), "-o", "json"]);
+    let pv =
+        lab.json(&["get", "pv", pvc["spec"]["volumeName"].as_str().expect("bound"), "-o", "json"]);
     assert_eq!(
-        node["metadata"]["labels"]["topology.kubernetes.io/zone"], pv["metadata"]["labels"]["topology.kubernetes.io/zone"],
+        node["metadata"]["labels"]["topology.kubernetes.io/zone"],
+        pv["metadata"]["labels"]["topology.kubernetes.io/zone"],
         "back in its PV's zone"
     );
     // The waterfall's Kubernetes steps, in the order the real controllers produced them.
     let steps: Vec<&str> = d.waterfall.iter().map(|s| s.step.as_str()).collect();
     eprintln!("waterfall: {steps:?}");
-    let pos = |name: &str| steps.iter().position(|s| *s == name).unwrap_or_else(|| panic!("no step {name:?} in {steps:?}"));
+    let pos = |name: &str| {
+        steps
+            .iter()
+            .position(|s| *s == name)
+            .unwrap_or_else(|| panic!("no step {name:?} in {steps:?}"))
+    };
     // The Eviction API sets DisruptionTarget, then deletes; the kubelet kills, the pod goes,
     // the StatefulSet controller creates the replacement, the scheduler places it.
     for (a, b) in [
@@ -170,29 +229,65 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         assert!(pos(a) < pos(b), "{a} before {b}: {steps:?}");
     }
     assert!(d.waterfall.windows(2).all(|w| w[0].at <= w[1].at), "steps in time order: {steps:?}");
-    assert_eq!(lab.etcdctl(&["get", "--prefix", "__leaderwatch/", "--keys-only"]).trim(), "", "the canary key is gone");
+    assert_eq!(
+        lab.etcdctl(&["get", "--prefix", "__leaderwatch/", "--keys-only"]).trim(),
+        "",
+        "the canary key is gone"
+    );
 
     // 1b. `--method delete` of a follower: a DELETE with the pod's grace period, no
     //     Eviction, the same recovery. Once the replacement is Ready the PDB allows one again.
     lab.wait_pdb_allows_one();
     let pods_before: Vec<String> = (0..3).map(|i| before_uid(&format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
-    let b = measure_with(&kc, &out.path().join("delete"), "follower", KubeMethod::Delete).await.unwrap_or_else(|e| panic!("measure --method delete: {e}"));
+    let b = measure_with(&kc, &out.path().join("delete"), "follower", KubeMethod::Delete)
+        .await
+        .unwrap_or_else(|e| panic!("measure --method delete: {e}"));
     let term_after = lab.raft_term();
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!((d.method.as_str(), d.attempts), ("kubernetes-delete", 1));
-    assert_eq!(lab.accepted_evictions().len(), 1, "a delete is no Eviction: still the one of step 1");
-    assert_eq!(lab.sa_requests("delete", "pods"), vec![d.target.clone()], "exactly one DELETE by leaderwatch, of the target (audit log)");
+    assert_eq!(
+        lab.accepted_evictions().len(),
+        1,
+        "a delete is no Eviction: still the one of step 1"
+    );
+    assert_eq!(
+        lab.sa_requests("delete", "pods"),
+        vec![d.target.clone()],
+        "exactly one DELETE by leaderwatch, of the target (audit log)"
+    );
     let idx: usize = d.target.rsplit('-').next().and_then(|i| i.parse().ok()).expect("ordinal");
-    assert_ne!(before_uid(&d.target), pods_before[idx], "the StatefulSet recreated the deleted pod");
-    assert_eq!(b.windows.iter().filter_map(|w| w.elections).sum::<u64>(), term_after - term_before, "elections equal the raft-term delta");
+    assert_ne!(
+        before_uid(&d.target),
+        pods_before[idx],
+        "the StatefulSet recreated the deleted pod"
+    );
+    assert_eq!(
+        b.windows.iter().filter_map(|w| w.elections).sum::<u64>(),
+        term_after - term_before,
+        "elections equal the raft-term delta"
+    );
     let steps: Vec<&str> = d.waterfall.iter().map(|s| s.step.as_str()).collect();
-    let pos = |name: &str| steps.iter().position(|s| *s == name).unwrap_or_else(|| panic!("no step {name:?} in {steps:?}"));
-    for (a, b) in [("requested", "delete_accepted"), ("pod_deleting", "pod_deleted"), ("pod_deleted", "pod_created"), ("pod_created", "member_back (measured)"), ("member_back (measured)", "healthy_list (measured)")] {
+    let pos = |name: &str| {
+        steps
+            .iter()
+            .position(|s| *s == name)
+            .unwrap_or_else(|| panic!("no step {name:?} in {steps:?}"))
+    };
+    for (a, b) in [
+        ("requested", "delete_accepted"),
+        ("pod_deleting", "pod_deleted"),
+        ("pod_deleted", "pod_created"),
+        ("pod_created", "member_back (measured)"),
+        ("member_back (measured)", "healthy_list (measured)"),
+    ] {
         assert!(pos(a) < pos(b), "{a} before {b}: {steps:?}");
     }
-    assert!(!steps.contains(&"disruption_target"), "no DisruptionTarget without an Eviction: {steps:?}");
+    assert!(
+        !steps.contains(&"disruption_target"),
+        "no DisruptionTarget without an Eviction: {steps:?}"
+    );
 
     // 1c. `--method rolling-restart`: one patch of the template (kubectl rollout restart);
     //     the real StatefulSet controller replaces every member, highest ordinal first, one
@@ -201,27 +296,58 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let pods_before: Vec<String> = (0..3).map(|i| before_uid(&format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
     let rolling = out.path().join("rolling-restart");
-    let b = measure_cfg(maintenance_config(&kc, &rolling, "follower", KubeMethod::RollingRestart)).await.unwrap_or_else(|e| panic!("measure --method rolling-restart: {e}"));
+    let b = measure_cfg(maintenance_config(&kc, &rolling, "follower", KubeMethod::RollingRestart))
+        .await
+        .unwrap_or_else(|e| panic!("measure --method rolling-restart: {e}"));
     let term_after = lab.raft_term();
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
-    assert_eq!((d.method.as_str(), d.target.as_str()), ("kubernetes-rolling-restart", "dlock-etcd-2"), "the first replaced is the target");
+    assert_eq!(
+        (d.method.as_str(), d.target.as_str()),
+        ("kubernetes-rolling-restart", "dlock-etcd-2"),
+        "the first replaced is the target"
+    );
     let m = d.maintenance.as_ref().expect("a maintenance record");
     eprintln!("rolling restart: {m:#?}");
     let order: Vec<&str> = m.members.iter().map(|r| r.member.as_str()).collect();
-    assert_eq!(order, ["dlock-etcd-2", "dlock-etcd-1", "dlock-etcd-0"], "highest ordinal first, each once");
+    assert_eq!(
+        order,
+        ["dlock-etcd-2", "dlock-etcd-1", "dlock-etcd-0"],
+        "highest ordinal first, each once"
+    );
     for (i, before) in pods_before.iter().enumerate() {
         assert_ne!(&before_uid(&format!("dlock-etcd-{i}")), before, "dlock-etcd-{i} replaced");
     }
     let ready: Vec<f64> = m.members.iter().map(|r| r.ready_s.expect("each Ready again")).collect();
-    assert!(m.members.windows(2).all(|w| w[0].ready_s <= w[1].terminating_s), "one at a time: each Ready before the next terminates: {m:?}");
-    assert!(m.operation_s.is_some_and(|t| ready.iter().all(|r| *r <= t)), "the rollout completes after the last Ready: {m:?}");
+    assert!(
+        m.members.windows(2).all(|w| w[0].ready_s <= w[1].terminating_s),
+        "one at a time: each Ready before the next terminates: {m:?}"
+    );
+    assert!(
+        m.operation_s.is_some_and(|t| ready.iter().all(|r| *r <= t)),
+        "the rollout completes after the last Ready: {m:?}"
+    );
     assert!(d.request_to_healthy_s >= m.operation_s, "healthy only once the rollout is complete");
-    assert_eq!(b.windows.iter().filter_map(|w| w.elections).sum::<u64>(), term_after - term_before, "elections equal the raft-term delta");
+    assert_eq!(
+        b.windows.iter().filter_map(|w| w.elections).sum::<u64>(),
+        term_after - term_before,
+        "elections equal the raft-term delta"
+    );
     let sts = lab.json(&["-n", "dlock", "get", "sts", "dlock-etcd", "-o", "json"]);
-    assert!(sts["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"].is_string(), "the template annotation kubectl rollout restart sets");
-    assert_eq!(sts["status"]["updateRevision"], sts["status"]["currentRevision"], "rollout complete");
-    assert_eq!(lab.sa_requests("patch", "statefulsets").len(), 1, "one patch of the StatefulSet by leaderwatch");
+    assert!(
+        sts["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/restartedAt"]
+            .is_string(),
+        "the template annotation kubectl rollout restart sets"
+    );
+    assert_eq!(
+        sts["status"]["updateRevision"], sts["status"]["currentRevision"],
+        "rollout complete"
+    );
+    assert_eq!(
+        lab.sa_requests("patch", "statefulsets").len(),
+        1,
+        "one patch of the StatefulSet by leaderwatch"
+    );
     all_ours(&b, "the rolling restart");
 
     // 1d. `--method drain` of a follower's node with a surge node: cordon, every pod evicted
@@ -230,31 +356,51 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     lab.wait_pdb_allows_one();
     let term_before = lab.raft_term();
     let drained = out.path().join("drain-surge");
-    let b = measure_cfg(maintenance_config(&kc, &drained, "follower", KubeMethod::Drain)).await.unwrap_or_else(|e| panic!("measure --method drain: {e}"));
+    let b = measure_cfg(maintenance_config(&kc, &drained, "follower", KubeMethod::Drain))
+        .await
+        .unwrap_or_else(|e| panic!("measure --method drain: {e}"));
     let term_after = lab.raft_term();
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     let m = d.maintenance.as_ref().expect("a maintenance record");
     eprintln!("drain with a surge node: {m:#?}");
     let node = m.node.clone().expect("the drained node");
-    assert_eq!(m.members.iter().map(|r| r.member.as_str()).collect::<Vec<_>>(), [d.target.as_str()], "one member replaced: the target");
+    assert_eq!(
+        m.members.iter().map(|r| r.member.as_str()).collect::<Vec<_>>(),
+        [d.target.as_str()],
+        "one member replaced: the target"
+    );
     assert!(m.evicted.contains(&d.target), "the target was evicted: {m:?}");
-    assert_eq!(m.members[0].node.as_deref(), Some(format!("{node}-surge").as_str()), "back on the surge node");
+    assert_eq!(
+        m.members[0].node.as_deref(),
+        Some(format!("{node}-surge").as_str()),
+        "back on the surge node"
+    );
     assert_eq!(lab.zone(&format!("{node}-surge")), lab.zone(&node), "in the drained node's zone");
     assert!(!lab.unschedulable(&node), "{node} uncordoned afterwards");
     assert!(m.uncordoned_at.is_some());
-    assert_eq!(b.windows.iter().filter_map(|w| w.elections).sum::<u64>(), term_after - term_before, "elections equal the raft-term delta");
+    assert_eq!(
+        b.windows.iter().filter_map(|w| w.elections).sum::<u64>(),
+        term_after - term_before,
+        "elections equal the raft-term delta"
+    );
     all_ours(&b, "the drain with a surge node");
 
     // 1e. A drain of the leader's node with no surge node: the member stays Pending until
     //     its node is uncordoned after --down, then comes back there.
     lab.wait_pdb_allows_one();
     let leader = lab.leader();
-    let leader_node = lab.json(&["-n", "dlock", "get", "pod", &leader, "-o", "json"])["spec"]["nodeName"].as_str().expect("node").to_string();
+    let leader_node =
+        lab.json(&["-n", "dlock", "get", "pod", &leader, "-o", "json"])["spec"]["nodeName"]
+            .as_str()
+            .expect("node")
+            .to_string();
     lab.ok(&["annotate", "node", &leader_node, "lw-lab/no-surge=true"]);
     let term_before = lab.raft_term();
     let pending = out.path().join("drain-no-surge");
-    let b = measure_cfg(maintenance_config(&kc, &pending, "leader", KubeMethod::Drain)).await.unwrap_or_else(|e| panic!("measure --method drain (no surge): {e}"));
+    let b = measure_cfg(maintenance_config(&kc, &pending, "leader", KubeMethod::Drain))
+        .await
+        .unwrap_or_else(|e| panic!("measure --method drain (no surge): {e}"));
     let term_after = lab.raft_term();
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
@@ -262,11 +408,24 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let m = d.maintenance.as_ref().expect("a maintenance record");
     eprintln!("drain without a surge node: {m:#?}");
     assert_eq!(m.members[0].node.as_deref(), Some(leader_node.as_str()), "back on its own node");
-    let uncordoned_s = m.uncordoned_at.map(|u| (u - d.requested_at).num_milliseconds() as f64 / 1e3).expect("uncordoned");
-    assert!(m.members[0].ready_s.is_some_and(|r| r > uncordoned_s), "Ready only after the uncordon: {m:?}");
+    let uncordoned_s = m
+        .uncordoned_at
+        .map(|u| (u - d.requested_at).num_milliseconds() as f64 / 1e3)
+        .expect("uncordoned");
+    assert!(
+        m.members[0].ready_s.is_some_and(|r| r > uncordoned_s),
+        "Ready only after the uncordon: {m:?}"
+    );
     assert!(!lab.unschedulable(&leader_node), "{leader_node} uncordoned afterwards");
-    assert!(events(&pending).iter().any(|e| e.2 == "node_uncordoned" && e.3.contains("--down")), "uncordoned after --down");
-    assert_eq!(b.windows.iter().filter_map(|w| w.elections).sum::<u64>(), term_after - term_before, "elections equal the raft-term delta");
+    assert!(
+        events(&pending).iter().any(|e| e.2 == "node_uncordoned" && e.3.contains("--down")),
+        "uncordoned after --down"
+    );
+    assert_eq!(
+        b.windows.iter().filter_map(|w| w.elections).sum::<u64>(),
+        term_after - term_before,
+        "elections equal the raft-term delta"
+    );
     all_ours(&b, "the drain of the leader's node");
 
     // 1f. SIGTERM mid-drain (the CLI, as a Job's pod gets it): the node is uncordoned
@@ -274,7 +433,22 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     lab.wait_pdb_allows_one();
     let cut = out.path().join("drain-sigterm");
     let mut child = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
-        .args(["measure", "--method", "drain", "--target", "follower", "--idle", "10s", "--settle", "5s", "--reach", "pod-ip", "--environment", "local control plane (test)", "--kubeconfig"])
+        .args([
+            "measure",
+            "--method",
+            "drain",
+            "--target",
+            "follower",
+            "--idle",
+            "10s",
+            "--settle",
+            "5s",
+            "--reach",
+            "pod-ip",
+            "--environment",
+            "local control plane (test)",
+            "--kubeconfig",
+        ])
         .arg(&kc)
         .arg("--out")
         .arg(&cut)
@@ -287,20 +461,33 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     signal(child.id() as i32, nix::sys::signal::Signal::SIGTERM);
     let st = child.wait().expect("wait");
     assert_eq!(st.code(), Some(5), "a sitting cut by SIGTERM is incomplete");
-    let cut_node = events(&cut).iter().find(|e| e.2 == "node_cordoned").map(|e| e.3.split_whitespace().next().unwrap_or("").to_string()).expect("cordoned row");
+    let cut_node = events(&cut)
+        .iter()
+        .find(|e| e.2 == "node_cordoned")
+        .map(|e| e.3.split_whitespace().next().unwrap_or("").to_string())
+        .expect("cordoned row");
     assert!(!lab.unschedulable(&cut_node), "{cut_node} uncordoned after the SIGTERM");
     assert!(events(&cut).iter().any(|e| e.2 == "node_uncordoned"), "the uncordon is in events.csv");
-    let saved: Baseline = serde_json::from_slice(&std::fs::read(cut.join("baseline.json")).expect("baseline.json")).expect("json");
+    let saved: Baseline =
+        serde_json::from_slice(&std::fs::read(cut.join("baseline.json")).expect("baseline.json"))
+            .expect("json");
     assert_eq!(saved.status, Status::Incomplete);
 
     // 1g. The alert rule derived from these runs (the delete, the rolling restart, the two
     //     complete drains) stays silent on the elections each recorded, and fires on a
     //     storm (its negative control).
-    let runs: Vec<PathBuf> = [&out.path().join("delete"), &rolling, &drained, &pending].iter().map(|r| r.join("baseline.json")).collect();
+    let runs: Vec<PathBuf> = [&out.path().join("delete"), &rolling, &drained, &pending]
+        .iter()
+        .map(|r| r.join("baseline.json"))
+        .collect();
     for r in &runs {
         let b: Value = serde_json::from_slice(&std::fs::read(r).expect("baseline")).expect("json");
         let at = promtool::election_times(&b, 120.0);
-        assert!(alert_silent(&runs, &at, 30), "the alert fired on the routine operation of {}: {at:?}", r.display());
+        assert!(
+            alert_silent(&runs, &at, 30),
+            "the alert fired on the routine operation of {}: {at:?}",
+            r.display()
+        );
     }
     let storm: Vec<f64> = (0..12).map(|i| 120.0 + f64::from(i) * 20.0).collect();
     assert!(!alert_silent(&runs, &storm, 30), "twelve elections in four minutes must fire");
@@ -317,28 +504,51 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
                 Some(s) => format!("{}/{s}", r["resource"].as_str().unwrap_or("")),
                 None => r["resource"].as_str().unwrap_or("").to_string(),
             };
-            (r["apiGroup"].as_str().unwrap_or("").to_string(), res, e["verb"].as_str().unwrap_or("").to_string())
+            (
+                r["apiGroup"].as_str().unwrap_or("").to_string(),
+                res,
+                e["verb"].as_str().unwrap_or("").to_string(),
+            )
         })
         .collect();
     let unused: Vec<_> = granted().difference(&used).cloned().collect();
     assert!(unused.is_empty(), "granted but never used by a sitting: {unused:?} (used: {used:?})");
 
     // 3. One verb removed from a copy of the Role: the real authorizer's 403, in one line, exit 6.
-    let role = std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch/rbac.yaml")).expect("rbac.yaml");
-    let no_pvc = role.replace("    resources: [\"persistentvolumeclaims\"]\n    verbs: [\"get\"]", "    resources: [\"persistentvolumeclaims\"]\n    verbs: [\"list\"]");
+    let role = std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch/rbac.yaml"))
+        .expect("rbac.yaml");
+    let no_pvc = role.replace(
+        "    resources: [\"persistentvolumeclaims\"]\n    verbs: [\"get\"]",
+        "    resources: [\"persistentvolumeclaims\"]\n    verbs: [\"list\"]",
+    );
     assert_ne!(no_pvc, role, "the PVC rule is where the test expects it");
     let copy = out.path().join("rbac-no-pvc-get.yaml");
     std::fs::write(&copy, &no_pvc).expect("write copy");
     lab.ok(&["apply", "-f", copy.to_str().expect("path")]);
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let pre = Command::new(env!("CARGO_BIN_EXE_leaderwatch")).args(["preflight", "--reach", "pod-ip", "--kubeconfig"]).arg(&kc).output().expect("preflight");
+    let pre = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
+        .args(["preflight", "--reach", "pod-ip", "--kubeconfig"])
+        .arg(&kc)
+        .output()
+        .expect("preflight");
     let err = String::from_utf8_lossy(&pre.stderr);
-    assert_eq!(pre.status.code(), Some(6), "stdout: {}\nstderr: {err}", String::from_utf8_lossy(&pre.stdout));
-    let line = err.lines().find(|l| l.contains("403") || l.contains("forbidden")).unwrap_or_else(|| panic!("no 403 line in: {err}"));
+    assert_eq!(
+        pre.status.code(),
+        Some(6),
+        "stdout: {}\nstderr: {err}",
+        String::from_utf8_lossy(&pre.stdout)
+    );
+    let line = err
+        .lines()
+        .find(|l| l.contains("403") || l.contains("forbidden"))
+        .unwrap_or_else(|| panic!("no 403 line in: {err}"));
     assert!(line.contains("persistentvolumeclaims"), "the line names what was refused: {line}");
 
     // 4. The eviction verb removed: the at_rest window is kept in an incomplete baseline.json.
-    let no_evict = role.replace("    resources: [\"pods/eviction\"]\n    verbs: [\"create\"]", "    resources: [\"pods/eviction\"]\n    verbs: [\"get\"]");
+    let no_evict = role.replace(
+        "    resources: [\"pods/eviction\"]\n    verbs: [\"create\"]",
+        "    resources: [\"pods/eviction\"]\n    verbs: [\"get\"]",
+    );
     assert_ne!(no_evict, role, "the eviction rule is where the test expects it");
     std::fs::write(&copy, &no_evict).expect("write copy");
     lab.ok(&["apply", "-f", copy.to_str().expect("path")]);
@@ -349,27 +559,47 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let r = measure(&kc, &run, "follower").await;
     let e = r.expect_err("a sitting whose eviction is forbidden fails");
     assert_eq!(e.exit_code(), 6, "{e}");
-    let saved: Baseline = serde_json::from_slice(&std::fs::read(run.join("baseline.json")).expect("baseline.json written")).expect("baseline json");
+    let saved: Baseline = serde_json::from_slice(
+        &std::fs::read(run.join("baseline.json")).expect("baseline.json written"),
+    )
+    .expect("baseline json");
     assert_eq!(saved.status, Status::Incomplete);
-    assert!(saved.windows.iter().any(|w| w.name == WindowName::AtRest && w.duration_s > 15.0), "at_rest kept: {:?}", saved.windows);
-    assert_eq!(lab.accepted_evictions().len(), evictions_before, "no Eviction accepted by the forbidden sitting");
+    assert!(
+        saved.windows.iter().any(|w| w.name == WindowName::AtRest && w.duration_s > 15.0),
+        "at_rest kept: {:?}",
+        saved.windows
+    );
+    assert_eq!(
+        lab.accepted_evictions().len(),
+        evictions_before,
+        "no Eviction accepted by the forbidden sitting"
+    );
     lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]);
 }
 
 fn signal(pid: i32, sig: nix::sys::signal::Signal) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).unwrap_or_else(|e| panic!("signal {sig} to {pid}: {e}"));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig)
+        .unwrap_or_else(|e| panic!("signal {sig} to {pid}: {e}"));
 }
 
 /// events.csv rows as (ts, member, kind, detail), read with the csv crate.
 fn events(run: &Path) -> Vec<(String, String, String, String)> {
     let Ok(mut r) = csv::Reader::from_path(run.join("events.csv")) else { return vec![] };
-    r.records().filter_map(|x| x.ok()).map(|x| (x[0].to_string(), x[3].to_string(), x[4].to_string(), x[5].to_string())).collect()
+    r.records()
+        .filter_map(|x| x.ok())
+        .map(|x| (x[0].to_string(), x[3].to_string(), x[4].to_string(), x[5].to_string()))
+        .collect()
 }
 
 async fn wait_for_event(run: &Path, kind: &str, within: Duration) {
     let t = Instant::now();
     while !events(run).iter().any(|e| e.2 == kind) {
-        assert!(t.elapsed() < within, "no {kind} row in events.csv within {} s: {:#?}", within.as_secs(), events(run));
+        assert!(
+            t.elapsed() < within,
+            "no {kind} row in events.csv within {} s: {:#?}",
+            within.as_secs(),
+            events(run)
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -393,47 +623,76 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     // The faults, beside the sitting (its future is not Send: both run in this task).
     let faults = async {
-
-    // At rest: restart kube-apiserver (lw-lab does it on SIGUSR1) and wait for the new one.
-    wait_for_event(&run, "sitting_started", Duration::from_secs(60)).await;
-    tokio::time::sleep(Duration::from_secs(12)).await;
-    let old = lab.apiserver_pid();
-    signal(lab.child.id() as i32, nix::sys::signal::Signal::SIGUSR1);
-    let t = Instant::now();
-    while lab.apiserver_pid() == old {
-        assert!(t.elapsed() < Duration::from_secs(120), "kube-apiserver not restarted within 120 s");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    // The disruption: once the eviction is accepted, the API server goes silent for 30 s.
-    wait_for_event(&run, "eviction_accepted", Duration::from_secs(120)).await;
-    let pid = lab.apiserver_pid();
-    signal(pid, nix::sys::signal::Signal::SIGSTOP);
-    let frozen_at = chrono::Utc::now();
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    signal(pid, nix::sys::signal::Signal::SIGCONT);
-    frozen_at
+        // At rest: restart kube-apiserver (lw-lab does it on SIGUSR1) and wait for the new one.
+        wait_for_event(&run, "sitting_started", Duration::from_secs(60)).await;
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        let old = lab.apiserver_pid();
+        signal(lab.child.id() as i32, nix::sys::signal::Signal::SIGUSR1);
+        let t = Instant::now();
+        while lab.apiserver_pid() == old {
+            assert!(
+                t.elapsed() < Duration::from_secs(120),
+                "kube-apiserver not restarted within 120 s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // The disruption: once the eviction is accepted, the API server goes silent for 30 s.
+        wait_for_event(&run, "eviction_accepted", Duration::from_secs(120)).await;
+        let pid = lab.apiserver_pid();
+        signal(pid, nix::sys::signal::Signal::SIGSTOP);
+        let frozen_at = chrono::Utc::now();
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        signal(pid, nix::sys::signal::Signal::SIGCONT);
+        frozen_at
     };
-    let (result, frozen_at) = tokio::join!(measure::run(client, cfg, clock, std::future::pending()), faults);
+    let (result, frozen_at) =
+        tokio::join!(measure::run(client, cfg, clock, std::future::pending()), faults);
 
     let b = result.unwrap_or_else(|e| panic!("measure: {e}"));
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
-    assert_eq!(lab.accepted_evictions(), vec![d.target.clone()], "one accepted Eviction, not repeated");
+    assert_eq!(
+        lab.accepted_evictions(),
+        vec![d.target.clone()],
+        "one accepted Eviction, not repeated"
+    );
     let ev = events(&run);
     // Both outages, as rows with their length: the restart (connection refused) and the
     // freeze (no answer). The heartbeat asks every 5 s with a 10 s timeout, so a row can
     // start up to 15 s late: a 30 s freeze reads as 15 s or more.
-    let accepted = ev.iter().find(|e| e.2 == "eviction_accepted").map(|e| e.0.clone()).expect("eviction_accepted row");
+    let accepted = ev
+        .iter()
+        .find(|e| e.2 == "eviction_accepted")
+        .map(|e| e.0.clone())
+        .expect("eviction_accepted row");
     let gaps: Vec<(String, f64)> = ev
         .iter()
         .filter(|e| e.2 == "api_reachable")
-        .map(|e| (e.0.clone(), e.3.split_whitespace().nth(3).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("gap in {:?}", e.3))))
+        .map(|e| {
+            (
+                e.0.clone(),
+                e.3.split_whitespace()
+                    .nth(3)
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or_else(|| panic!("gap in {:?}", e.3)),
+            )
+        })
         .collect();
-    assert!(gaps.iter().any(|(t, g)| *t < accepted && *g >= 10.0), "the restart's outage recorded: {gaps:?}");
-    assert!(gaps.iter().any(|(t, g)| *t > accepted && *g >= 10.0), "the freeze after the eviction recorded: {gaps:?}");
-    assert!(ev.iter().any(|e| e.2 == "watch_error" && e.3.contains("too old resource version")), "a real 410 Gone was met and relisted: {ev:#?}");
+    assert!(
+        gaps.iter().any(|(t, g)| *t < accepted && *g >= 10.0),
+        "the restart's outage recorded: {gaps:?}"
+    );
+    assert!(
+        gaps.iter().any(|(t, g)| *t > accepted && *g >= 10.0),
+        "the freeze after the eviction recorded: {gaps:?}"
+    );
+    assert!(
+        ev.iter().any(|e| e.2 == "watch_error" && e.3.contains("too old resource version")),
+        "a real 410 Gone was met and relisted: {ev:#?}"
+    );
     // No Kubernetes event recorded twice, through a restart, a relist and an outage.
-    let k8s: Vec<_> = ev.iter().filter(|e| e.2 == "k8s_event").map(|e| (e.1.clone(), e.3.clone())).collect();
+    let k8s: Vec<_> =
+        ev.iter().filter(|e| e.2 == "k8s_event").map(|e| (e.1.clone(), e.3.clone())).collect();
     let unique: BTreeSet<_> = k8s.iter().cloned().collect();
     assert_eq!(k8s.len(), unique.len(), "a k8s_event row twice");
     // Nothing lost: the target's whole replacement is there, once each, after the eviction
@@ -444,9 +703,13 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
     }
     // The members were measured through the outage: no gap between rounds over 3 s.
     let mut r = csv::Reader::from_path(run.join("samples.csv")).expect("samples.csv");
-    let mut ts: Vec<chrono::DateTime<chrono::Utc>> = r.records().filter_map(|x| x.ok()).filter_map(|x| x[0].parse().ok()).collect();
+    let mut ts: Vec<chrono::DateTime<chrono::Utc>> =
+        r.records().filter_map(|x| x.ok()).filter_map(|x| x[0].parse().ok()).collect();
     ts.dedup();
-    let during: Vec<_> = ts.iter().filter(|t| **t >= frozen_at && **t <= frozen_at + chrono::Duration::seconds(30)).collect();
+    let during: Vec<_> = ts
+        .iter()
+        .filter(|t| **t >= frozen_at && **t <= frozen_at + chrono::Duration::seconds(30))
+        .collect();
     assert!(during.len() >= 20, "rounds while the API server was frozen: {}", during.len());
     let worst = ts.windows(2).map(|w| (w[1] - w[0]).num_milliseconds()).max().unwrap_or(0);
     assert!(worst <= 3_000, "a {worst} ms gap between rounds");
@@ -464,9 +727,20 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
     let (lab, kc, out) = Lab::deployed(&[]);
     let frozen = "dlock-etcd-2";
     let pod = lab.json(&["-n", "dlock", "get", "pod", frozen, "-o", "json"]);
-    let id = pod["status"]["containerStatuses"][0]["containerID"].as_str().and_then(|c| c.strip_prefix("runc://")).expect("container id").to_string();
-    let st = Command::new("runc").arg("--root").arg(lab.state["runc_root"].as_str().expect("runc_root")).args(["state", &id]).output().expect("runc state");
-    let pid = serde_json::from_slice::<Value>(&st.stdout).expect("runc state json")["pid"].as_i64().expect("pid") as i32;
+    let id = pod["status"]["containerStatuses"][0]["containerID"]
+        .as_str()
+        .and_then(|c| c.strip_prefix("runc://"))
+        .expect("container id")
+        .to_string();
+    let st = Command::new("runc")
+        .arg("--root")
+        .arg(lab.state["runc_root"].as_str().expect("runc_root"))
+        .args(["state", &id])
+        .output()
+        .expect("runc state");
+    let pid = serde_json::from_slice::<Value>(&st.stdout).expect("runc state json")["pid"]
+        .as_i64()
+        .expect("pid") as i32;
 
     let run = out.path().join("blocked");
     let mut cfg = config(&kc, &run, "dlock-etcd-0", KubeMethod::Evict);
@@ -484,21 +758,35 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
     let e = r.expect_err("blocked past --evict-timeout");
     assert_eq!(e.exit_code(), 5, "incomplete: {e}");
     assert!(e.to_string().contains("still blocked"), "{e}");
-    let saved: Baseline = serde_json::from_slice(&std::fs::read(run.join("baseline.json")).expect("baseline.json written")).expect("baseline json");
+    let saved: Baseline = serde_json::from_slice(
+        &std::fs::read(run.join("baseline.json")).expect("baseline.json written"),
+    )
+    .expect("baseline json");
     assert_eq!(saved.status, Status::Incomplete);
-    assert!(saved.windows.iter().any(|w| w.name == WindowName::AtRest && w.full_length), "at_rest kept whole: {:?}", saved.windows);
+    assert!(
+        saved.windows.iter().any(|w| w.name == WindowName::AtRest && w.full_length),
+        "at_rest kept whole: {:?}",
+        saved.windows
+    );
     let refusals: Vec<_> = events(&run).into_iter().filter(|e| e.2 == "eviction_blocked").collect();
     assert!(refusals.len() >= 3, "retried every 5 s for 16 s: {refusals:#?}");
-    assert!(refusals.iter().all(|e| e.3.contains("disruption budget")), "the real PDB's cause: {refusals:#?}");
+    assert!(
+        refusals.iter().all(|e| e.3.contains("disruption budget")),
+        "the real PDB's cause: {refusals:#?}"
+    );
     assert!(lab.accepted_evictions().is_empty(), "nothing evicted while the PDB refused");
 
     // Ready again: the next sitting's eviction goes through, the only one accepted.
     let t = Instant::now();
-    while lab.json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"])["status"]["disruptionsAllowed"] != 1 {
+    while lab.json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"])["status"]["disruptionsAllowed"]
+        != 1
+    {
         assert!(t.elapsed() < Duration::from_secs(120), "PDB back to 1 after {frozen} thawed");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let b = measure(&kc, &out.path().join("after"), "follower").await.unwrap_or_else(|e| panic!("measure: {e}"));
+    let b = measure(&kc, &out.path().join("after"), "follower")
+        .await
+        .unwrap_or_else(|e| panic!("measure: {e}"));
     assert_eq!(b.status, Status::Complete);
     assert_eq!(lab.accepted_evictions().len(), 1, "exactly one member evicted in all");
 }
@@ -513,27 +801,60 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     let (lab, kc, out) = Lab::deployed(&[]);
     // An independent writer beside it (tests/support/writer.rs), at the pods' IPs as the
     // sitting's canary is: its figure for the election is the canary's reference.
-    let pods = lab.json(&["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd", "-o", "json"]);
-    let urls: Vec<String> = pods["items"].as_array().expect("pods").iter().map(|p| format!("http://{}:2379", p["status"]["podIP"].as_str().expect("podIP"))).collect();
+    let pods = lab.json(&[
+        "-n",
+        "dlock",
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=dlock-etcd",
+        "-o",
+        "json",
+    ]);
+    let urls: Vec<String> = pods["items"]
+        .as_array()
+        .expect("pods")
+        .iter()
+        .map(|p| format!("http://{}:2379", p["status"]["podIP"].as_str().expect("podIP")))
+        .collect();
     let w = writer::Writer::start(&urls);
     let b = measure(&kc, out.path(), "leader").await.unwrap_or_else(|e| panic!("measure: {e}"));
     let ops = tokio::task::spawn_blocking(move || w.stop()).await.expect("writer");
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(d.target_was_leader);
-    assert!(b.environment.timing_source.contains("StatefulSet dlock/dlock-etcd"), "timing read from the real StatefulSet: {}", b.environment.timing_source);
+    assert!(
+        b.environment.timing_source.contains("StatefulSet dlock/dlock-etcd"),
+        "timing read from the real StatefulSet: {}",
+        b.environment.timing_source
+    );
     assert_eq!((b.environment.heartbeat_ms, b.environment.election_ms), (Some(100), Some(1000)));
     let dis = b.window(WindowName::Disruption).expect("window");
-    assert_eq!(dis.elections, Some(1), "a graceful transfer is one election: {:?}", dis.elections_detail);
+    assert_eq!(
+        dis.elections,
+        Some(1),
+        "a graceful transfer is one election: {:?}",
+        dis.elections_detail
+    );
     let e = dis.elections_detail.first().expect("its detail");
     let cause = e.cause_event.as_ref().expect("cause_event");
-    assert_eq!((e.cause.as_str(), cause.kind.as_str(), cause.member.as_str()), ("own_disruption", "eviction_accepted", d.target.as_str()), "{e:?}");
+    assert_eq!(
+        (e.cause.as_str(), cause.kind.as_str(), cause.member.as_str()),
+        ("own_disruption", "eviction_accepted", d.target.as_str()),
+        "{e:?}"
+    );
     assert_eq!(lab.accepted_evictions(), vec![d.target.clone()]);
     // The canary measures the cluster, not its own queue: within 0.2 s of the writer.
     let canary = e.write_unavailable_s.expect("the canary ran through the election");
     let one = e.write_unavailable_one_in_flight_s.expect("its one-in-flight figure");
-    let independent = writer::unavailable_over(&ops, e.after, e.observed_at).expect("the writer wrote again after the election");
-    eprintln!("leader eviction: canary {canary:.3} s, one in flight {one:.3} s, independent writer {independent:.3} s");
-    assert!((canary - independent).abs() <= 0.2, "canary {canary:.3} s vs independent writer {independent:.3} s");
+    let independent = writer::unavailable_over(&ops, e.after, e.observed_at)
+        .expect("the writer wrote again after the election");
+    eprintln!(
+        "leader eviction: canary {canary:.3} s, one in flight {one:.3} s, independent writer {independent:.3} s"
+    );
+    assert!(
+        (canary - independent).abs() <= 0.2,
+        "canary {canary:.3} s vs independent writer {independent:.3} s"
+    );
     assert!(one >= canary - 1e-9, "one in flight {one:.3} s < {canary:.3} s");
 }

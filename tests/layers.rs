@@ -25,7 +25,11 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The module path of a file: `src/io/probe.rs` -> `io::probe`, `src/io/mod.rs` -> `io`.
 fn module(path: &Path) -> String {
     let rel = path.strip_prefix(src()).expect("under src").with_extension("");
-    let parts: Vec<String> = rel.iter().map(|c| c.to_string_lossy().into_owned()).filter(|c| c != "mod" && c != "lib").collect();
+    let parts: Vec<String> = rel
+        .iter()
+        .map(|c| c.to_string_lossy().into_owned())
+        .filter(|c| c != "mod" && c != "lib")
+        .collect();
     parts.join("::")
 }
 
@@ -43,9 +47,14 @@ fn imports() -> BTreeMap<String, BTreeSet<String>> {
         let mut deps = BTreeSet::new();
         for (i, _) in text.match_indices("crate::") {
             let rest = &text[i + "crate::".len()..];
-            let path: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':').collect();
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == ':')
+                .collect();
             let segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
-            if let Some(m) = (1..=segs.len()).rev().map(|n| segs[..n].join("::")).find(|m| modules.contains(m)) {
+            if let Some(m) =
+                (1..=segs.len()).rev().map(|n| segs[..n].join("::")).find(|m| modules.contains(m))
+            {
                 if m != me {
                     deps.insert(m);
                 }
@@ -69,7 +78,9 @@ fn the_model_imports_nothing_above_it_and_analysis_only_the_model() {
             "analysis" => &["model", "analysis"],
             _ => continue,
         };
-        wrong.extend(deps.iter().filter(|d| !allowed.contains(&layer(d))).map(|d| format!("{m} -> {d}")));
+        wrong.extend(
+            deps.iter().filter(|d| !allowed.contains(&layer(d))).map(|d| format!("{m} -> {d}")),
+        );
     }
     assert!(wrong.is_empty(), "imports across the layers: {wrong:#?}");
 }

@@ -66,9 +66,7 @@ fn args(s: &StatefulSet) -> Vec<String> {
 /// The value of `--flag=value` in the container args.
 fn flag(s: &StatefulSet, name: &str) -> Option<String> {
     let prefix = format!("--{name}=");
-    args(s)
-        .iter()
-        .find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
+    args(s).iter().find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
 }
 
 /// What the kubelet makes of `$(POD_NAME)` for pod `dlock-etcd-<ordinal>`.
@@ -79,7 +77,11 @@ fn expand_for(ordinal: usize, s: &str) -> String {
 /// Does `sel` select a pod with `labels`? A manifest's selector must not be empty: an
 /// empty one would select every pod in the namespace.
 fn selects(sel: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    assert!(sel.match_labels.as_ref().is_some_and(|m| !m.is_empty()) || sel.match_expressions.as_ref().is_some_and(|e| !e.is_empty()), "an empty selector: {sel:?}");
+    assert!(
+        sel.match_labels.as_ref().is_some_and(|m| !m.is_empty())
+            || sel.match_expressions.as_ref().is_some_and(|e| !e.is_empty()),
+        "an empty selector: {sel:?}"
+    );
     support::selects(sel, labels)
 }
 
@@ -92,13 +94,14 @@ fn http_get(p: &Probe) -> (String, IntOrString) {
 fn port_number(c: &Container, port: &IntOrString) -> i32 {
     match port {
         IntOrString::Int(n) => *n,
-        IntOrString::String(name) => c
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.name.as_deref() == Some(name))
-            .unwrap_or_else(|| panic!("probe names unknown port {name}"))
-            .container_port,
+        IntOrString::String(name) => {
+            c.ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name))
+                .unwrap_or_else(|| panic!("probe names unknown port {name}"))
+                .container_port
+        }
     }
 }
 
@@ -125,8 +128,16 @@ fn contract_sts_named_dlock_etcd_with_three_replicas() {
 fn contract_sts_service_name_is_dlock_etcd_headless() {
     let s = sts();
     let spec = s.spec.as_ref().expect("spec");
-    assert_eq!(spec.service_name.as_deref(), Some("dlock-etcd-headless"), "§2: serviceName: dlock-etcd-headless");
-    assert_eq!(svc().metadata.name.as_deref(), Some("dlock-etcd-headless"), "§2: the Service exists under that name");
+    assert_eq!(
+        spec.service_name.as_deref(),
+        Some("dlock-etcd-headless"),
+        "§2: serviceName: dlock-etcd-headless"
+    );
+    assert_eq!(
+        svc().metadata.name.as_deref(),
+        Some("dlock-etcd-headless"),
+        "§2: the Service exists under that name"
+    );
 }
 
 #[test]
@@ -145,10 +156,7 @@ fn contract_pvc_10gi_premium_rwo_read_write_once() {
 
 #[test]
 fn contract_requests_500m_1gi() {
-    let req = etcd_container(&sts())
-        .resources
-        .and_then(|r| r.requests)
-        .expect("requests");
+    let req = etcd_container(&sts()).resources.and_then(|r| r.requests).expect("requests");
     assert_eq!(req.get("cpu").map(|q| q.0.as_str()), Some("500m"), "§2: requests cpu 500m");
     assert_eq!(req.get("memory").map(|q| q.0.as_str()), Some("1Gi"), "§2: requests memory 1Gi");
 }
@@ -168,7 +176,10 @@ fn contract_anti_affinity_required_on_hostname() {
         .and_then(|a| a.required_during_scheduling_ignored_during_execution)
         .expect("§2: podAntiAffinity requiredDuringSchedulingIgnoredDuringExecution");
     assert_eq!(terms.len(), 1);
-    assert_eq!(terms[0].topology_key, "kubernetes.io/hostname", "§4: topologyKey kubernetes.io/hostname");
+    assert_eq!(
+        terms[0].topology_key, "kubernetes.io/hostname",
+        "§4: topologyKey kubernetes.io/hostname"
+    );
     let sel = terms[0].label_selector.as_ref().expect("label selector");
     assert_eq!(
         sel.match_labels.as_ref().and_then(|m| m.get("app.kubernetes.io/name")).map(String::as_str),
@@ -182,7 +193,8 @@ fn contract_anti_affinity_required_on_hostname() {
 fn contract_zone_spread_max_skew_1() {
     let s = sts();
     let tsc = pod_spec(&s).topology_spread_constraints.expect("§2: zone spread");
-    let zone: Vec<_> = tsc.iter().filter(|c| c.topology_key == "topology.kubernetes.io/zone").collect();
+    let zone: Vec<_> =
+        tsc.iter().filter(|c| c.topology_key == "topology.kubernetes.io/zone").collect();
     assert_eq!(zone.len(), 1, "§4: one spread constraint on topology.kubernetes.io/zone");
     assert_eq!(zone[0].max_skew, 1, "§4: maxSkew: 1");
     let sel = zone[0].label_selector.as_ref().expect("spread label selector");
@@ -255,7 +267,10 @@ fn contract_names_and_app_kubernetes_io_labels() {
         ("statefulset", s.metadata.clone()),
         ("service", svc().metadata),
         ("pdb", pdb().metadata),
-        ("pod template", s.spec.as_ref().and_then(|s| s.template.metadata.clone()).expect("template meta")),
+        (
+            "pod template",
+            s.spec.as_ref().and_then(|s| s.template.metadata.clone()).expect("template meta"),
+        ),
     ];
     for (what, m) in metas {
         let labels = m.labels.unwrap_or_default();
@@ -264,10 +279,17 @@ fn contract_names_and_app_kubernetes_io_labels() {
             Some("dlock-etcd"),
             "§2 (C5 §5.6): {what} has app.kubernetes.io/name=dlock-etcd"
         );
-        for key in ["app.kubernetes.io/instance", "app.kubernetes.io/component", "app.kubernetes.io/part-of"] {
+        for key in [
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/component",
+            "app.kubernetes.io/part-of",
+        ] {
             assert!(labels.contains_key(key), "§2 (C5 §5.6): {what} has {key}");
         }
-        assert!(labels.keys().all(|k| k.starts_with("app.kubernetes.io/")), "{what}: only app.kubernetes.io/* labels");
+        assert!(
+            labels.keys().all(|k| k.starts_with("app.kubernetes.io/")),
+            "{what}: only app.kubernetes.io/* labels"
+        );
     }
 }
 
@@ -279,8 +301,12 @@ fn contract_etcd_3_6_pinned_patch_tag() {
         repo == "gcr.io/etcd-development/etcd" || repo == "quay.io/coreos/etcd",
         "§4: the upstream image (no mirror), got {repo}"
     );
-    let patch = tag.strip_prefix("v3.6.").unwrap_or_else(|| panic!("§2 (C5 §5.3): etcd 3.6, got {tag}"));
-    assert!(!patch.is_empty() && patch.chars().all(|c| c.is_ascii_digit()), "a pinned patch tag, got {tag}");
+    let patch =
+        tag.strip_prefix("v3.6.").unwrap_or_else(|| panic!("§2 (C5 §5.3): etcd 3.6, got {tag}"));
+    assert!(
+        !patch.is_empty() && patch.chars().all(|c| c.is_ascii_digit()),
+        "a pinned patch tag, got {tag}"
+    );
     let label = s_label(&sts(), "app.kubernetes.io/version");
     assert_eq!(format!("v{label}"), tag, "the version label tells the truth about the image");
 }
@@ -293,7 +319,9 @@ fn s_label(s: &StatefulSet, key: &str) -> String {
 fn all_objects_live_in_namespace_dlock() {
     let ns: Namespace = load("namespace.yaml");
     assert_eq!(ns.metadata.name.as_deref(), Some(NS));
-    for (what, m) in [("statefulset", sts().metadata), ("service", svc().metadata), ("pdb", pdb().metadata)] {
+    for (what, m) in
+        [("statefulset", sts().metadata), ("service", svc().metadata), ("pdb", pdb().metadata)]
+    {
         assert_eq!(m.namespace.as_deref(), Some(NS), "{what} is in namespace {NS}");
     }
 }
@@ -359,7 +387,9 @@ fn spec4_initial_cluster_names_all_three_members_state_new_with_token() {
         })
         .collect();
     let want: Vec<(String, String)> = (0..3)
-        .map(|i| (format!("dlock-etcd-{i}"), format!("http://dlock-etcd-{i}.{HEADLESS_DOMAIN}:2380")))
+        .map(|i| {
+            (format!("dlock-etcd-{i}"), format!("http://dlock-etcd-{i}.{HEADLESS_DOMAIN}:2380"))
+        })
         .collect();
     assert_eq!(entries, want, "§4: initial-cluster names all three members");
     // etcd refuses to start when a member's advertised peer URL is not its initial-cluster entry.
@@ -367,7 +397,11 @@ fn spec4_initial_cluster_names_all_three_members_state_new_with_token() {
     for (i, (_, url)) in want.iter().enumerate() {
         assert_eq!(&expand_for(i, &peer), url, "member {i} advertises its initial-cluster URL");
     }
-    assert_eq!(flag(&s, "initial-cluster-state").as_deref(), Some("new"), "§4: initial-cluster-state: new");
+    assert_eq!(
+        flag(&s, "initial-cluster-state").as_deref(),
+        Some("new"),
+        "§4: initial-cluster-state: new"
+    );
     assert!(
         flag(&s, "initial-cluster-token").is_some_and(|t| !t.is_empty()),
         "issue #2: an initial-cluster token"
@@ -381,9 +415,9 @@ fn spec4_data_dir_is_a_subdirectory_of_the_mount() {
     let mounts = etcd_container(&s).volume_mounts.unwrap_or_default();
     let pvc_name = pvc_template(&s).metadata.name.expect("pvc template name");
     let mount = mounts.iter().find(|m| m.name == pvc_name).expect("the PVC is mounted");
-    let rest = data_dir
-        .strip_prefix(&mount.mount_path)
-        .unwrap_or_else(|| panic!("§4: data dir {data_dir} is under the mount {}", mount.mount_path));
+    let rest = data_dir.strip_prefix(&mount.mount_path).unwrap_or_else(|| {
+        panic!("§4: data dir {data_dir} is under the mount {}", mount.mount_path)
+    });
     assert!(
         rest.starts_with('/') && rest.len() > 1,
         "§4: data dir is a subdirectory of the mount, not the mount point ({data_dir})"
@@ -393,7 +427,8 @@ fn spec4_data_dir_is_a_subdirectory_of_the_mount() {
 #[test]
 fn spec4_ports_etcd_client_2379_and_etcd_peer_2380() {
     let c = etcd_container(&sts());
-    let ports: Vec<(Option<String>, i32)> = c.ports.unwrap_or_default().into_iter().map(|p| (p.name, p.container_port)).collect();
+    let ports: Vec<(Option<String>, i32)> =
+        c.ports.unwrap_or_default().into_iter().map(|p| (p.name, p.container_port)).collect();
     assert_eq!(
         ports,
         vec![(Some("etcd-client".to_owned()), 2379), (Some("etcd-peer".to_owned()), 2380)],
@@ -413,9 +448,13 @@ fn spec4_ports_etcd_client_2379_and_etcd_peer_2380() {
 fn spec8_no_port_named_http_metrics() {
     let c = etcd_container(&sts());
     let names = c.ports.unwrap_or_default().into_iter().filter_map(|p| p.name);
-    let svc_names = svc().spec.and_then(|s| s.ports).unwrap_or_default().into_iter().filter_map(|p| p.name);
+    let svc_names =
+        svc().spec.and_then(|s| s.ports).unwrap_or_default().into_iter().filter_map(|p| p.name);
     for n in names.chain(svc_names) {
-        assert_ne!(n, "http-metrics", "§8: the M6 PodMonitoring would scrape 404s from a port named http-metrics");
+        assert_ne!(
+            n, "http-metrics",
+            "§8: the M6 PodMonitoring would scrape 404s from a port named http-metrics"
+        );
     }
 }
 
@@ -425,14 +464,19 @@ fn periodic_auto_compaction_keeps_the_backend_out_of_nospace() {
     let s = sts();
     assert_eq!(flag(&s, "auto-compaction-mode").as_deref(), Some("periodic"));
     assert_eq!(flag(&s, "auto-compaction-retention").as_deref(), Some("1h"));
-    let text = fs::read_to_string(k8s_dir().join("etcd/statefulset.yaml")).expect("read statefulset");
-    assert!(text.contains("NOSPACE") && text.contains("ModRevision"), "the why-comment beside the flags");
+    let text =
+        fs::read_to_string(k8s_dir().join("etcd/statefulset.yaml")).expect("read statefulset");
+    assert!(
+        text.contains("NOSPACE") && text.contains("ModRevision"),
+        "the why-comment beside the flags"
+    );
 }
 
 #[test]
 fn spec4_liveness_generous_enough_that_an_election_never_restarts_a_member() {
     let s = sts();
-    let election_ms: u64 = flag(&s, "election-timeout").map_or(1000, |v| v.parse().expect("numeric election timeout"));
+    let election_ms: u64 =
+        flag(&s, "election-timeout").map_or(1000, |v| v.parse().expect("numeric election timeout"));
     let request_timeout_ms = 5_000 + 2 * election_ms; // etcd ServerConfig.ReqTimeout()
     let p = etcd_container(&s).liveness_probe.expect("liveness probe");
     let period_ms = p.period_seconds.unwrap_or(10) as u64 * 1000;
@@ -460,21 +504,35 @@ fn spec4_liveness_generous_enough_that_an_election_never_restarts_a_member() {
 fn spec4_non_root_with_fs_group() {
     let sc = pod_spec(&sts()).security_context.expect("pod securityContext");
     assert_eq!(sc.run_as_non_root, Some(true), "§4: non-root");
-    assert!(sc.run_as_user.is_some_and(|u| u != 0), "§4: an explicit non-root uid (the image defaults to root)");
+    assert!(
+        sc.run_as_user.is_some_and(|u| u != 0),
+        "§4: an explicit non-root uid (the image defaults to root)"
+    );
     assert!(sc.fs_group.is_some(), "§4: a fsGroup that can write the PVC");
 }
 
 #[test]
 fn spec4_termination_grace_30s() {
-    assert_eq!(pod_spec(&sts()).termination_grace_period_seconds, Some(30), "§4: terminationGracePeriodSeconds: 30");
+    assert_eq!(
+        pod_spec(&sts()).termination_grace_period_seconds,
+        Some(30),
+        "§4: terminationGracePeriodSeconds: 30"
+    );
 }
 
 #[test]
 fn spec4_zone_spread_do_not_schedule() {
     let tsc = pod_spec(&sts()).topology_spread_constraints.expect("zone spread");
-    let zone = tsc.iter().find(|c| c.topology_key == "topology.kubernetes.io/zone").expect("zone constraint");
-    assert_eq!(zone.when_unsatisfiable, "DoNotSchedule", "§4: whenUnsatisfiable: DoNotSchedule for the zone constraint");
-    let text = fs::read_to_string(k8s_dir().join("etcd/statefulset.yaml")).expect("read statefulset");
+    let zone = tsc
+        .iter()
+        .find(|c| c.topology_key == "topology.kubernetes.io/zone")
+        .expect("zone constraint");
+    assert_eq!(
+        zone.when_unsatisfiable, "DoNotSchedule",
+        "§4: whenUnsatisfiable: DoNotSchedule for the zone constraint"
+    );
+    let text =
+        fs::read_to_string(k8s_dir().join("etcd/statefulset.yaml")).expect("read statefulset");
     assert!(
         text.contains("zonal incident") && text.contains("Pending"),
         "§4: the why-comment (zonal incident takes the quorum; Pending is the louder failure) is present"
@@ -485,8 +543,17 @@ fn spec4_zone_spread_do_not_schedule() {
 fn spec4_cpu_to_memory_ratio_inside_autopilot_bounds() {
     // 500m : 1Gi = 1 vCPU : 2 GiB; Autopilot general-purpose needs 1:1 .. 1:6.5.
     let req = etcd_container(&sts()).resources.and_then(|r| r.requests).expect("requests");
-    let cpu = req["cpu"].0.strip_suffix('m').and_then(|m| m.parse::<f64>().ok()).expect("cpu in millicores") / 1000.0;
-    let gib = req["memory"].0.strip_suffix("Gi").and_then(|g| g.parse::<f64>().ok()).expect("memory in Gi");
+    let cpu = req["cpu"]
+        .0
+        .strip_suffix('m')
+        .and_then(|m| m.parse::<f64>().ok())
+        .expect("cpu in millicores")
+        / 1000.0;
+    let gib = req["memory"]
+        .0
+        .strip_suffix("Gi")
+        .and_then(|g| g.parse::<f64>().ok())
+        .expect("memory in Gi");
     let ratio = gib / cpu;
     assert!((1.0..=6.5).contains(&ratio), "§4: cpu:memory 1:{ratio} outside 1:1-1:6.5");
 }
@@ -505,17 +572,31 @@ fn issue2_headless_service_publishes_not_ready_addresses() {
 #[test]
 fn issue2_zone_spread_min_domains_3() {
     let tsc = pod_spec(&sts()).topology_spread_constraints.expect("zone spread");
-    let zone = tsc.iter().find(|c| c.topology_key == "topology.kubernetes.io/zone").expect("zone constraint");
-    assert_eq!(zone.min_domains, Some(3), "without minDomains a 2+1 placement over two zones satisfies maxSkew 1");
+    let zone = tsc
+        .iter()
+        .find(|c| c.topology_key == "topology.kubernetes.io/zone")
+        .expect("zone constraint");
+    assert_eq!(
+        zone.min_domains,
+        Some(3),
+        "without minDomains a 2+1 placement over two zones satisfies maxSkew 1"
+    );
 }
 
 #[test]
 fn issue2_no_shell_in_the_distroless_image() {
     let c = etcd_container(&sts());
     let command = c.command.clone().unwrap_or_default();
-    assert_eq!(command, vec!["/usr/local/bin/etcd".to_owned()], "run etcd directly: the image has no shell");
+    assert_eq!(
+        command,
+        vec!["/usr/local/bin/etcd".to_owned()],
+        "run etcd directly: the image has no shell"
+    );
     for a in command.iter().chain(c.args.iter().flatten()) {
-        assert!(!(a == "sh" || a == "-c" || a.ends_with("/sh") || a.contains("bash")), "no shell: {a}");
+        assert!(
+            !(a == "sh" || a == "-c" || a.ends_with("/sh") || a.contains("bash")),
+            "no shell: {a}"
+        );
     }
 }
 

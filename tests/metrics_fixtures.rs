@@ -119,11 +119,20 @@ fn etcd_3_4_23_debian_follower_page() {
 #[test]
 fn reduced_path_agrees_with_a_full_parse() {
     // The pre-filter must not change what the parser sees for the wanted families.
-    for name in ["metrics-etcd-3.6.14.txt", "metrics-etcd-3.6.14-leader.txt", "metrics-etcd-3.5.1.txt", "metrics-etcd-3.4.23.txt"] {
+    for name in [
+        "metrics-etcd-3.6.14.txt",
+        "metrics-etcd-3.6.14-leader.txt",
+        "metrics-etcd-3.5.1.txt",
+        "metrics-etcd-3.4.23.txt",
+    ] {
         let text = page(name);
         let full = prometheus_full(&text);
         let m = extract(&text).expect("page");
-        assert_eq!(m.leader_changes_seen_total, full("etcd_server_leader_changes_seen_total"), "{name}");
+        assert_eq!(
+            m.leader_changes_seen_total,
+            full("etcd_server_leader_changes_seen_total"),
+            "{name}"
+        );
         assert_eq!(m.process_start_time, full("process_start_time_seconds"), "{name}");
         assert_eq!(m.wal_fsync_count, full("etcd_disk_wal_fsync_duration_seconds_count"), "{name}");
     }
@@ -196,5 +205,8 @@ fn a_line_longer_than_any_of_etcds_is_skipped_not_kept() {
     page.clear();
     e.feed(b"etcd_server_is_leader 1\n");
     let m = e.finish().expect("counter");
-    assert_eq!((m.leader_changes_seen_total, m.is_leader, m.has_leader), (Some(2.0), Some(true), None));
+    assert_eq!(
+        (m.leader_changes_seen_total, m.is_leader, m.has_leader),
+        (Some(2.0), Some(true), None)
+    );
 }

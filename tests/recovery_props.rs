@@ -44,15 +44,17 @@ fn state() -> impl Strategy<Value = State> {
 }
 
 fn rows() -> impl Strategy<Value = Vec<Row>> {
-    proptest::collection::vec(([state(), state(), state()], 0u64..4, 0u64..2), 0..40).prop_map(|v| {
-        let mut term = 2;
-        v.into_iter()
-            .map(|(states, leader, bump)| {
-                term += bump;
-                Row { states, leader, term }
-            })
-            .collect()
-    })
+    proptest::collection::vec(([state(), state(), state()], 0u64..4, 0u64..2), 0..40).prop_map(
+        |v| {
+            let mut term = 2;
+            v.into_iter()
+                .map(|(states, leader, bump)| {
+                    term += bump;
+                    Row { states, leader, term }
+                })
+                .collect()
+        },
+    )
 }
 
 fn name(i: usize) -> MemberName {
@@ -60,7 +62,10 @@ fn name(i: usize) -> MemberName {
 }
 
 fn stamp(base: Instant, ms: u64) -> Stamp {
-    Stamp { utc: DateTime::<Utc>::default() + chrono::Duration::milliseconds(ms as i64), mono: base + Duration::from_millis(ms) }
+    Stamp {
+        utc: DateTime::<Utc>::default() + chrono::Duration::milliseconds(ms as i64),
+        mono: base + Duration::from_millis(ms),
+    }
 }
 
 fn failed<T>(why: &str) -> Part<T> {
@@ -71,18 +76,40 @@ fn round(index: u64, at: Stamp, row: &Row) -> Round {
     let mut observations = Vec::new();
     let mut silent = Vec::new();
     for (i, st) in row.states.iter().enumerate() {
-        let status = |lag: u64| Part::Ok { value: Status { raft_index: 1000, raft_applied_index: 1000 - lag, ..Status::of(i as u64 + 1, row.leader, row.term) }, ms: 1.0 };
+        let status = |lag: u64| Part::Ok {
+            value: Status {
+                raft_index: 1000,
+                raft_applied_index: 1000 - lag,
+                ..Status::of(i as u64 + 1, row.leader, row.term)
+            },
+            ms: 1.0,
+        };
         let metrics = Part::Ok { value: MemberMetrics::default(), ms: 1.0 };
         let (health, status) = match st {
-            State::Healthy { lag } => (Part::Ok { value: Health { healthy: true, reason: String::new() }, ms: 1.0 }, status(*lag)),
-            State::Unhealthy => (Part::Ok { value: Health { healthy: false, reason: "RAFT NO LEADER".into() }, ms: 1.0 }, status(0)),
+            State::Healthy { lag } => (
+                Part::Ok { value: Health { healthy: true, reason: String::new() }, ms: 1.0 },
+                status(*lag),
+            ),
+            State::Unhealthy => (
+                Part::Ok {
+                    value: Health { healthy: false, reason: "RAFT NO LEADER".into() },
+                    ms: 1.0,
+                },
+                status(0),
+            ),
             State::Down => (failed("connection refused"), failed("connection refused")),
             State::Silent => {
-                silent.push(Silent { member: name(i), endpoint: String::new(), since: at, in_flight: Duration::from_millis(STEP_MS) });
+                silent.push(Silent {
+                    member: name(i),
+                    endpoint: String::new(),
+                    since: at,
+                    in_flight: Duration::from_millis(STEP_MS),
+                });
                 continue;
             }
         };
-        let metrics = if matches!(st, State::Down) { failed("connection refused") } else { metrics };
+        let metrics =
+            if matches!(st, State::Down) { failed("connection refused") } else { metrics };
         observations.push(Observation::new(name(i), String::new(), at, metrics, health, status));
     }
     Round { index, started: at, observations, silent }
@@ -123,7 +150,8 @@ fn reference(rows: &[Row], done_at: usize, term_before: u64, timeout_ms: u64) ->
             State::Healthy { lag } => 1000 - lag,
             _ => 0,
         };
-        let caught_up = row.leader == 0 || applied(0) + 16 >= applied(row.leader.saturating_sub(1) as usize % 3);
+        let caught_up = row.leader == 0
+            || applied(0) + 16 >= applied(row.leader.saturating_sub(1) as usize % 3);
         let list = all_healthy && (1..=3).contains(&row.leader) && caught_up;
         let waiting = i < done_at || (e.lost.is_some() && e.back.is_none());
         if !waiting && list {
@@ -191,7 +219,11 @@ fn a_member_that_comes_back_without_a_restart_is_back_then_healthy() {
     let ok = State::Healthy { lag: 0 };
     let frozen = Row { states: [State::Silent, ok, ok], leader: 2, term: 3 };
     let thawed = Row { states: [ok, ok, ok], leader: 2, term: 3 };
-    assert_eq!(t.observe(&round(0, stamp(base, 100), &frozen)).len(), 2, "lost, and a new leader at term 3");
+    assert_eq!(
+        t.observe(&round(0, stamp(base, 100), &frozen)).len(),
+        2,
+        "lost, and a new leader at term 3"
+    );
     t.disruptor_done();
     let c = t.observe(&round(1, stamp(base, 200), &thawed));
     assert!(matches!(c.as_slice(), [Change::MemberBack(_), Change::HealthyList(_)]), "{c:?}");

@@ -15,18 +15,26 @@ fn local_label() -> String {
 fn rehearse(target: &str, out: &Path) -> (serde_json::Value, String) {
     let _one = one_cluster_at_a_time_blocking();
     let o = leaderwatch()
-        .args(["rehearse", "--idle", "5s", "--settle", "3s", "--down", "2s", "--target", target, "--out"])
+        .args([
+            "rehearse", "--idle", "5s", "--settle", "3s", "--down", "2s", "--target", target,
+            "--out",
+        ])
         .arg(out)
         .output()
         .expect("run rehearse");
     let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
     assert_eq!(o.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&o.stderr));
-    let b = serde_json::from_slice(&std::fs::read(out.join("baseline.json")).expect("baseline.json")).expect("json");
+    let b =
+        serde_json::from_slice(&std::fs::read(out.join("baseline.json")).expect("baseline.json"))
+            .expect("json");
     (b, stdout)
 }
 
 fn window<'a>(b: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    b["windows"].as_array().and_then(|w| w.iter().find(|w| w["name"] == name)).unwrap_or_else(|| panic!("window {name}"))
+    b["windows"]
+        .as_array()
+        .and_then(|w| w.iter().find(|w| w["name"] == name))
+        .unwrap_or_else(|| panic!("window {name}"))
 }
 
 #[test]
@@ -41,15 +49,27 @@ fn rehearse_leader_target_one_election_in_the_disruption_window() {
     assert!(d["loss_to_healthy_s"].as_f64().is_some_and(|s| s > 0.0), "{d:#}");
     assert_eq!(b["environment"]["kind"], "local");
     // The printed table: three counts per window, labelled as a local loopback run.
-    assert!(stdout.contains("| measurement | value | label | observation window | environment | source |"), "{stdout}");
-    assert!(stdout.contains("raw sum 3 → 5") && stdout.contains("elections (raft term) 1"), "{stdout}");
+    assert!(
+        stdout.contains(
+            "| measurement | value | label | observation window | environment | source |"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("raw sum 3 → 5") && stdout.contains("elections (raft term) 1"),
+        "{stdout}"
+    );
     assert!(stdout.contains(&local_label()), "{stdout}");
     assert_eq!(b["environment"]["etcd_versions"], serde_json::json!([pinned_etcd_version()]));
     assert!(stdout.contains("time from member loss to a healthy 3-member endpoint list"));
     // The ground truth it knows, and how far the measured instants are from it.
     let truth = d["ground_truth"].as_array().expect("ground truth");
-    assert!(truth.iter().any(|t| t["kind"] == "sigterm_sent" && t["compared_with"] == "member_lost_at"));
-    assert!(truth.iter().any(|t| t["kind"] == "restarted" && t["measured_minus_truth_s"].is_number()));
+    assert!(
+        truth.iter().any(|t| t["kind"] == "sigterm_sent" && t["compared_with"] == "member_lost_at")
+    );
+    assert!(
+        truth.iter().any(|t| t["kind"] == "restarted" && t["measured_minus_truth_s"].is_number())
+    );
 }
 
 /// Regression: an interrupted rehearsal (exit 5) used to lose its "local loopback" label,
@@ -76,11 +96,20 @@ fn an_interrupted_rehearsal_exits_5_with_a_labelled_incomplete_baseline() {
     let o = child.wait_with_output().expect("wait");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(5), "{err}");
-    assert!(err.lines().last().is_some_and(|l| l.contains("interrupted by a signal during at_rest")), "{err}");
-    let b: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("baseline.json")).expect("baseline.json")).expect("json");
+    assert!(
+        err.lines().last().is_some_and(|l| l.contains("interrupted by a signal during at_rest")),
+        "{err}"
+    );
+    let b: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("baseline.json")).expect("baseline.json"),
+    )
+    .expect("json");
     assert_eq!(b["status"], "incomplete");
     assert_eq!(b["environment"]["description"], local_label().as_str());
-    assert_eq!(b["environment"]["timing_source"].as_str().map(|s| s.starts_with("rehearse flags")), Some(true));
+    assert_eq!(
+        b["environment"]["timing_source"].as_str().map(|s| s.starts_with("rehearse flags")),
+        Some(true)
+    );
     assert_eq!(window(&b, "at_rest")["full_length"], false);
 }
 
@@ -89,7 +118,13 @@ fn an_unknown_target_or_method_is_refused_before_any_cluster_starts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("run");
     for args in [["--target", "m9"], ["--method", "sigint"]] {
-        let o = leaderwatch().arg("rehearse").args(args).arg("--out").arg(&out).output().expect("rehearse");
+        let o = leaderwatch()
+            .arg("rehearse")
+            .args(args)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("rehearse");
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
         assert!(err.contains(args[1]), "{args:?}: {err}");
@@ -124,16 +159,27 @@ fn report_update_is_idempotent_and_touches_only_the_table() {
     let dir = tempfile::tempdir().expect("tempdir");
     let readme = dir.path().join("docs/README.md");
     std::fs::create_dir_all(readme.parent().expect("parent")).expect("mkdir");
-    let original = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/k8s/etcd/README.md")).expect("etcd README");
+    let original =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/k8s/etcd/README.md"))
+            .expect("etcd README");
     std::fs::write(&readme, &original).expect("copy");
     let baseline = dir.path().join("data/run/baseline.json");
     std::fs::create_dir_all(baseline.parent().expect("parent")).expect("mkdir");
     std::fs::write(&baseline, baseline_json()).expect("baseline");
 
     let run = || {
-        let o = leaderwatch().arg("report").arg(&baseline).arg("--update").arg(&readme).output().expect("report");
+        let o = leaderwatch()
+            .arg("report")
+            .arg(&baseline)
+            .arg("--update")
+            .arg(&readme)
+            .output()
+            .expect("report");
         assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-        (std::fs::read_to_string(&readme).expect("read"), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            std::fs::read_to_string(&readme).expect("read"),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     };
     let (once, msg1) = run();
     let (twice, msg2) = run();
@@ -141,12 +187,20 @@ fn report_update_is_idempotent_and_touches_only_the_table() {
     assert!(msg2.contains("already up to date"), "{msg2}");
     assert_eq!(once, twice, "a second run changes nothing");
     assert!(once.contains("raw sum 3 → 3; reset-aware increase 0; elections (raft term) 0"));
-    assert!(once.contains("[20261129T000000Z-0001](../data/run/baseline.json)"), "links relative to the README");
+    assert!(
+        once.contains("[20261129T000000Z-0001](../data/run/baseline.json)"),
+        "links relative to the README"
+    );
     assert!(once.contains("not yet measured"), "GKE rows stay until a Kubernetes baseline exists");
     // Each measured row carries the spec's label; the unmeasured rows never do.
-    let table = &once[once.find("<!-- baseline:begin -->").expect("begin")..once.find("<!-- baseline:end -->").expect("end")];
+    let table = &once[once.find("<!-- baseline:begin -->").expect("begin")
+        ..once.find("<!-- baseline:end -->").expect("end")];
     for row in table.lines().filter(|l| l.starts_with("| ") && !l.starts_with("| measurement")) {
-        assert_eq!(row.contains("ASSUMPTION-free measurement"), !row.contains("not yet measured"), "{row}");
+        assert_eq!(
+            row.contains("ASSUMPTION-free measurement"),
+            !row.contains("not yet measured"),
+            "{row}"
+        );
     }
     // Outside the markers nothing moved.
     let outside = |t: &str| {
@@ -165,14 +219,29 @@ fn report_bad_input_is_one_line_and_exit_2() {
     let o = leaderwatch().arg("report").arg(&junk).output().expect("report");
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("junk.json") && err.contains("not a leaderwatch baseline.json") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.contains("junk.json")
+            && err.contains("not a leaderwatch baseline.json")
+            && err.lines().count() == 1,
+        "{err}"
+    );
     let readme = dir.path().join("README.md");
     std::fs::write(&readme, "no markers here\n").expect("write");
     std::fs::write(dir.path().join("b.json"), baseline_json()).expect("write");
-    let o = leaderwatch().arg("report").arg(dir.path().join("b.json")).arg("--update").arg(&readme).output().expect("report");
+    let o = leaderwatch()
+        .arg("report")
+        .arg(dir.path().join("b.json"))
+        .arg("--update")
+        .arg(&readme)
+        .output()
+        .expect("report");
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no <!-- baseline:begin --> marker"));
-    assert_eq!(std::fs::read_to_string(&readme).expect("read"), "no markers here\n", "nothing written");
+    assert_eq!(
+        std::fs::read_to_string(&readme).expect("read"),
+        "no markers here\n",
+        "nothing written"
+    );
 }
 
 #[test]
@@ -192,7 +261,10 @@ fn etcd_readme_table_is_rendered_from_the_committed_baselines() {
     let readme = std::fs::read_to_string(root.join("deploy/k8s/etcd/README.md")).expect("README");
     let table = leaderwatch::render::report::render(&baselines, Some(Path::new("deploy/k8s/etcd")));
     let want = leaderwatch::render::report::splice(&readme, &table).expect("markers");
-    assert!(want == readme, "deploy/k8s/etcd/README.md differs from `leaderwatch report data/*/baseline.json --update` (run it)");
+    assert!(
+        want == readme,
+        "deploy/k8s/etcd/README.md differs from `leaderwatch report data/*/baseline.json --update` (run it)"
+    );
 }
 
 /// The committed rehearsal `data/rehearsal-<kind>-<UTC time>` (e.g. kind `leader-sigterm`).
@@ -205,21 +277,37 @@ fn committed(kind: &str) -> std::path::PathBuf {
         .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
         .collect();
     found.sort();
-    found.pop().map(|p| p.join("baseline.json")).unwrap_or_else(|| panic!("a committed {kind} rehearsal"))
+    found
+        .pop()
+        .map(|p| p.join("baseline.json"))
+        .unwrap_or_else(|| panic!("a committed {kind} rehearsal"))
 }
 
 #[test]
 fn compare_puts_every_figure_side_by_side_with_the_difference() {
     let (a, b) = (committed("leader-sigterm"), committed("follower-sigterm"));
-    let o = leaderwatch().arg("compare").arg(&a).arg(&b).args(["-o", "json"]).output().expect("compare");
+    let o = leaderwatch()
+        .arg("compare")
+        .arg(&a)
+        .arg(&b)
+        .args(["-o", "json"])
+        .output()
+        .expect("compare");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let diffs: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     let find = |w: &str, f: &str| {
-        diffs.as_array().and_then(|d| d.iter().find(|x| x["window"] == w && x["figure"] == f)).cloned().unwrap_or_else(|| panic!("{w}/{f}"))
+        diffs
+            .as_array()
+            .and_then(|d| d.iter().find(|x| x["window"] == w && x["figure"] == f))
+            .cloned()
+            .unwrap_or_else(|| panic!("{w}/{f}"))
     };
     // Leader rehearsal: one election in the disruption window; follower: none.
     let e = find("disruption", "elections");
-    assert_eq!((e["a"].as_f64(), e["b"].as_f64(), e["diff"].as_f64()), (Some(1.0), Some(0.0), Some(-1.0)));
+    assert_eq!(
+        (e["a"].as_f64(), e["b"].as_f64(), e["diff"].as_f64()),
+        (Some(1.0), Some(0.0), Some(-1.0))
+    );
     let r = find("disruption", "raw_sum_end");
     assert_eq!((r["a"].as_f64(), r["b"].as_f64()), (Some(5.0), Some(3.0)));
     assert!(find("recovery", "loss_to_healthy_s")["diff"].is_number());
@@ -232,7 +320,13 @@ fn compare_puts_every_figure_side_by_side_with_the_difference() {
 #[test]
 fn report_csv_is_one_row_per_figure_with_its_window() {
     let (a, b) = (committed("leader-sigterm"), committed("follower-sigterm"));
-    let o = leaderwatch().arg("report").arg(&a).arg(&b).args(["--format", "csv"]).output().expect("report");
+    let o = leaderwatch()
+        .arg("report")
+        .arg(&a)
+        .arg(&b)
+        .args(["--format", "csv"])
+        .output()
+        .expect("report");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let mut r = csv::Reader::from_reader(o.stdout.as_slice());
     let headers: Vec<String> = r.headers().expect("header").iter().map(str::to_owned).collect();
@@ -242,10 +336,24 @@ fn report_csv_is_one_row_per_figure_with_its_window() {
     );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.expect("row")).collect();
     let col = |name: &str| headers.iter().position(|h| h == name).expect("col");
-    let fig = |w: &str, f: &str| rows.iter().filter(|x| &x[col("window")] == w && &x[col("figure")] == f && x[col("member")].is_empty()).map(|x| x[col("value")].to_owned()).collect::<Vec<_>>();
+    let fig = |w: &str, f: &str| {
+        rows.iter()
+            .filter(|x| {
+                &x[col("window")] == w && &x[col("figure")] == f && x[col("member")].is_empty()
+            })
+            .map(|x| x[col("value")].to_owned())
+            .collect::<Vec<_>>()
+    };
     // Each baseline: the three windows' counts and the recovery time.
     for w in ["at_rest", "disruption", "settle"] {
-        for f in ["raw_sum_start", "raw_sum_end", "reset_aware_increase", "elections", "leader_transitions", "duration_s"] {
+        for f in [
+            "raw_sum_start",
+            "raw_sum_end",
+            "reset_aware_increase",
+            "elections",
+            "leader_transitions",
+            "duration_s",
+        ] {
             assert_eq!(fig(w, f).len(), 2, "{w} {f}");
         }
     }
@@ -254,6 +362,11 @@ fn report_csv_is_one_row_per_figure_with_its_window() {
     elections.sort();
     assert_eq!(elections, ["0.0", "1.0"], "the follower and the leader rehearsal");
     assert!(fig("disruption", "raw_sum_end").contains(&"5.0".to_owned()));
-    assert!(rows.iter().all(|x| x[col("environment")].starts_with("local loopback")), "labelled where they ran");
-    assert!(rows.iter().all(|x| chrono::DateTime::parse_from_rfc3339(&x[col("window_start")]).is_ok()));
+    assert!(
+        rows.iter().all(|x| x[col("environment")].starts_with("local loopback")),
+        "labelled where they ran"
+    );
+    assert!(
+        rows.iter().all(|x| chrono::DateTime::parse_from_rfc3339(&x[col("window_start")]).is_ok())
+    );
 }

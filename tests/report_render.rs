@@ -8,9 +8,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use leaderwatch::analysis::measurements::{compare, measurements, CAUSES};
+use leaderwatch::analysis::measurements::{CAUSES, compare, measurements};
 use leaderwatch::io::read;
-use leaderwatch::model::baseline::{Baseline, Cause, ElectionDetail, EnvironmentKind, EventRef, Flag, WindowName};
+use leaderwatch::model::baseline::{
+    Baseline, Cause, ElectionDetail, EnvironmentKind, EventRef, Flag, WindowName,
+};
 use leaderwatch::model::measurement::Measurement;
 use leaderwatch::model::rate::BaselineFile;
 use leaderwatch::render::report;
@@ -28,7 +30,6 @@ fn schema3() -> Baseline {
     read::baseline(&fixture("baseline-schema3-sigstop.json")).expect("schema-3 fixture")
 }
 
-
 /// The schema-3 fixture with a WAL fsync p99 over etcd's 10 ms on m0 during the disruption,
 /// and a few figures made unknown.
 fn schema3_edited() -> Baseline {
@@ -36,7 +37,12 @@ fn schema3_edited() -> Baseline {
     let d = b.window_mut(WindowName::Disruption).expect("window");
     let m0 = d.health.get_mut("m0").expect("m0");
     m0.wal_fsync_p99_s = Some(0.012);
-    m0.over.push(Flag { figure: "wal_fsync_p99_s".into(), value: 0.012, threshold: 0.010, source: "etcd docs".into() });
+    m0.over.push(Flag {
+        figure: "wal_fsync_p99_s".into(),
+        value: 0.012,
+        threshold: 0.010,
+        source: "etcd docs".into(),
+    });
     let m1 = b.window_mut(WindowName::AtRest).expect("window").health.get_mut("m1").expect("m1");
     m1.heartbeat_send_failures = None;
     m1.slow_read_indexes = None;
@@ -49,8 +55,16 @@ fn schema3_edited() -> Baseline {
 fn health_row(table: &str, window: &str, member: &str) -> Vec<String> {
     table
         .lines()
-        .map(|l| l.split(" | ").map(|c| c.trim_matches(|c| c == '|' || c == ' ').to_owned()).collect::<Vec<_>>())
-        .find(|cells| cells.len() == 11 && cells[1] == window && (cells[2] == member || cells[2].starts_with(&format!("{member} "))))
+        .map(|l| {
+            l.split(" | ")
+                .map(|c| c.trim_matches(|c| c == '|' || c == ' ').to_owned())
+                .collect::<Vec<_>>()
+        })
+        .find(|cells| {
+            cells.len() == 11
+                && cells[1] == window
+                && (cells[2] == member || cells[2].starts_with(&format!("{member} ")))
+        })
         .unwrap_or_else(|| panic!("health row {window}/{member} in\n{table}"))
 }
 
@@ -60,10 +74,15 @@ fn schema3_shows_the_causes_and_a_health_table_with_flags_marked_and_unknowns_as
     let text = report::render(&[file(PathBuf::from("data/r/baseline.json"), b)], None);
 
     assert!(text.contains("elections (raft term) 1 (the SIGSTOP of m2) |"), "{text}");
-    assert!(text.contains("elections (raft term) 0 |"), "no causes where there was no election: {text}");
+    assert!(
+        text.contains("elections (raft term) 0 |"),
+        "no causes where there was no election: {text}"
+    );
     assert!(text.contains(report::HEALTH_HEADER), "{text}");
     // The health table follows the window tables after a blank line, labelled as measured.
-    let at = text.find(&format!("\n\n{}", report::MEASURED)).expect("a blank line before the health table");
+    let at = text
+        .find(&format!("\n\n{}", report::MEASURED))
+        .expect("a blank line before the health table");
     let (windows, health) = (&text[..at], &text[at + 2..]);
     assert!(!windows.contains("WAL fsync"));
     assert!(health.starts_with(report::MEASURED), "{health}");
@@ -103,16 +122,30 @@ fn split_votes_and_several_causes_are_listed_per_election() {
         old_leader: Some("m0".into()),
         leaderless_s: None,
         cause: Cause::Unreachable,
-        cause_event: Some(EventRef { ts: first.after, source: "leaderwatch".into(), member: "m0".into(), kind: "unreachable".into(), detail: String::new() }),
+        cause_event: Some(EventRef {
+            ts: first.after,
+            source: "leaderwatch".into(),
+            member: "m0".into(),
+            kind: "unreachable".into(),
+            detail: String::new(),
+        }),
         ..first
     });
     d.elections = Some(3);
     let p = PathBuf::from("b.json");
     let text = report::render(&[file(p.clone(), b.clone())], None);
-    assert!(text.contains("elections (raft term) 3 (the SIGSTOP of m2; unreachable m0, term 3 → 5) |"), "{text}");
+    assert!(
+        text.contains("elections (raft term) 3 (the SIGSTOP of m2; unreachable m0, term 3 → 5) |"),
+        "{text}"
+    );
 
     let ms = measurements(&p, &b);
-    let v = |f: &str| ms.iter().find(|m| m.window == "disruption" && m.member.is_empty() && m.figure == f).unwrap_or_else(|| panic!("{f}")).value;
+    let v = |f: &str| {
+        ms.iter()
+            .find(|m| m.window == "disruption" && m.member.is_empty() && m.figure == f)
+            .unwrap_or_else(|| panic!("{f}"))
+            .value
+    };
     assert_eq!(v("elections_own_disruption"), Some(1.0));
     assert_eq!(v("elections_unreachable"), Some(2.0), "a split vote counts its terms");
     assert_eq!(v("elections_unexplained"), Some(0.0));
@@ -153,26 +186,50 @@ fn schema2_renders_exactly_as_before_and_has_no_health_or_cause_figures() {
     assert_eq!(text, SCHEMA2_BEFORE);
     let ms = measurements(&path, &b);
     assert!(ms.iter().all(|m| m.member.is_empty()), "no member health in schema 2");
-    assert!(!ms.iter().any(|m| m.figure.starts_with("elections_") || m.figure.starts_with("election_")), "no causes in schema 2");
+    assert!(
+        !ms.iter().any(|m| m.figure.starts_with("elections_") || m.figure.starts_with("election_")),
+        "no causes in schema 2"
+    );
 }
 
 #[test]
 fn rendering_is_deterministic_and_update_twice_changes_nothing() {
     let a = file(fixture("baseline-schema3-sigstop.json"), schema3_edited());
-    let b = file(fixture("baseline-schema2-sigkill.json"), read::baseline(&fixture("baseline-schema2-sigkill.json")).expect("fixture"));
+    let b = file(
+        fixture("baseline-schema2-sigkill.json"),
+        read::baseline(&fixture("baseline-schema2-sigkill.json")).expect("fixture"),
+    );
     let one = report::render(&[a.clone(), b.clone()], None);
-    assert_eq!(one, report::render(&[b.clone(), a.clone()], None), "runs by run id, whatever the argument order");
-    assert_eq!(report::render_csv(&[a.clone(), b.clone()]).expect("csv"), report::render_csv(&[b.clone(), a.clone()]).expect("csv"));
+    assert_eq!(
+        one,
+        report::render(&[b.clone(), a.clone()], None),
+        "runs by run id, whatever the argument order"
+    );
+    assert_eq!(
+        report::render_csv(&[a.clone(), b.clone()]).expect("csv"),
+        report::render_csv(&[b.clone(), a.clone()]).expect("csv")
+    );
 
     let dir = tempfile::tempdir().expect("tempdir");
     let readme = dir.path().join("README.md");
-    std::fs::write(&readme, format!("# x\n{}\nold\n{}\ntail\n", report::BEGIN, report::END)).expect("write");
-    assert!(leaderwatch::io::readme::update(&readme, &[a.clone(), b.clone()]).expect("update"), "first run writes");
+    std::fs::write(&readme, format!("# x\n{}\nold\n{}\ntail\n", report::BEGIN, report::END))
+        .expect("write");
+    assert!(
+        leaderwatch::io::readme::update(&readme, &[a.clone(), b.clone()]).expect("update"),
+        "first run writes"
+    );
     let once = std::fs::read_to_string(&readme).expect("read");
-    assert!(!leaderwatch::io::readme::update(&readme, &[b, a]).expect("update"), "second run changes nothing");
+    assert!(
+        !leaderwatch::io::readme::update(&readme, &[b, a]).expect("update"),
+        "second run changes nothing"
+    );
     assert_eq!(std::fs::read_to_string(&readme).expect("read"), once);
-    let inside = &once[once.find(report::BEGIN).expect("begin")..once.find(report::END).expect("end")];
-    assert!(inside.contains(report::HEALTH_HEADER) && inside.contains("**12.0 ms ⚠"), "both tables between the markers");
+    let inside =
+        &once[once.find(report::BEGIN).expect("begin")..once.find(report::END).expect("end")];
+    assert!(
+        inside.contains(report::HEALTH_HEADER) && inside.contains("**12.0 ms ⚠"),
+        "both tables between the markers"
+    );
     assert!(once.ends_with(&format!("{}\ntail\n", report::END)));
 }
 
@@ -181,7 +238,9 @@ fn csv_rows(text: &str) -> (Vec<String>, Vec<BTreeMap<String, String>>) {
     let headers: Vec<String> = r.headers().expect("header").iter().map(str::to_owned).collect();
     let rows = r
         .records()
-        .map(|rec| headers.iter().cloned().zip(rec.expect("row").iter().map(str::to_owned)).collect())
+        .map(|rec| {
+            headers.iter().cloned().zip(rec.expect("row").iter().map(str::to_owned)).collect()
+        })
         .collect();
     (headers, rows)
 }
@@ -197,10 +256,13 @@ fn csv_and_compare_carry_the_health_figures_from_the_same_list() {
     let path = fixture("baseline-schema3-sigstop.json");
     let b = schema3_edited();
     let ms: Vec<Measurement> = measurements(&path, &b);
-    let (headers, mut rows) = csv_rows(&report::render_csv(&[file(path.clone(), b.clone())]).expect("csv"));
+    let (headers, mut rows) =
+        csv_rows(&report::render_csv(&[file(path.clone(), b.clone())]).expect("csv"));
     // The residual rate's rows come last (window `quiet`, from rate.rs, tests/rate_cli.rs).
     let rate_rows = rows.iter().filter(|r| r["window"] == "quiet").count();
-    assert!(rate_rows >= 5 && rows.iter().rev().take(rate_rows).all(|r| r["label"] == "residual rate"));
+    assert!(
+        rate_rows >= 5 && rows.iter().rev().take(rate_rows).all(|r| r["label"] == "residual rate")
+    );
     rows.retain(|r| r["window"] != "quiet");
     assert_eq!(
         headers.join(","),
@@ -211,20 +273,41 @@ fn csv_and_compare_carry_the_health_figures_from_the_same_list() {
 
     let flagged = rows
         .iter()
-        .find(|r| r["window"] == "disruption" && r["member"] == "m0" && r["figure"] == "wal_fsync_p99_s")
+        .find(|r| {
+            r["window"] == "disruption" && r["member"] == "m0" && r["figure"] == "wal_fsync_p99_s"
+        })
         .expect("m0's WAL fsync p99 in the CSV");
-    assert_eq!((flagged["value"].as_str(), flagged["threshold"].as_str(), flagged["over"].as_str()), ("0.012", "0.01", "true"));
-    let unknown = rows.iter().find(|r| r["window"] == "at_rest" && r["member"] == "m1" && r["figure"] == "heartbeat_send_failures").expect("row");
+    assert_eq!(
+        (flagged["value"].as_str(), flagged["threshold"].as_str(), flagged["over"].as_str()),
+        ("0.012", "0.01", "true")
+    );
+    let unknown = rows
+        .iter()
+        .find(|r| {
+            r["window"] == "at_rest"
+                && r["member"] == "m1"
+                && r["figure"] == "heartbeat_send_failures"
+        })
+        .expect("row");
     assert_eq!(unknown["value"], "", "unknown is empty, not 0");
-    let cause = rows.iter().find(|r| r["window"] == "disruption" && r["figure"] == "election_1_leaderless_s").expect("election row");
+    let cause = rows
+        .iter()
+        .find(|r| r["window"] == "disruption" && r["figure"] == "election_1_leaderless_s")
+        .expect("election row");
     assert_eq!(cause["note"], "the SIGSTOP of m2");
-    assert!(rows.iter().any(|r| r["figure"] == "peer_rtt_p99_s{m2}" && r["member"] == "m0" && r["over"] == "true"));
-    assert!(rows.iter().any(|r| r["figure"] == "elections_own_disruption" && r["window"] == "disruption" && r["value"] == "1.0"));
+    assert!(rows.iter().any(|r| r["figure"] == "peer_rtt_p99_s{m2}"
+        && r["member"] == "m0"
+        && r["over"] == "true"));
+    assert!(rows.iter().any(|r| r["figure"] == "elections_own_disruption"
+        && r["window"] == "disruption"
+        && r["value"] == "1.0"));
 
     // compare of a file with itself: every (window, member, figure) of the CSV, difference 0.
     let diffs = compare(&ms, &ms);
-    let csv_keys: BTreeSet<Key> = rows.iter().map(|r| key(&r["window"], &r["member"], &r["figure"])).collect();
-    let cmp_keys: BTreeSet<Key> = diffs.iter().map(|d| key(&d.window, &d.member, &d.figure)).collect();
+    let csv_keys: BTreeSet<Key> =
+        rows.iter().map(|r| key(&r["window"], &r["member"], &r["figure"])).collect();
+    let cmp_keys: BTreeSet<Key> =
+        diffs.iter().map(|d| key(&d.window, &d.member, &d.figure)).collect();
     assert_eq!(csv_keys, cmp_keys);
     assert_eq!(csv_keys.len(), rows.len(), "each key once");
     for d in &diffs {
@@ -238,22 +321,39 @@ fn csv_and_compare_carry_the_health_figures_from_the_same_list() {
 fn the_cli_compare_and_csv_agree_on_the_figures() {
     let bin = env!("CARGO_BIN_EXE_leaderwatch");
     let f = fixture("baseline-schema3-sigstop.json");
-    let o = std::process::Command::new(bin).arg("compare").arg(&f).arg(&f).args(["-o", "json"]).output().expect("compare");
+    let o = std::process::Command::new(bin)
+        .arg("compare")
+        .arg(&f)
+        .arg(&f)
+        .args(["-o", "json"])
+        .output()
+        .expect("compare");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let diffs: Vec<serde_json::Value> = serde_json::from_slice(&o.stdout).expect("json");
-    let o = std::process::Command::new(bin).arg("report").arg(&f).args(["--format", "csv"]).output().expect("report");
+    let o = std::process::Command::new(bin)
+        .arg("report")
+        .arg(&f)
+        .args(["--format", "csv"])
+        .output()
+        .expect("report");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let (_, rows) = csv_rows(&String::from_utf8_lossy(&o.stdout));
     let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_owned();
-    let cmp: BTreeSet<Key> = diffs.iter().map(|d| (s(&d["window"]), s(&d["member"]), s(&d["figure"]))).collect();
+    let cmp: BTreeSet<Key> =
+        diffs.iter().map(|d| (s(&d["window"]), s(&d["member"]), s(&d["figure"]))).collect();
     // compare matches one run's figures; the residual rate (window `quiet`) pools runs.
-    let csv: BTreeSet<Key> = rows.iter().filter(|r| r["window"] != "quiet").map(|r| key(&r["window"], &r["member"], &r["figure"])).collect();
+    let csv: BTreeSet<Key> = rows
+        .iter()
+        .filter(|r| r["window"] != "quiet")
+        .map(|r| key(&r["window"], &r["member"], &r["figure"]))
+        .collect();
     assert_eq!(cmp, csv);
     assert!(diffs.iter().all(|d| d["diff"].is_null() || d["diff"].as_f64() == Some(0.0)));
     assert!(cmp.contains(&key("disruption", "m2", "heartbeat_send_failures")));
 
     // The text table puts a member's figure under `window / member`.
-    let o = std::process::Command::new(bin).arg("compare").arg(&f).arg(&f).output().expect("compare");
+    let o =
+        std::process::Command::new(bin).arg("compare").arg(&f).arg(&f).output().expect("compare");
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("| disruption / m2 | heartbeat_send_failures | 2 | 2 | +0 |"), "{text}");
     assert!(text.contains("| disruption | elections_own_disruption | 1 | 1 | +0 |"), "{text}");
@@ -266,11 +366,14 @@ fn the_cli_compare_and_csv_agree_on_the_figures() {
 fn a_local_control_plane_sitting_leaves_the_gke_rows_not_yet_measured() {
     let mut b = schema3();
     b.environment.kind = EnvironmentKind::Kubernetes;
-    b.environment.description = "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
+    b.environment.description =
+        "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
     let table = report::render(&[file(fixture("baseline-schema3-sigstop.json"), b.clone())], None);
-    assert!(table.contains("| GKE Autopilot, dlock-gke |") && table.contains("not yet measured"), "{table}");
+    assert!(
+        table.contains("| GKE Autopilot, dlock-gke |") && table.contains("not yet measured"),
+        "{table}"
+    );
     b.environment.description = "GKE Autopilot, dlock-gke, 3 members".into();
     let table = report::render(&[file(fixture("baseline-schema3-sigstop.json"), b)], None);
     assert!(!table.contains("not yet measured"), "a GKE baseline replaces them: {table}");
 }
-

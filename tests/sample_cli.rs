@@ -8,12 +8,16 @@ use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 use leaderwatch::io::record::SAMPLES_HEADER;
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use support::{cluster, events, leaderwatch, samples, sleep};
 
 fn endpoint_args(f: &support::Fixture) -> Vec<String> {
-    f.cluster.members().iter().flat_map(|m| ["--endpoint".to_owned(), format!("{}={}", m.name, m.url)]).collect()
+    f.cluster
+        .members()
+        .iter()
+        .flat_map(|m| ["--endpoint".to_owned(), format!("{}={}", m.name, m.url)])
+        .collect()
 }
 
 /// `leaderwatch sample --interval 200ms --out <fixture out> <endpoints> <extra>`.
@@ -41,7 +45,8 @@ fn wait_within(mut child: Child, limit: Duration) -> Output {
 }
 
 fn summary(dir: &Path) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json")).expect("summary is JSON")
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).expect("summary.json"))
+        .expect("summary is JSON")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,13 +61,19 @@ async fn sample_writes_the_three_files() {
     let rows = samples(f.out.path());
     assert!(rows.len() >= 3 * 5, "rows: {}", rows.len());
     let ts = &rows[0]["ts"];
-    assert!(chrono::DateTime::parse_from_rfc3339(ts).is_ok() && ts.ends_with('Z') && ts.len() == 24, "RFC 3339 UTC ms: {ts}");
+    assert!(
+        chrono::DateTime::parse_from_rfc3339(ts).is_ok() && ts.ends_with('Z') && ts.len() == 24,
+        "RFC 3339 UTC ms: {ts}"
+    );
     let s = summary(f.out.path());
     assert_eq!(s["ended_by"], "duration");
     assert_eq!(s["leader_changes"]["raw_sum_end"], 3.0);
     assert_eq!(s["members"].as_array().map(Vec::len), Some(3));
     let ev = events(f.out.path());
-    assert!(ev.iter().any(|e| e["kind"] == "run_started") && ev.iter().any(|e| e["kind"] == "run_ended"));
+    assert!(
+        ev.iter().any(|e| e["kind"] == "run_started")
+            && ev.iter().any(|e| e["kind"] == "run_ended")
+    );
 }
 
 /// `--metrics-interval`: /metrics only every third round of 200 ms, health and Status in
@@ -71,7 +82,16 @@ async fn sample_writes_the_three_files() {
 async fn metrics_interval_reads_the_page_only_in_its_rounds() {
     let f = cluster().await;
     let child = leaderwatch()
-        .args(["sample", "--interval", "200ms", "--metrics-interval", "600ms", "--duration", "4s", "--out"])
+        .args([
+            "sample",
+            "--interval",
+            "200ms",
+            "--metrics-interval",
+            "600ms",
+            "--duration",
+            "4s",
+            "--out",
+        ])
         .arg(f.out.path())
         .args(endpoint_args(&f))
         .spawn()
@@ -90,7 +110,10 @@ async fn metrics_interval_reads_the_page_only_in_its_rounds() {
         }
         let has_page = !r["leader_changes_seen_total"].is_empty();
         assert_eq!(has_page, round % 3 == 0, "round {round}: {r:?}");
-        assert!(!r["health"].is_empty() && !r["raft_term"].is_empty(), "health and Status every round: {r:?}");
+        assert!(
+            !r["health"].is_empty() && !r["raft_term"].is_empty(),
+            "health and Status every round: {r:?}"
+        );
         if has_page { with += 1 } else { without += 1 }
     }
     assert!(with > 0 && without > with, "with the page {with}, without {without}");
@@ -131,7 +154,11 @@ async fn reopening_after_a_crash_repairs_the_torn_line_and_appends_a_new_run() {
     let runs: std::collections::BTreeSet<_> = rows.iter().map(|r| r["run_id"].clone()).collect();
     assert_eq!(runs.len(), 2, "the new run appends with a new run_id: {runs:?}");
     assert!(rows.len() > before, "earlier rows kept, new rows added");
-    assert!(events(f.out.path()).iter().any(|e| e["kind"] == "repaired" && e["detail"].contains("samples.csv")));
+    assert!(
+        events(f.out.path())
+            .iter()
+            .any(|e| e["kind"] == "repaired" && e["detail"].contains("samples.csv"))
+    );
     // The summary's residual rate pools both runs of the directory; the killed one counts
     // to its last event.
     let r = &summary(f.out.path())["residual"];
@@ -141,7 +168,10 @@ async fn reopening_after_a_crash_repairs_the_torn_line_and_appends_a_new_run() {
     // event was at its start).
     assert!(exposure >= 3.0 && exposure < 60.0, "both runs' time: {exposure}");
     assert_eq!(r["residual"], 0);
-    assert!(r["per_day"]["upper"].as_f64().expect("upper") > 0.0, "zero elections still have an upper bound");
+    assert!(
+        r["per_day"]["upper"].as_f64().expect("upper") > 0.0,
+        "zero elections still have an upper bound"
+    );
 }
 
 fn run_bad(args: &[&str]) -> (i32, String) {
@@ -160,16 +190,98 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
     let taken = taken.local_addr().expect("addr").to_string();
     let cases: [(&[&str], i32, &str); 11] = [
         (&["measure", "--idle", "5m", "--out", out], 2, "at least 20m"),
-        (&["rehearse", "--target", "m1", "--idle", "1s", "--etcd-bin", "/nonexistent/etcd", "--out", out], 4, "/nonexistent/etcd"),
+        (
+            &[
+                "rehearse",
+                "--target",
+                "m1",
+                "--idle",
+                "1s",
+                "--etcd-bin",
+                "/nonexistent/etcd",
+                "--out",
+                out,
+            ],
+            4,
+            "/nonexistent/etcd",
+        ),
         (&["sample", "--endpoint", "m0", "--out", out], 2, "NAME=URL"),
         (&["sample", "--endpoint", "m0=ftp://x:1", "--out", out], 2, "http:// or https://"),
-        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--interval", "soon", "--out", out], 2, "not a duration"),
-        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--metrics-interval", "500ms", "--out", out], 2, "--metrics-interval 500ms is shorter than --interval 1s"),
-        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--cert", "/nonexistent.pem", "--out", out], 2, "--cert and --key"),
-        (&["sample", "--endpoint", "m0=https://127.0.0.1:1", "--cacert", "/nonexistent.pem", "--out", out], 2, "/nonexistent.pem"),
-        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--retain", "12h", "--out", out], 2, "keep at least 1d"),
-        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--metrics-addr", "localhost", "--out", out], 2, "--metrics-addr"),
-        (&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--metrics-addr", &taken, "--out", out], 2, "Address already in use"),
+        (
+            &["sample", "--endpoint", "m0=http://127.0.0.1:1", "--interval", "soon", "--out", out],
+            2,
+            "not a duration",
+        ),
+        (
+            &[
+                "sample",
+                "--endpoint",
+                "m0=http://127.0.0.1:1",
+                "--metrics-interval",
+                "500ms",
+                "--out",
+                out,
+            ],
+            2,
+            "--metrics-interval 500ms is shorter than --interval 1s",
+        ),
+        (
+            &[
+                "sample",
+                "--endpoint",
+                "m0=http://127.0.0.1:1",
+                "--cert",
+                "/nonexistent.pem",
+                "--out",
+                out,
+            ],
+            2,
+            "--cert and --key",
+        ),
+        (
+            &[
+                "sample",
+                "--endpoint",
+                "m0=https://127.0.0.1:1",
+                "--cacert",
+                "/nonexistent.pem",
+                "--out",
+                out,
+            ],
+            2,
+            "/nonexistent.pem",
+        ),
+        (
+            &["sample", "--endpoint", "m0=http://127.0.0.1:1", "--retain", "12h", "--out", out],
+            2,
+            "keep at least 1d",
+        ),
+        (
+            &[
+                "sample",
+                "--endpoint",
+                "m0=http://127.0.0.1:1",
+                "--metrics-addr",
+                "localhost",
+                "--out",
+                out,
+            ],
+            2,
+            "--metrics-addr",
+        ),
+        (
+            &[
+                "sample",
+                "--endpoint",
+                "m0=http://127.0.0.1:1",
+                "--metrics-addr",
+                &taken,
+                "--out",
+                out,
+            ],
+            2,
+            "Address already in use",
+        ),
     ];
     for (args, code, needle) in cases {
         let (got, err) = run_bad(args);
@@ -180,7 +292,13 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
     // An --out that cannot be a directory: exit 3, naming the path.
     let file = dir.path().join("plain-file");
     std::fs::write(&file, "x").expect("write");
-    let (got, err) = run_bad(&["sample", "--endpoint", "m0=http://127.0.0.1:1", "--out", file.to_str().expect("utf8")]);
+    let (got, err) = run_bad(&[
+        "sample",
+        "--endpoint",
+        "m0=http://127.0.0.1:1",
+        "--out",
+        file.to_str().expect("utf8"),
+    ]);
     assert_eq!(got, 3, "{err}");
     assert!(err.contains("plain-file") && err.lines().count() == 1, "{err}");
 }
@@ -190,14 +308,21 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_canary_key_never_outlives_leaderwatch_by_more_than_its_ttl() {
     let f = cluster().await;
-    let out = wait_within(spawn_sample(&f, &["--canary", "--duration", "3s"]), Duration::from_secs(30));
+    let out =
+        wait_within(spawn_sample(&f, &["--canary", "--duration", "3s"]), Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
     let text = std::fs::read_to_string(f.out.path().join("canary.csv")).expect("canary.csv");
-    let ok = |kind: &str| text.lines().filter(|l| l.contains(&format!(",{kind},")) && l.contains(",true,")).count();
+    let ok = |kind: &str| {
+        text.lines().filter(|l| l.contains(&format!(",{kind},")) && l.contains(",true,")).count()
+    };
     assert!(ok("write") >= 5 && ok("read") >= 5, "{text}");
     let s = summary(f.out.path());
     assert!(s["client"]["write"]["ops"].as_u64().is_some_and(|n| n >= 5), "{}", s["client"]);
-    assert_eq!(support::canary_keys(&f.cluster.members()).await, 0, "a clean exit revokes the lease");
+    assert_eq!(
+        support::canary_keys(&f.cluster.members()).await,
+        0,
+        "a clean exit revokes the lease"
+    );
 
     let mut child = spawn_sample(&f, &["--canary"]);
     let t0 = Instant::now();
@@ -211,7 +336,10 @@ async fn the_canary_key_never_outlives_leaderwatch_by_more_than_its_ttl() {
     while support::canary_keys(&f.cluster.members()).await > 0 {
         let ttl = Duration::from_secs(leaderwatch::io::canary::LEASE_TTL_S as u64);
         // etcd expires leases on the leader's clock, checked every 500 ms.
-        assert!(killed.elapsed() < ttl + Duration::from_secs(3), "the key outlived leaderwatch by more than the TTL");
+        assert!(
+            killed.elapsed() < ttl + Duration::from_secs(3),
+            "the key outlived leaderwatch by more than the TTL"
+        );
         sleep(500).await;
     }
 }

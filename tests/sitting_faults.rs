@@ -7,8 +7,8 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -17,13 +17,13 @@ use leaderwatch::io::disrupt::{LocalDisruptor, Method};
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::model::baseline::{Baseline, Environment};
+use leaderwatch::model::baseline::{EnvironmentKind, Status, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::counts::{Point, RoundView};
 use leaderwatch::model::member::MemberName;
 use leaderwatch::sitting::{self, SittingConfig, Target};
 use support::{canary_keys, events, one_cluster_at_a_time, samples};
 use tokio::sync::Mutex;
-use leaderwatch::model::baseline::{EnvironmentKind, Status, WindowName};
 
 type Row = HashMap<String, String>;
 
@@ -37,7 +37,13 @@ struct Sit {
 
 impl Default for Sit {
     fn default() -> Self {
-        Sit { method: Method::Sigkill, down: Duration::from_secs(2), idle: Duration::from_secs(3), settle: Duration::from_secs(2), timeout: Duration::from_secs(1) }
+        Sit {
+            method: Method::Sigkill,
+            down: Duration::from_secs(2),
+            idle: Duration::from_secs(3),
+            settle: Duration::from_secs(2),
+            timeout: Duration::from_secs(1),
+        }
     }
 }
 
@@ -52,7 +58,11 @@ fn config(members: Vec<leaderwatch::model::member::Member>, out: &Path, s: &Sit)
         probe: ProbeConfig { timeout: s.timeout, ..ProbeConfig::default() },
         out: out.to_owned(),
         recovery_timeout: Duration::from_secs(30),
-        environment: Environment { kind: EnvironmentKind::Local, description: "test".into(), ..Environment::default() },
+        environment: Environment {
+            kind: EnvironmentKind::Local,
+            description: "test".into(),
+            ..Environment::default()
+        },
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
         metrics_addr: None,
@@ -68,28 +78,42 @@ async fn sit_with(
     during: impl FnOnce(std::path::PathBuf) -> tokio::task::JoinHandle<()>,
 ) -> (leaderwatch::Result<Baseline>, tempfile::TempDir) {
     let _one = one_cluster_at_a_time().await;
-    let cluster = LocalCluster::start(opts).await.unwrap_or_else(|e| panic!("local etcd cluster: {e}"));
+    let cluster =
+        LocalCluster::start(opts).await.unwrap_or_else(|e| panic!("local etcd cluster: {e}"));
     let out = tempfile::tempdir().expect("tempdir");
     let cfg = config(cluster.members(), out.path(), &s);
     let cluster = Arc::new(Mutex::new(cluster));
-    let d = LocalDisruptor { cluster: cluster.clone(), method: s.method, down: s.down, grace: Duration::from_secs(10) };
+    let d = LocalDisruptor {
+        cluster: cluster.clone(),
+        method: s.method,
+        down: s.down,
+        grace: Duration::from_secs(10),
+    };
     let side = during(out.path().to_owned());
     let r = sitting::run(cfg, d, clock, None, shutdown).await;
     side.abort();
     if r.is_ok() {
         // A clean exit leaves nothing of the canary behind.
         let members = cluster.lock().await.members();
-        assert_eq!(canary_keys(&members).await, 0, "a key under __leaderwatch/ outlived the sitting");
+        assert_eq!(
+            canary_keys(&members).await,
+            0,
+            "a key under __leaderwatch/ outlived the sitting"
+        );
     }
     (r, out)
 }
 
 async fn sit(s: Sit) -> (leaderwatch::Result<Baseline>, tempfile::TempDir) {
-    sit_with(s, LocalOptions::default(), Arc::new(SystemClock), std::future::pending(), |_| tokio::spawn(async {})).await
+    sit_with(s, LocalOptions::default(), Arc::new(SystemClock), std::future::pending(), |_| {
+        tokio::spawn(async {})
+    })
+    .await
 }
 
 fn baseline(dir: &Path) -> Baseline {
-    leaderwatch::io::read::baseline(&dir.join("baseline.json")).unwrap_or_else(|e| panic!("baseline.json: {e}"))
+    leaderwatch::io::read::baseline(&dir.join("baseline.json"))
+        .unwrap_or_else(|e| panic!("baseline.json: {e}"))
 }
 
 /// Waits until events.csv has a row of `kind`.
@@ -121,7 +145,11 @@ fn rounds_from_csv(rows: &[Row]) -> Vec<RoundView> {
     let mut by_round: BTreeMap<u64, RoundView> = BTreeMap::new();
     for r in rows {
         let n: u64 = r["round"].parse().expect("round");
-        let v = by_round.entry(n).or_insert_with(|| RoundView { round: n, ts: DateTime::<Utc>::default(), points: BTreeMap::new() });
+        let v = by_round.entry(n).or_insert_with(|| RoundView {
+            round: n,
+            ts: DateTime::<Utc>::default(),
+            points: BTreeMap::new(),
+        });
         if r["error"].starts_with("silent:") {
             continue;
         }
@@ -152,11 +180,23 @@ fn assert_windows_tile_the_run(dir: &Path, b: &Baseline) {
         let n = phase_of.values().filter(|p| p.contains(w.name.as_str())).count() as u64;
         assert_eq!(w.rounds, n, "window {} owns the rounds of its phase", w.name);
     }
-    assert_eq!(b.windows.iter().map(|w| w.rounds).sum::<u64>(), phase_of.len() as u64, "every round is in a window");
+    assert_eq!(
+        b.windows.iter().map(|w| w.rounds).sum::<u64>(),
+        phase_of.len() as u64,
+        "every round is in a window"
+    );
     let whole = count(&rounds_from_csv(&rows));
     for (m, c) in &whole.per_member {
-        let sum: f64 = b.windows.iter().map(|w| w.leader_changes.per_member.get(m).map_or(0.0, |x| x.increase)).sum();
-        assert!((sum - c.increase).abs() < 1e-9, "member {m}: windows add up to {sum}, the run to {}", c.increase);
+        let sum: f64 = b
+            .windows
+            .iter()
+            .map(|w| w.leader_changes.per_member.get(m).map_or(0.0, |x| x.increase))
+            .sum();
+        assert!(
+            (sum - c.increase).abs() < 1e-9,
+            "member {m}: windows add up to {sum}, the run to {}",
+            c.increase
+        );
     }
     let elections: u64 = b.windows.iter().filter_map(|w| w.elections).sum();
     assert_eq!(Some(elections), whole.elections, "window elections add up to the run's term delta");
@@ -167,32 +207,62 @@ fn assert_windows_tile_the_run(dir: &Path, b: &Baseline) {
 /// each member's health, and health.csv has rows in every window.
 fn assert_causes_and_health(dir: &Path, b: &Baseline, signal: &str) {
     let d = b.disruption.as_ref().expect("disruption");
-    assert!(b.window(WindowName::AtRest).expect("at_rest").elections_detail.is_empty(), "{signal}: nothing at rest");
+    assert!(
+        b.window(WindowName::AtRest).expect("at_rest").elections_detail.is_empty(),
+        "{signal}: nothing at rest"
+    );
     let dis = b.window(WindowName::Disruption).expect("disruption");
     assert_eq!(dis.elections_detail.len(), 1, "{signal}: {:?}", dis.elections_detail);
     let e = &dis.elections_detail[0];
-    assert_eq!((e.cause.as_str(), e.old_leader.as_deref()), ("own_disruption", Some(d.target.as_str())), "{e:?}");
+    assert_eq!(
+        (e.cause.as_str(), e.old_leader.as_deref()),
+        ("own_disruption", Some(d.target.as_str())),
+        "{e:?}"
+    );
     assert!(e.new_leader.is_some() && e.new_leader != e.old_leader, "{e:?}");
     // Leaderless time is measured inside the disruption: never longer than the window.
-    assert!(e.leaderless_s.is_some_and(|s| s <= dis.duration_s) && e.after < e.observed_at, "{e:?} in {} s", dis.duration_s);
+    assert!(
+        e.leaderless_s.is_some_and(|s| s <= dis.duration_s) && e.after < e.observed_at,
+        "{e:?} in {} s",
+        dis.duration_s
+    );
     let cause = e.cause_event.as_ref().expect("cause_event");
     assert_eq!((cause.kind.as_str(), cause.member.as_str()), (signal, d.target.as_str()));
     let rows = events(dir);
-    assert!(rows.iter().any(|r| r["kind"] == signal && r["ts"] == leaderwatch::model::clock::ts(cause.ts)), "cause_event names an events.csv row");
+    assert!(
+        rows.iter()
+            .any(|r| r["kind"] == signal && r["ts"] == leaderwatch::model::clock::ts(cause.ts)),
+        "cause_event names an events.csv row"
+    );
     assert_eq!(rows.iter().filter(|r| r["kind"] == "election").count(), 1, "one election row");
     for w in &b.windows {
         assert_eq!(w.health.len(), 3, "{}: health of every member", w.name);
         for (m, h) in &w.health {
-            assert!(h.quota_bytes.is_some_and(|q| q > 0.0) && h.db_size_bytes.is_some_and(|s| s > 0.0), "{}/{m}: {h:?}", w.name);
+            assert!(
+                h.quota_bytes.is_some_and(|q| q > 0.0) && h.db_size_bytes.is_some_and(|s| s > 0.0),
+                "{}/{m}: {h:?}",
+                w.name
+            );
             // A quantile is null without observations, never 0.
-            assert!(h.wal_fsyncs.is_none_or(|n| n > 0.0) || h.wal_fsync_p99_s.is_none(), "{}/{m}: {h:?}", w.name);
+            assert!(
+                h.wal_fsyncs.is_none_or(|n| n > 0.0) || h.wal_fsync_p99_s.is_none(),
+                "{}/{m}: {h:?}",
+                w.name
+            );
         }
     }
     let restarts = dis.health[&d.target].restarts;
-    assert_eq!(restarts, u32::from(signal != "sigstop_sent"), "{signal}: restarts of the target in the window");
+    assert_eq!(
+        restarts,
+        u32::from(signal != "sigstop_sent"),
+        "{signal}: restarts of the target in the window"
+    );
     let health = std::fs::read_to_string(dir.join("health.csv")).expect("health.csv");
     for name in ["at_rest", "disruption", "settle"] {
-        assert!(health.lines().any(|l| l.split(',').nth(2) == Some(name)), "health.csv has {name} rows");
+        assert!(
+            health.lines().any(|l| l.split(',').nth(2) == Some(name)),
+            "health.csv has {name} rows"
+        );
     }
 }
 
@@ -200,34 +270,59 @@ fn assert_causes_and_health(dir: &Path, b: &Baseline, signal: &str) {
 async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run() {
     let mut cost = BTreeMap::new();
     for (method, down) in [(Method::Sigterm, 2), (Method::Sigkill, 2), (Method::Sigstop, 3)] {
-        let (r, out) = sit(Sit { method, down: Duration::from_secs(down), timeout: Duration::from_secs(3), ..Sit::default() }).await;
+        let (r, out) = sit(Sit {
+            method,
+            down: Duration::from_secs(down),
+            timeout: Duration::from_secs(3),
+            ..Sit::default()
+        })
+        .await;
         let b = r.unwrap_or_else(|e| panic!("{method:?}: {e}"));
         assert!(b.is_complete(), "{method:?}");
         let d = b.disruption.as_ref().expect("disruption");
         assert_eq!(d.method, format!("local-{}", method.name()));
         assert!(d.target_was_leader);
-        assert_eq!(b.window(WindowName::AtRest).expect("at_rest").elections, Some(0), "{method:?}: nothing at rest");
+        assert_eq!(
+            b.window(WindowName::AtRest).expect("at_rest").elections,
+            Some(0),
+            "{method:?}: nothing at rest"
+        );
         let dis = b.window(WindowName::Disruption).expect("disruption");
         // One leader change. A hand-over (sigterm) takes exactly one term; a timeout election
         // (sigkill, sigstop) can take two when both survivors campaign at once and split
         // the vote (seen once in CI on 2 busy cores): the term delta counts both.
         assert_eq!(dis.leader_transitions.len(), 1, "{method:?}: one leader change");
         let terms = if method == Method::Sigterm { 1..=1 } else { 1..=2 };
-        assert!(dis.elections.is_some_and(|e| terms.contains(&e)), "{method:?}: elections {:?}", dis.elections);
-        assert!(d.member_lost_at.is_some() && d.member_back_at.is_some() && d.healthy_at.is_some(), "{method:?}: {d:?}");
+        assert!(
+            dis.elections.is_some_and(|e| terms.contains(&e)),
+            "{method:?}: elections {:?}",
+            dis.elections
+        );
+        assert!(
+            d.member_lost_at.is_some() && d.member_back_at.is_some() && d.healthy_at.is_some(),
+            "{method:?}: {d:?}"
+        );
         assert!(d.leader_elected_at.is_some(), "{method:?}: a new term's leader was seen");
         assert!(b.windows.iter().all(|w| w.full_length));
         assert_windows_tile_the_run(out.path(), &b);
-        let kinds: Vec<String> = events(out.path()).into_iter().map(|e| e["kind"].clone()).collect();
+        let kinds: Vec<String> =
+            events(out.path()).into_iter().map(|e| e["kind"].clone()).collect();
         let signal = format!("{}_sent", method.name());
         assert!(kinds.contains(&signal), "{method:?}: {kinds:?}");
         assert_causes_and_health(out.path(), &b, &signal);
         cost.insert(method.name(), assert_the_canary(out.path(), &b));
         if method == Method::Sigstop {
             // Frozen, not restarted: thawed, and its counter did not reset.
-            assert!(kinds.contains(&"continued".to_owned()) && !kinds.contains(&"restarted".to_owned()));
+            assert!(
+                kinds.contains(&"continued".to_owned()) && !kinds.contains(&"restarted".to_owned())
+            );
             let target = MemberName(d.target.clone());
-            assert_eq!(b.window(WindowName::Disruption).expect("disruption").leader_changes.per_member[&target].resets, 0);
+            assert_eq!(
+                b.window(WindowName::Disruption).expect("disruption").leader_changes.per_member
+                    [&target]
+                    .resets,
+                0
+            );
             // The survivors kept their own cadence while the target was frozen: each of
             // their probes started one fast interval after their previous answer (the
             // target's probe timeout is 3 s: had it held the rounds, they would wait 3 s).
@@ -237,16 +332,28 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
             for m in ["m0", "m1", "m2"].into_iter().filter(|m| *m != d.target) {
                 let answers: Vec<(DateTime<Utc>, f64)> = rows
                     .iter()
-                    .filter(|r| r["member"] == m && r["phase"] == "disruption" && !r["error"].starts_with("silent:"))
-                    .map(|r| (r["ts"].parse().expect("ts"), r["probe_ms"].parse().expect("probe_ms")))
+                    .filter(|r| {
+                        r["member"] == m
+                            && r["phase"] == "disruption"
+                            && !r["error"].starts_with("silent:")
+                    })
+                    .map(|r| {
+                        (r["ts"].parse().expect("ts"), r["probe_ms"].parse().expect("probe_ms"))
+                    })
                     .collect();
                 assert!(answers.len() >= 10, "{m}: {} answers", answers.len());
                 for w in answers.windows(2) {
                     let (gap, own) = ((w[1].0 - w[0].0).num_milliseconds() as f64, w[0].1);
-                    assert!(gap < own + 100.0 + 500.0, "{m}: next probe {gap} ms after one that took {own} ms");
+                    assert!(
+                        gap < own + 100.0 + 500.0,
+                        "{m}: next probe {gap} ms after one that took {own} ms"
+                    );
                 }
             }
-            let silent = rows.iter().filter(|r| r["member"] == d.target && r["error"].starts_with("silent:")).count();
+            let silent = rows
+                .iter()
+                .filter(|r| r["member"] == d.target && r["error"].starts_with("silent:"))
+                .count();
             assert!(silent > 0, "the frozen member was recorded as silent");
         }
     }
@@ -259,23 +366,43 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
 /// The canary ran from the request to the end: a canary.csv row for every op the
 /// disruption and settle windows count, none at rest; returns the election's write cost.
 fn assert_the_canary(dir: &Path, b: &Baseline) -> f64 {
-    assert!(b.window(WindowName::AtRest).expect("at_rest").client.is_none(), "the canary does not run at rest");
+    assert!(
+        b.window(WindowName::AtRest).expect("at_rest").client.is_none(),
+        "the canary does not run at rest"
+    );
     let text = std::fs::read_to_string(dir.join("canary.csv")).expect("canary.csv");
     let mut rows = csv::Reader::from_reader(text.as_bytes());
     let windows: Vec<String> = rows.records().map(|r| r.expect("row")[2].to_owned()).collect();
     for window in [WindowName::Disruption, WindowName::Settle] {
         let name = window.as_str();
-        let c = b.window(window).and_then(|w| w.client.as_ref()).unwrap_or_else(|| panic!("{name}: client figures"));
+        let c = b
+            .window(window)
+            .and_then(|w| w.client.as_ref())
+            .unwrap_or_else(|| panic!("{name}: client figures"));
         let ops = c.write.ops + c.read.ops;
-        assert_eq!(windows.iter().filter(|w| *w == name).count() as u64, ops, "{name}: one row per op");
-        assert!(c.write.ops > 0 && c.read.ops > 0 && c.write.availability.is_some(), "{name}: {c:?}");
+        assert_eq!(
+            windows.iter().filter(|w| *w == name).count() as u64,
+            ops,
+            "{name}: one row per op"
+        );
+        assert!(
+            c.write.ops > 0 && c.read.ops > 0 && c.write.availability.is_some(),
+            "{name}: {c:?}"
+        );
     }
-    assert_eq!(windows.len(), windows.iter().filter(|w| *w == "disruption" || *w == "settle").count());
+    assert_eq!(
+        windows.len(),
+        windows.iter().filter(|w| *w == "disruption" || *w == "settle").count()
+    );
     let e = &b.window(WindowName::Disruption).expect("disruption").elections_detail[0];
     let cost = e.write_unavailable_s.unwrap_or_else(|| panic!("write_unavailable_s: {e:?}"));
     // The gap around the election lies within the canary's run: from the request (where
     // it starts) to the end of settle.
-    let span: f64 = [WindowName::Disruption, WindowName::Settle].iter().filter_map(|w| b.window(*w)).map(|w| w.duration_s).sum();
+    let span: f64 = [WindowName::Disruption, WindowName::Settle]
+        .iter()
+        .filter_map(|w| b.window(*w))
+        .map(|w| w.duration_s)
+        .sum();
     assert!(cost <= span, "write cost {cost} s beyond the canary's {span} s");
     assert!(e.write_unavailable_one_in_flight_s.is_some_and(|one| one >= cost), "{e:?}");
     let d = b.disruption.as_ref().expect("disruption");
@@ -284,7 +411,12 @@ fn assert_the_canary(dir: &Path, b: &Baseline) -> f64 {
 }
 
 /// The shutdown future and the task that fires it when `phase` has begun.
-fn signal_when(phase: &'static str) -> (impl std::future::Future<Output = ()>, impl FnOnce(std::path::PathBuf) -> tokio::task::JoinHandle<()>) {
+fn signal_when(
+    phase: &'static str,
+) -> (
+    impl std::future::Future<Output = ()>,
+    impl FnOnce(std::path::PathBuf) -> tokio::task::JoinHandle<()>,
+) {
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let shutdown = async move {
         let _ = rx.await;
@@ -304,22 +436,40 @@ async fn a_signal_in_each_phase_ends_the_sitting_at_once_with_every_round_writte
         let (shutdown, during) = signal_when(phase);
         // sigstop with a 20 s probe timeout: a round waiting on the frozen member, or the
         // target-retry loop, would hold the signal for seconds.
-        let s = Sit { method: Method::Sigstop, down: Duration::from_secs(4), timeout: Duration::from_secs(20), settle: Duration::from_secs(30), ..Sit::default() };
+        let s = Sit {
+            method: Method::Sigstop,
+            down: Duration::from_secs(4),
+            timeout: Duration::from_secs(20),
+            settle: Duration::from_secs(30),
+            ..Sit::default()
+        };
         let t0 = std::time::Instant::now();
-        let (r, out) = sit_with(s, LocalOptions::default(), Arc::new(SystemClock), shutdown, during).await;
+        let (r, out) =
+            sit_with(s, LocalOptions::default(), Arc::new(SystemClock), shutdown, during).await;
         let took = t0.elapsed();
-        let err = r.err().unwrap_or_else(|| panic!("{phase}: a signal must make the sitting incomplete"));
+        let err =
+            r.err().unwrap_or_else(|| panic!("{phase}: a signal must make the sitting incomplete"));
         assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{phase}: {err}");
-        assert!(took < Duration::from_secs(3 + 4 + 15), "{phase}: the signal was not honoured promptly ({took:?})");
+        assert!(
+            took < Duration::from_secs(3 + 4 + 15),
+            "{phase}: the signal was not honoured promptly ({took:?})"
+        );
         let b = baseline(out.path());
         assert_eq!(b.status, Status::Incomplete, "{phase}");
         let reason = b.incomplete_reason.clone().unwrap_or_default();
-        assert!(reason.contains("signal") && reason.contains(if phase == "disruption" { "the disruption" } else { phase }), "{phase}: {reason}");
+        assert!(
+            reason.contains("signal")
+                && reason.contains(if phase == "disruption" { "the disruption" } else { phase }),
+            "{phase}: {reason}"
+        );
         let last = b.windows.last().expect("a window");
         assert_eq!(last.name.as_str(), phase);
         assert!(!last.full_length, "{phase}: the last window is cut short");
         assert_windows_tile_the_run(out.path(), &b);
-        let ended = events(out.path()).into_iter().rfind(|e| e["kind"] == "sitting_ended").expect("sitting_ended");
+        let ended = events(out.path())
+            .into_iter()
+            .rfind(|e| e["kind"] == "sitting_ended")
+            .expect("sitting_ended");
         assert!(ended["detail"].contains("signal"), "{ended:?}");
     }
 }
@@ -337,20 +487,29 @@ async fn a_restart_that_cannot_start_leaves_an_incomplete_baseline() {
                 wait_event(&dir, "exited").await;
                 // During the down time the binary becomes unrunnable.
                 use std::os::unix::fs::PermissionsExt;
-                std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+                std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o644))
+                    .expect("chmod");
             })
         }
     };
     let opts = LocalOptions { etcd_bin: Some(copy), ..LocalOptions::default() };
-    let (r, out) = sit_with(Sit::default(), opts, Arc::new(SystemClock), std::future::pending(), during).await;
+    let (r, out) =
+        sit_with(Sit::default(), opts, Arc::new(SystemClock), std::future::pending(), during).await;
     let err = r.expect_err("the restart must fail");
     assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{err}");
     let b = baseline(out.path());
     assert_eq!(b.status, Status::Incomplete);
-    assert!(b.incomplete_reason.as_deref().unwrap_or_default().contains("the disruption failed"), "{:?}", b.incomplete_reason);
+    assert!(
+        b.incomplete_reason.as_deref().unwrap_or_default().contains("the disruption failed"),
+        "{:?}",
+        b.incomplete_reason
+    );
     let d = b.disruption.as_ref().expect("disruption");
     assert!(d.member_lost_at.is_some() && d.healthy_at.is_none());
-    assert!(b.window(WindowName::AtRest).expect("at_rest").full_length && b.window(WindowName::AtRest).expect("at_rest").rounds >= 6);
+    assert!(
+        b.window(WindowName::AtRest).expect("at_rest").full_length
+            && b.window(WindowName::AtRest).expect("at_rest").rounds >= 6
+    );
     assert!(!b.window(WindowName::Disruption).expect("disruption").full_length);
     assert_windows_tile_the_run(out.path(), &b);
     assert!(events(out.path()).iter().any(|e| e["kind"] == "disruption_failed"));
@@ -363,7 +522,11 @@ struct SteppingClock {
 
 impl Clock for SteppingClock {
     fn now(&self) -> DateTime<Utc> {
-        let back = if self.stepped.load(Ordering::SeqCst) { chrono::Duration::hours(1) } else { chrono::Duration::zero() };
+        let back = if self.stepped.load(Ordering::SeqCst) {
+            chrono::Duration::hours(1)
+        } else {
+            chrono::Duration::zero()
+        };
         Utc::now() - back
     }
 }
@@ -378,7 +541,9 @@ async fn a_wall_clock_step_changes_no_duration() {
             stepped.store(true, Ordering::SeqCst);
         })
     };
-    let (r, out) = sit_with(Sit::default(), LocalOptions::default(), clock, std::future::pending(), during).await;
+    let (r, out) =
+        sit_with(Sit::default(), LocalOptions::default(), clock, std::future::pending(), during)
+            .await;
     let b = r.unwrap_or_else(|e| panic!("sitting: {e}"));
     let d = b.disruption.as_ref().expect("disruption");
     // The step is in the wall-clock fields...
@@ -392,12 +557,34 @@ async fn a_wall_clock_step_changes_no_duration() {
     }
     // The recovery's steps, all there and in their order, timed by the monotonic clock.
     let steps: Vec<&str> = d.waterfall.iter().map(|s| s.step.as_str()).collect();
-    let at = |step: &str| steps.iter().position(|s| *s == step).unwrap_or_else(|| panic!("no step {step}: {steps:?}"));
-    let order = ["requested", "sigkill_sent", "exited", "restarted", "member_back (measured)", "healthy_list (measured)"].map(at);
+    let at = |step: &str| {
+        steps.iter().position(|s| *s == step).unwrap_or_else(|| panic!("no step {step}: {steps:?}"))
+    };
+    let order = [
+        "requested",
+        "sigkill_sent",
+        "exited",
+        "restarted",
+        "member_back (measured)",
+        "healthy_list (measured)",
+    ]
+    .map(at);
     assert!(order.windows(2).all(|p| p[0] < p[1]), "steps out of order: {steps:?}");
-    assert!(d.waterfall.windows(2).all(|p| p[0].since_request_s <= p[1].since_request_s), "{:?}", d.waterfall);
-    assert!(d.waterfall.iter().all(|s| (0.0..30.0).contains(&s.since_request_s)), "{:?}", d.waterfall);
-    assert!(d.ground_truth.iter().all(|g| g.measured_minus_truth_s.is_none_or(|x| x.abs() < 10.0)), "{:?}", d.ground_truth);
+    assert!(
+        d.waterfall.windows(2).all(|p| p[0].since_request_s <= p[1].since_request_s),
+        "{:?}",
+        d.waterfall
+    );
+    assert!(
+        d.waterfall.iter().all(|s| (0.0..30.0).contains(&s.since_request_s)),
+        "{:?}",
+        d.waterfall
+    );
+    assert!(
+        d.ground_truth.iter().all(|g| g.measured_minus_truth_s.is_none_or(|x| x.abs() < 10.0)),
+        "{:?}",
+        d.ground_truth
+    );
     assert_windows_tile_the_run(out.path(), &b);
     // The cause is found by the monotonic clock, so the step does not hide it.
     assert_causes_and_health(out.path(), &b, "sigkill_sent");

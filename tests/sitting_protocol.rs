@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use leaderwatch::io::disrupt::{Disruptor, Reporter};
 use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::model::baseline::EnvironmentKind;
 use leaderwatch::model::baseline::{Baseline, Environment};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::member::MemberName;
 use leaderwatch::sitting::{self, SittingConfig, Target};
-use support::{cluster, samples, Fixture};
-use leaderwatch::model::baseline::EnvironmentKind;
+use support::{Fixture, cluster, samples};
 
 /// Disrupts nothing; remembers whom it was asked to disrupt.
 struct Fake {
@@ -86,7 +86,10 @@ async fn windows_follow_each_other_and_the_leader_is_the_target() {
     assert_eq!(rest.end, dis.start, "the disruption window starts from at_rest's last round");
     assert!(d.requested_at >= dis.start, "the request comes after that round");
     let healthy = d.healthy_at.expect("healthy_at");
-    assert!(healthy <= dis.end && (dis.end - healthy).num_milliseconds() < 2_000, "the window closes at (or one round after) healthy");
+    assert!(
+        healthy <= dis.end && (dis.end - healthy).num_milliseconds() < 2_000,
+        "the window closes at (or one round after) healthy"
+    );
     assert_eq!(dis.end, settle.start, "settle starts where the disruption window closed");
     assert!(settle.duration_s >= 1.0, "settle lasts at least --settle: {}", settle.duration_s);
     assert!(d.target_was_leader);
@@ -107,11 +110,21 @@ async fn windows_follow_each_other_and_the_leader_is_the_target() {
     assert!(dis_rounds >= 3, "the disruption phase samples fast: {dis_rounds} rounds in ~0.3 s");
 
     // The exporter saw every round of every window (it still serves until the runtime ends).
-    let url = support::events(f.out.path()).into_iter().find(|e| e["kind"] == "metrics_serving").expect("metrics_serving event")["detail"].clone();
+    let url = support::events(f.out.path())
+        .into_iter()
+        .find(|e| e["kind"] == "metrics_serving")
+        .expect("metrics_serving event")["detail"]
+        .clone();
     let c = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("client");
     let text = c.get(&url).send().await.expect("scrape").text().await.expect("body");
-    let value = |s: &str| text.lines().find_map(|l| l.strip_prefix(s).and_then(|v| v.trim().parse::<f64>().ok()));
-    assert_eq!(value("leaderwatch_round_duration_seconds_count "), Some((rows.len() / 3) as f64), "{text}");
+    let value = |s: &str| {
+        text.lines().find_map(|l| l.strip_prefix(s).and_then(|v| v.trim().parse::<f64>().ok()))
+    };
+    assert_eq!(
+        value("leaderwatch_round_duration_seconds_count "),
+        Some((rows.len() / 3) as f64),
+        "{text}"
+    );
     assert_eq!(value("leaderwatch_elections_total "), Some(0.0));
 }
 
@@ -139,7 +152,10 @@ async fn named_target_is_that_member_and_an_unknown_name_is_refused_up_front() {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let fake = Fake { asked: asked.clone() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let err = sitting::run(cfg, fake, clock, None, std::future::pending()).await.err().expect("unknown member must fail");
+    let err = sitting::run(cfg, fake, clock, None, std::future::pending())
+        .await
+        .err()
+        .expect("unknown member must fail");
     assert!(matches!(err, leaderwatch::Error::Usage(_)), "{err}");
     let msg = err.to_string();
     assert!(msg.contains("m9") && msg.contains("m0, m1, m2"), "{msg}");

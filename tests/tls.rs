@@ -9,9 +9,11 @@ use std::time::Duration;
 
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::{ProbeConfig, TlsFiles};
-use leaderwatch::io::round::{probers, Sampler};
+use leaderwatch::io::round::{Sampler, probers};
 use leaderwatch::model::clock::{Clock, SystemClock};
-use rcgen::{BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, SanType,
+};
 
 struct Pki {
     ca: PathBuf,
@@ -37,7 +39,8 @@ fn pki(dir: &Path) -> Pki {
     let key = KeyPair::generate().expect("key");
     let mut p = CertificateParams::new(vec!["localhost".to_owned()]).expect("params");
     p.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse().expect("ip")));
-    p.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
+    p.extended_key_usages =
+        vec![ExtendedKeyUsagePurpose::ServerAuth, ExtendedKeyUsagePurpose::ClientAuth];
     let cert = p.signed_by(&key, &issuer).expect("sign");
     let (cert_path, key_path) = (dir.join("member.pem"), dir.join("member-key.pem"));
     std::fs::write(&cert_path, cert.pem()).expect("write cert");
@@ -50,17 +53,23 @@ async fn tls_members_are_probed_over_https_and_grpc_with_client_certs() {
     let _one = support::one_cluster_at_a_time().await;
     let dir = tempfile::tempdir().expect("tempdir");
     let pki = pki(dir.path());
-    let files = TlsFiles { cacert: Some(pki.ca.clone()), cert: Some(pki.cert.clone()), key: Some(pki.key.clone()) };
-    let cluster = LocalCluster::start(LocalOptions { tls: Some(files.clone()), ..LocalOptions::default() })
-        .await
-        .unwrap_or_else(|e| panic!("TLS cluster: {e}"));
+    let files = TlsFiles {
+        cacert: Some(pki.ca.clone()),
+        cert: Some(pki.cert.clone()),
+        key: Some(pki.key.clone()),
+    };
+    let cluster =
+        LocalCluster::start(LocalOptions { tls: Some(files.clone()), ..LocalOptions::default() })
+            .await
+            .unwrap_or_else(|e| panic!("TLS cluster: {e}"));
     assert!(cluster.members().iter().all(|m| m.url.starts_with("https://")));
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let timeout = Duration::from_secs(2);
 
     // With CA, cert and key: every part of every probe succeeds.
     let cfg = ProbeConfig { timeout, tls: files, with_metrics: true };
-    let mut s = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
+    let mut s =
+        Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
     let r = s.round().await;
     for o in &r.observations {
         assert_eq!(o.error_summary(), "", "{}", o.member);
@@ -70,18 +79,28 @@ async fn tls_members_are_probed_over_https_and_grpc_with_client_certs() {
     }
 
     // Without a client certificate the members refuse: recorded as errors, no panic.
-    let cfg = ProbeConfig { timeout, tls: TlsFiles { cacert: Some(pki.ca.clone()), cert: None, key: None }, with_metrics: true };
-    let mut s = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
+    let cfg = ProbeConfig {
+        timeout,
+        tls: TlsFiles { cacert: Some(pki.ca.clone()), cert: None, key: None },
+        with_metrics: true,
+    };
+    let mut s =
+        Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
     let r = s.round().await;
     assert!(r.observations.iter().all(|o| !o.reachable() && !o.error_summary().is_empty()));
 
     // A CA that did not sign the members: the server certificate is rejected.
     let cfg = ProbeConfig {
         timeout,
-        tls: TlsFiles { cacert: Some(pki.other_ca.clone()), cert: Some(pki.cert.clone()), key: Some(pki.key.clone()) },
+        tls: TlsFiles {
+            cacert: Some(pki.other_ca.clone()),
+            cert: Some(pki.cert.clone()),
+            key: Some(pki.key.clone()),
+        },
         with_metrics: true,
     };
-    let mut s = Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
+    let mut s =
+        Sampler::new(probers(&cluster.members(), &cfg, &clock).expect("probers"), clock.clone());
     let r = s.round().await;
     assert!(r.observations.iter().all(|o| !o.reachable()), "untrusted server certificate accepted");
 }
@@ -91,9 +110,13 @@ fn bad_tls_files_are_rejected_before_any_round() {
     let dir = tempfile::tempdir().expect("tempdir");
     let junk = dir.path().join("junk.pem");
     std::fs::write(&junk, "not a certificate").expect("write");
-    let cfg = ProbeConfig { tls: TlsFiles { cacert: Some(junk), cert: None, key: None }, ..ProbeConfig::default() };
+    let cfg = ProbeConfig {
+        tls: TlsFiles { cacert: Some(junk), cert: None, key: None },
+        ..ProbeConfig::default()
+    };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let members = leaderwatch::model::member::parse_members(&["m0=https://127.0.0.1:1".to_owned()]).expect("member");
+    let members = leaderwatch::model::member::parse_members(&["m0=https://127.0.0.1:1".to_owned()])
+        .expect("member");
     let err = probers(&members, &cfg, &clock).err().expect("junk CA must be refused").to_string();
     assert!(err.contains("junk.pem") && err.contains("not a PEM"), "{err}");
 }

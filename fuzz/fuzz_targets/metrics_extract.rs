@@ -24,9 +24,16 @@ fuzz_target!(|data: &[u8]| {
     }
     assert_eq!(e.finish(), whole, "chunked and whole extraction differ");
     if let Ok(m) = whole {
-        for v in [m.leader_changes_seen_total, m.process_start_time, m.heartbeat_send_failures_total, m.slow_apply_total, m.wal_fsync_sum, m.wal_fsync_count]
-            .into_iter()
-            .flatten()
+        for v in [
+            m.leader_changes_seen_total,
+            m.process_start_time,
+            m.heartbeat_send_failures_total,
+            m.slow_apply_total,
+            m.wal_fsync_sum,
+            m.wal_fsync_count,
+        ]
+        .into_iter()
+        .flatten()
         {
             assert!(v.is_finite(), "non-finite value {v} extracted");
         }

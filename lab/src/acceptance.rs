@@ -27,7 +27,13 @@ struct Out {
 }
 
 impl Env {
-    async fn run(&self, program: &Path, args: &[&str], extra_env: &[(&str, &str)], limit: Duration) -> Out {
+    async fn run(
+        &self,
+        program: &Path,
+        args: &[&str],
+        extra_env: &[(&str, &str)],
+        limit: Duration,
+    ) -> Out {
         let mut c = tokio::process::Command::new(program);
         c.args(args).env("KUBECONFIG", &self.kubeconfig).current_dir(&self.repo).kill_on_drop(true);
         for (k, v) in extra_env {
@@ -40,8 +46,23 @@ impl Env {
                 stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
                 stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
             },
-            Ok(Err(e)) => Out { ok: false, code: -1, stdout: String::new(), stderr: format!("{}: {e}", program.display()) },
-            Err(_) => Out { ok: false, code: -1, stdout: String::new(), stderr: format!("{} {} took over {} s", program.display(), args.join(" "), limit.as_secs()) },
+            Ok(Err(e)) => Out {
+                ok: false,
+                code: -1,
+                stdout: String::new(),
+                stderr: format!("{}: {e}", program.display()),
+            },
+            Err(_) => Out {
+                ok: false,
+                code: -1,
+                stdout: String::new(),
+                stderr: format!(
+                    "{} {} took over {} s",
+                    program.display(),
+                    args.join(" "),
+                    limit.as_secs()
+                ),
+            },
         }
     }
 
@@ -80,24 +101,44 @@ pub async fn run(opts: &Options, repo: &Path, leaderwatch: &Path) -> Result<()> 
         return Err(Error::MissingTool { what: "leaderwatch (make build)", path: leaderwatch });
     }
     let repo = repo.to_path_buf();
-    crate::with_lab(opts, move |state| async move { criteria(state, repo, leaderwatch).await }).await
+    crate::with_lab(opts, move |state| async move { criteria(state, repo, leaderwatch).await })
+        .await
 }
 
 async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<()> {
-    let env = Env { kubectl: state.kubectl.clone(), kubeconfig: state.kubeconfig.clone(), repo: repo.clone(), runc: Runc { root: state.runc_root.clone() } };
-    println!("acceptance: local control plane, Kubernetes {} (kube-apiserver, kube-controller-manager, kube-scheduler built from k8s.io/kubernetes), process kubelet, etcd 3.6.14; nodes {}", crate::lab::KUBE_VERSION, state.nodes.iter().map(|n| format!("{} ({})", n.0, n.1)).collect::<Vec<_>>().join(", "));
+    let env = Env {
+        kubectl: state.kubectl.clone(),
+        kubeconfig: state.kubeconfig.clone(),
+        repo: repo.clone(),
+        runc: Runc { root: state.runc_root.clone() },
+    };
+    println!(
+        "acceptance: local control plane, Kubernetes {} (kube-apiserver, kube-controller-manager, kube-scheduler built from k8s.io/kubernetes), process kubelet, etcd 3.6.14; nodes {}",
+        crate::lab::KUBE_VERSION,
+        state.nodes.iter().map(|n| format!("{} ({})", n.0, n.1)).collect::<Vec<_>>().join(", ")
+    );
     let mut r = Report { lines: vec![] };
 
     // T-055's precondition: the namespace exists before T-056 starts.
     let ns = env.k(&["apply", "-f", "deploy/k8s/namespace.yaml"]).await;
     if !ns.ok {
-        return Err(Error::Command(format!("kubectl apply -f deploy/k8s/namespace.yaml: {}", one_line(&ns.stderr))));
+        return Err(Error::Command(format!(
+            "kubectl apply -f deploy/k8s/namespace.yaml: {}",
+            one_line(&ns.stderr)
+        )));
     }
 
     // Criterion 1, with a negative control so that a dry run that accepts anything fails here.
     let dry = env.k(&["apply", "--dry-run=server", "-f", "deploy/k8s/etcd/", "-R"]).await;
-    let bad = env.k(&["apply", "--dry-run=server", "-f", "tests/fixtures/invalid-statefulset.yaml"]).await;
-    let lw_files = ["deploy/k8s/leaderwatch/rbac.yaml", "deploy/k8s/leaderwatch/rbac-drain.yaml", "deploy/k8s/leaderwatch/job-measure.yaml", "deploy/k8s/leaderwatch/deployment-sample.yaml"];
+    let bad = env
+        .k(&["apply", "--dry-run=server", "-f", "tests/fixtures/invalid-statefulset.yaml"])
+        .await;
+    let lw_files = [
+        "deploy/k8s/leaderwatch/rbac.yaml",
+        "deploy/k8s/leaderwatch/rbac-drain.yaml",
+        "deploy/k8s/leaderwatch/job-measure.yaml",
+        "deploy/k8s/leaderwatch/deployment-sample.yaml",
+    ];
     let mut lw_args = vec!["apply", "--dry-run=server"];
     for f in &lw_files {
         lw_args.extend(["-f", f]);
@@ -117,33 +158,70 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
     // Deploy as the spec says: apply.sh, unmodified, with its own waits.
     let t0 = Instant::now();
     let kubectl_s = env.kubectl.display().to_string();
-    let apply = env.run(&repo.join("deploy/k8s/apply.sh"), &[], &[("KUBECTL", &kubectl_s)], Duration::from_secs(900)).await;
+    let apply = env
+        .run(
+            &repo.join("deploy/k8s/apply.sh"),
+            &[],
+            &[("KUBECTL", &kubectl_s)],
+            Duration::from_secs(900),
+        )
+        .await;
     let apply_took = t0.elapsed().as_secs_f64();
-    println!("deploy: deploy/k8s/apply.sh exited {} after {apply_took:.1} s; last line: {}", apply.code, apply.stdout.lines().last().unwrap_or(""));
+    println!(
+        "deploy: deploy/k8s/apply.sh exited {} after {apply_took:.1} s; last line: {}",
+        apply.code,
+        apply.stdout.lines().last().unwrap_or("")
+    );
     if !apply.ok {
         println!("deploy: apply.sh failed: {}", one_line(&apply.stderr));
     }
 
     // Criterion 2.
-    let wide = env.k(&["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd", "-o", "wide"]).await;
+    let wide = env
+        .k(&["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd", "-o", "wide"])
+        .await;
     print_indented(&wide.stdout);
     let zones = node_zones(&env).await;
-    let pods = env.json(&["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd", "-o", "json"]).await;
+    let pods = env
+        .json(&[
+            "-n",
+            "dlock",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=dlock-etcd",
+            "-o",
+            "json",
+        ])
+        .await;
     let items = pods.as_ref().and_then(|p| p["items"].as_array().cloned()).unwrap_or_default();
     let running: Vec<(String, String)> = items
         .iter()
         .filter(|p| p["status"]["phase"] == "Running" && ready(p))
-        .map(|p| (p["metadata"]["name"].as_str().unwrap_or("").to_string(), p["spec"]["nodeName"].as_str().unwrap_or("").to_string()))
+        .map(|p| {
+            (
+                p["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                p["spec"]["nodeName"].as_str().unwrap_or("").to_string(),
+            )
+        })
         .collect();
     let nodes: BTreeSet<&String> = running.iter().map(|(_, n)| n).collect();
-    let pod_zones: BTreeSet<String> = running.iter().filter_map(|(_, n)| zones.get(n).cloned()).collect();
+    let pod_zones: BTreeSet<String> =
+        running.iter().filter_map(|(_, n)| zones.get(n).cloned()).collect();
     r.add(
         "criterion 2 (3/3 Running on three nodes in three zones)",
         running.len() == 3 && nodes.len() == 3 && pod_zones.len() == 3,
         format!(
             "{}/3 Running and Ready: {}{}",
             running.len(),
-            running.iter().map(|(p, n)| format!("{p} on {n} in {}", zones.get(n).map(String::as_str).unwrap_or("?"))).collect::<Vec<_>>().join(", "),
+            running
+                .iter()
+                .map(|(p, n)| format!(
+                    "{p} on {n} in {}",
+                    zones.get(n).map(String::as_str).unwrap_or("?")
+                ))
+                .collect::<Vec<_>>()
+                .join(", "),
             not_ready(&items)
         ),
     );
@@ -155,19 +233,39 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
     let pvc_items = pvcs.as_ref().and_then(|p| p["items"].as_array().cloned()).unwrap_or_default();
     let good: Vec<String> = pvc_items
         .iter()
-        .filter(|c| c["spec"]["storageClassName"] == "premium-rwo" && c["status"]["capacity"]["storage"] == "10Gi" && c["status"]["phase"] == "Bound")
+        .filter(|c| {
+            c["spec"]["storageClassName"] == "premium-rwo"
+                && c["status"]["capacity"]["storage"] == "10Gi"
+                && c["status"]["phase"] == "Bound"
+        })
         .map(|c| c["metadata"]["name"].as_str().unwrap_or("").to_string())
         .collect();
-    r.add("criterion 3 (three PVCs, premium-rwo, 10Gi, Bound)", pvc_items.len() == 3 && good.len() == 3, format!("{} PVC(s), {} premium-rwo 10Gi Bound: {}", pvc_items.len(), good.len(), good.join(", ")));
+    r.add(
+        "criterion 3 (three PVCs, premium-rwo, 10Gi, Bound)",
+        pvc_items.len() == 3 && good.len() == 3,
+        format!(
+            "{} PVC(s), {} premium-rwo 10Gi Bound: {}",
+            pvc_items.len(),
+            good.len(),
+            good.join(", ")
+        ),
+    );
 
     // Criterion 4: etcdctl inside a member.
     let (ok4, ev4) = endpoint_status(&env).await;
-    r.add("criterion 4 (etcdctl endpoint status inside a member: three endpoints, one leader)", ok4, ev4);
+    r.add(
+        "criterion 4 (etcdctl endpoint status inside a member: three endpoints, one leader)",
+        ok4,
+        ev4,
+    );
 
     // Criterion 5: the disruption controller's figure (it computes asynchronously).
     let mut allowed = None;
     for _ in 0..30 {
-        allowed = env.json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"]).await.and_then(|p| p["status"]["disruptionsAllowed"].as_i64());
+        allowed = env
+            .json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"])
+            .await
+            .and_then(|p| p["status"]["disruptionsAllowed"].as_i64());
         if allowed == Some(1) {
             break;
         }
@@ -175,15 +273,26 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
     }
     let pdb_table = env.k(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb"]).await;
     print_indented(&pdb_table.stdout);
-    r.add("criterion 5 (PDB dlock-etcd-pdb ALLOWED DISRUPTIONS 1)", allowed == Some(1), format!("status.disruptionsAllowed = {}", allowed.map(|a| a.to_string()).unwrap_or_else(|| "unknown".into())));
+    r.add(
+        "criterion 5 (PDB dlock-etcd-pdb ALLOWED DISRUPTIONS 1)",
+        allowed == Some(1),
+        format!(
+            "status.disruptionsAllowed = {}",
+            allowed.map(|a| a.to_string()).unwrap_or_else(|| "unknown".into())
+        ),
+    );
 
     // `leaderwatch preflight` passes now, and names the failing check with a member frozen.
-    let pre = env.run(&leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120)).await;
+    let pre = env
+        .run(&leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120))
+        .await;
     println!("  leaderwatch preflight --reach pod-ip, all members up:");
     print_indented(&pre.stdout);
     let frozen = freeze(&env, "dlock-etcd-2", true).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let pre_bad = env.run(&leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120)).await;
+    let pre_bad = env
+        .run(&leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120))
+        .await;
     let _ = freeze(&env, "dlock-etcd-2", false).await;
     let failing: Vec<&str> = pre_bad.stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
     println!("  leaderwatch preflight --reach pod-ip, dlock-etcd-2 frozen:");
@@ -206,12 +315,30 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
     r.add("criterion 6 (a deleted member pod returns to a healthy 3-endpoint list without intervention)", ok6, ev6);
 
     // Criterion 7.
-    let grep = env.run(Path::new("sh"), &["-c", "grep -n 'standard-rwo' deploy/k8s/etcd/*"], &[], Duration::from_secs(10)).await;
-    r.add("criterion 7 (grep -n 'standard-rwo' deploy/k8s/etcd/* returns nothing)", grep.code == 1 && grep.stdout.is_empty(), if grep.stdout.is_empty() { "no match (grep exit 1)".into() } else { one_line(&grep.stdout) });
+    let grep = env
+        .run(
+            Path::new("sh"),
+            &["-c", "grep -n 'standard-rwo' deploy/k8s/etcd/*"],
+            &[],
+            Duration::from_secs(10),
+        )
+        .await;
+    r.add(
+        "criterion 7 (grep -n 'standard-rwo' deploy/k8s/etcd/* returns nothing)",
+        grep.code == 1 && grep.stdout.is_empty(),
+        if grep.stdout.is_empty() {
+            "no match (grep exit 1)".into()
+        } else {
+            one_line(&grep.stdout)
+        },
+    );
 
     // Criterion 8.
-    let readme = std::fs::read_to_string(repo.join("deploy/k8s/etcd/README.md")).unwrap_or_default();
-    let row = readme.lines().find(|l| l.contains("leader changes at rest") && l.contains("raw sum") && l.contains("Z –"));
+    let readme =
+        std::fs::read_to_string(repo.join("deploy/k8s/etcd/README.md")).unwrap_or_default();
+    let row = readme.lines().find(|l| {
+        l.contains("leader changes at rest") && l.contains("raw sum") && l.contains("Z –")
+    });
     let pvc_cmd = readme.lines().find(|l| l.contains("kubectl") && l.contains("delete pvc"));
     r.add(
         "criterion 8 (etcd README: a leader-change count with its observation window, and the PVC deletion command)",
@@ -248,15 +375,25 @@ fn not_ready(items: &[Value]) -> String {
         .filter(|p| !(p["status"]["phase"] == "Running" && ready(p)))
         .map(|p| {
             let st = &p["status"]["containerStatuses"][0]["state"];
-            let why = st.as_object().and_then(|o| o.iter().next()).map(|(k, v)| format!("{k} {}", v["reason"].as_str().unwrap_or(""))).unwrap_or_default();
-            format!("{} ({}, {why})", p["metadata"]["name"].as_str().unwrap_or("?"), p["status"]["phase"].as_str().unwrap_or("?"))
+            let why = st
+                .as_object()
+                .and_then(|o| o.iter().next())
+                .map(|(k, v)| format!("{k} {}", v["reason"].as_str().unwrap_or("")))
+                .unwrap_or_default();
+            format!(
+                "{} ({}, {why})",
+                p["metadata"]["name"].as_str().unwrap_or("?"),
+                p["status"]["phase"].as_str().unwrap_or("?")
+            )
         })
         .collect();
     if v.is_empty() { String::new() } else { format!("; not Ready: {}", v.join(", ")) }
 }
 
 fn ready(p: &Value) -> bool {
-    p["status"]["conditions"].as_array().is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+    p["status"]["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
 }
 
 async fn node_zones(env: &Env) -> BTreeMap<String, String> {
@@ -265,35 +402,87 @@ async fn node_zones(env: &Env) -> BTreeMap<String, String> {
         .and_then(|n| n["items"].as_array().cloned())
         .unwrap_or_default()
         .iter()
-        .map(|n| (n["metadata"]["name"].as_str().unwrap_or("").to_string(), n["metadata"]["labels"]["topology.kubernetes.io/zone"].as_str().unwrap_or("").to_string()))
+        .map(|n| {
+            (
+                n["metadata"]["name"].as_str().unwrap_or("").to_string(),
+                n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string(),
+            )
+        })
         .collect()
 }
 
 async fn endpoint_status(env: &Env) -> (bool, String) {
-    let o = env.k(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "endpoint", "status", "--cluster", "-w", "json"]).await;
-    let Ok(v) = serde_json::from_str::<Value>(&o.stdout) else { return (false, format!("exit {}: {}", o.code, one_line(&o.stderr))) };
+    let o = env
+        .k(&[
+            "-n",
+            "dlock",
+            "exec",
+            "dlock-etcd-0",
+            "--",
+            "etcdctl",
+            "endpoint",
+            "status",
+            "--cluster",
+            "-w",
+            "json",
+        ])
+        .await;
+    let Ok(v) = serde_json::from_str::<Value>(&o.stdout) else {
+        return (false, format!("exit {}: {}", o.code, one_line(&o.stderr)));
+    };
     let eps = v.as_array().cloned().unwrap_or_default();
-    let leaders = eps.iter().filter(|e| e["Status"]["header"]["member_id"] == e["Status"]["leader"]).count();
-    let versions: BTreeSet<String> = eps.iter().filter_map(|e| e["Status"]["version"].as_str().map(str::to_string)).collect();
-    let terms: BTreeSet<u64> = eps.iter().filter_map(|e| e["Status"]["raftTerm"].as_u64()).collect();
+    let leaders =
+        eps.iter().filter(|e| e["Status"]["header"]["member_id"] == e["Status"]["leader"]).count();
+    let versions: BTreeSet<String> =
+        eps.iter().filter_map(|e| e["Status"]["version"].as_str().map(str::to_string)).collect();
+    let terms: BTreeSet<u64> =
+        eps.iter().filter_map(|e| e["Status"]["raftTerm"].as_u64()).collect();
     (
         eps.len() == 3 && leaders == 1 && versions.len() == 1 && versions.contains("3.6.14"),
-        format!("{} endpoints, {leaders} leader, version {}, raft term {:?}", eps.len(), versions.into_iter().collect::<Vec<_>>().join("/"), terms),
+        format!(
+            "{} endpoints, {leaders} leader, version {}, raft term {:?}",
+            eps.len(),
+            versions.into_iter().collect::<Vec<_>>().join("/"),
+            terms
+        ),
     )
 }
 
 /// SIGSTOP / SIGCONT a member's etcd through the runtime (the process kubelet's pid).
 async fn freeze(env: &Env, pod: &str, stop: bool) -> Option<i32> {
     let p = env.json(&["-n", "dlock", "get", "pod", pod, "-o", "json"]).await?;
-    let id = p["status"]["containerStatuses"][0]["containerID"].as_str()?.strip_prefix("runc://")?.to_string();
+    let id = p["status"]["containerStatuses"][0]["containerID"]
+        .as_str()?
+        .strip_prefix("runc://")?
+        .to_string();
     let pid = env.runc.pid(&id).await?;
-    let sig = if stop { nix::sys::signal::Signal::SIGSTOP } else { nix::sys::signal::Signal::SIGCONT };
+    let sig =
+        if stop { nix::sys::signal::Signal::SIGSTOP } else { nix::sys::signal::Signal::SIGCONT };
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).ok()?;
     Some(pid)
 }
 
 async fn healthy(env: &Env) -> bool {
-    let o = env.k(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "--dial-timeout=3s", "--command-timeout=5s", "endpoint", "health", "--cluster", "-w", "json"]).await;
+    let o = env
+        .k(&[
+            "-n",
+            "dlock",
+            "exec",
+            "dlock-etcd-0",
+            "--",
+            "etcdctl",
+            "--dial-timeout=3s",
+            "--command-timeout=5s",
+            "endpoint",
+            "health",
+            "--cluster",
+            "-w",
+            "json",
+        ])
+        .await;
     let n = o.stdout.matches("\"health\":true").count();
     o.ok && n == 3 && endpoint_status(env).await.0
 }
@@ -312,13 +501,33 @@ async fn wait_healthy(env: &Env, within: Duration) -> Option<Duration> {
 /// Each member's etcd_server_leader_changes_seen_total, from its /metrics at the pod address.
 async fn leader_changes(env: &Env) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
-    let pods = env.json(&["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd", "-o", "json"]).await;
+    let pods = env
+        .json(&[
+            "-n",
+            "dlock",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=dlock-etcd",
+            "-o",
+            "json",
+        ])
+        .await;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().ok();
     for p in pods.and_then(|p| p["items"].as_array().cloned()).unwrap_or_default() {
-        let (Some(name), Some(ip), Some(c)) = (p["metadata"]["name"].as_str(), p["status"]["podIP"].as_str(), client.as_ref()) else { continue };
+        let (Some(name), Some(ip), Some(c)) =
+            (p["metadata"]["name"].as_str(), p["status"]["podIP"].as_str(), client.as_ref())
+        else {
+            continue;
+        };
         let Ok(resp) = c.get(format!("http://{ip}:2379/metrics")).send().await else { continue };
         let Ok(text) = resp.text().await else { continue };
-        if let Some(v) = text.lines().find(|l| l.starts_with("etcd_server_leader_changes_seen_total ")).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()) {
+        if let Some(v) = text
+            .lines()
+            .find(|l| l.starts_with("etcd_server_leader_changes_seen_total "))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+        {
             out.insert(name.to_string(), v);
         }
     }
@@ -326,14 +535,35 @@ async fn leader_changes(env: &Env) -> BTreeMap<String, f64> {
 }
 
 fn fmt_counts(m: &BTreeMap<String, f64>) -> String {
-    format!("{} (sum {})", m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "), m.values().sum::<f64>())
+    format!(
+        "{} (sum {})",
+        m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" "),
+        m.values().sum::<f64>()
+    )
 }
 
 async fn delete_member(env: &Env, zones: &BTreeMap<String, String>) -> (bool, String) {
     let target = "dlock-etcd-1";
     let before = leader_changes(env).await;
-    let old_uid = env.json(&["-n", "dlock", "get", "pod", target, "-o", "json"]).await.and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string));
-    let term_before = env.json(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "endpoint", "status", "-w", "json"]).await.and_then(|v| v[0]["Status"]["raftTerm"].as_u64());
+    let old_uid = env
+        .json(&["-n", "dlock", "get", "pod", target, "-o", "json"])
+        .await
+        .and_then(|p| p["metadata"]["uid"].as_str().map(str::to_string));
+    let term_before = env
+        .json(&[
+            "-n",
+            "dlock",
+            "exec",
+            "dlock-etcd-0",
+            "--",
+            "etcdctl",
+            "endpoint",
+            "status",
+            "-w",
+            "json",
+        ])
+        .await
+        .and_then(|v| v[0]["Status"]["raftTerm"].as_u64());
     let t0 = Instant::now();
     let del = env.k(&["-n", "dlock", "delete", "pod", target]).await;
     if !del.ok {
@@ -351,7 +581,9 @@ async fn delete_member(env: &Env, zones: &BTreeMap<String, String>) -> (bool, St
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let Some(p) = replaced else { return (false, format!("{target} was not recreated and Ready within 300 s")) };
+    let Some(p) = replaced else {
+        return (false, format!("{target} was not recreated and Ready within 300 s"));
+    };
     let ready_after = t0.elapsed();
     let healthy_after = wait_healthy(env, Duration::from_secs(120)).await.map(|d| ready_after + d);
     let node = p["spec"]["nodeName"].as_str().unwrap_or("").to_string();
@@ -364,14 +596,30 @@ async fn delete_member(env: &Env, zones: &BTreeMap<String, String>) -> (bool, St
     .await
     .unwrap_or_default();
     let after = leader_changes(env).await;
-    let term_after = env.json(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "endpoint", "status", "-w", "json"]).await.and_then(|v| v[0]["Status"]["raftTerm"].as_u64());
+    let term_after = env
+        .json(&[
+            "-n",
+            "dlock",
+            "exec",
+            "dlock-etcd-0",
+            "--",
+            "etcdctl",
+            "endpoint",
+            "status",
+            "-w",
+            "json",
+        ])
+        .await
+        .and_then(|v| v[0]["Status"]["raftTerm"].as_u64());
     let ok = healthy_after.is_some() && !node_zone.is_empty() && node_zone == pv_zone;
     (
         ok,
         format!(
             "deleted {target}: recreated Ready on {node} ({node_zone}; its PV is pinned to {pv_zone}) after {:.1} s, healthy 3-endpoint list after {}; leader_changes_seen_total before {} after {}; raft term {} -> {}",
             ready_after.as_secs_f64(),
-            healthy_after.map(|d| format!("{:.1} s", d.as_secs_f64())).unwrap_or_else(|| "never (120 s)".into()),
+            healthy_after
+                .map(|d| format!("{:.1} s", d.as_secs_f64()))
+                .unwrap_or_else(|| "never (120 s)".into()),
             fmt_counts(&before),
             fmt_counts(&after),
             term_before.map(|t| t.to_string()).unwrap_or_else(|| "?".into()),
@@ -387,22 +635,80 @@ async fn verification(env: &Env) -> (bool, String) {
     let mut ev = Vec::new();
     let mut ok = true;
     let a = env.k(&["apply", "-f", "deploy/k8s/etcd/", "-R"]).await;
-    let b = env.run(&env.kubectl.clone(), &["-n", "dlock", "rollout", "status", "sts/dlock-etcd", "--timeout=5m"], &[], Duration::from_secs(330)).await;
+    let b = env
+        .run(
+            &env.kubectl.clone(),
+            &["-n", "dlock", "rollout", "status", "sts/dlock-etcd", "--timeout=5m"],
+            &[],
+            Duration::from_secs(330),
+        )
+        .await;
     ok &= a.ok && b.ok;
-    ev.push(format!("apply + rollout status: {}", if a.ok && b.ok { one_line(b.stdout.lines().last().unwrap_or("")) } else { one_line(&(a.stderr + &b.stderr)) }));
-    let st = env.k(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "--endpoints=http://localhost:2379", "endpoint", "status", "-w", "table"]).await;
+    ev.push(format!(
+        "apply + rollout status: {}",
+        if a.ok && b.ok {
+            one_line(b.stdout.lines().last().unwrap_or(""))
+        } else {
+            one_line(&(a.stderr + &b.stderr))
+        }
+    ));
+    let st = env
+        .k(&[
+            "-n",
+            "dlock",
+            "exec",
+            "dlock-etcd-0",
+            "--",
+            "etcdctl",
+            "--endpoints=http://localhost:2379",
+            "endpoint",
+            "status",
+            "-w",
+            "table",
+        ])
+        .await;
     print_indented(&st.stdout);
     ok &= st.ok;
     ev.push(format!("endpoint status -w table: exit {}", st.code));
-    let ml = env.k(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "member", "list", "-w", "table"]).await;
+    let ml = env
+        .k(&[
+            "-n",
+            "dlock",
+            "exec",
+            "dlock-etcd-0",
+            "--",
+            "etcdctl",
+            "member",
+            "list",
+            "-w",
+            "table",
+        ])
+        .await;
     print_indented(&ml.stdout);
     let started = ml.stdout.matches("| started |").count();
     ok &= ml.ok && started == 3;
     ev.push(format!("member list: {started} started"));
-    let w = env.k(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "sh", "-c", "wget -qO- localhost:2379/metrics | grep leader_changes"]).await;
+    let w = env
+        .k(&[
+            "-n",
+            "dlock",
+            "exec",
+            "dlock-etcd-0",
+            "--",
+            "sh",
+            "-c",
+            "wget -qO- localhost:2379/metrics | grep leader_changes",
+        ])
+        .await;
     // The etcd README's replacement for it: the API server's pod proxy.
-    let raw = env.k(&["get", "--raw", "/api/v1/namespaces/dlock/pods/dlock-etcd-0:2379/proxy/metrics"]).await;
-    let proxied = raw.stdout.lines().find(|l| l.starts_with("etcd_server_leader_changes_seen_total ")).map(str::to_string);
+    let raw = env
+        .k(&["get", "--raw", "/api/v1/namespaces/dlock/pods/dlock-etcd-0:2379/proxy/metrics"])
+        .await;
+    let proxied = raw
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("etcd_server_leader_changes_seen_total "))
+        .map(str::to_string);
     let counts = leader_changes(env).await;
     ev.push(format!(
         "sh -c 'wget ...': exit {} ({}), as on GKE's distroless image; the README's `kubectl get --raw .../pods/dlock-etcd-0:2379/proxy/metrics` instead: {}; every member: {}",
@@ -412,7 +718,16 @@ async fn verification(env: &Env) -> (bool, String) {
         fmt_counts(&counts)
     ));
     ok &= counts.len() == 3 && proxied.is_some();
-    let cc = env.k(&["-n", "dlock", "get", "pods", "-o", "custom-columns=NAME:.metadata.name,ZONE:.spec.nodeName"]).await;
+    let cc = env
+        .k(&[
+            "-n",
+            "dlock",
+            "get",
+            "pods",
+            "-o",
+            "custom-columns=NAME:.metadata.name,ZONE:.spec.nodeName",
+        ])
+        .await;
     print_indented(&cc.stdout);
     ok &= cc.ok;
     ev.push("custom-columns listing printed above".into());

@@ -75,7 +75,14 @@ rules:
 ";
 
 impl ControlPlane {
-    pub async fn start(dir: &Path, bins: &Binaries, pki: &mut Pki, bind: Ipv4Addr, admin: &Identity, extra_apiserver_args: &[String]) -> Result<ControlPlane> {
+    pub async fn start(
+        dir: &Path,
+        bins: &Binaries,
+        pki: &mut Pki,
+        bind: Ipv4Addr,
+        admin: &Identity,
+        extra_apiserver_args: &[String],
+    ) -> Result<ControlPlane> {
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs).ctx(|| format!("create {}", logs.display()))?;
         let mut procs = Vec::new();
@@ -96,7 +103,12 @@ impl ControlPlane {
             "--initial-cluster-state=new".into(),
             "--unsafe-no-fsync=true".into(),
         ];
-        let mut etcd = Proc::spawn("control-plane etcd", &bins.etcd, &args, logs.join("control-plane-etcd.log"))?;
+        let mut etcd = Proc::spawn(
+            "control-plane etcd",
+            &bins.etcd,
+            &args,
+            logs.join("control-plane-etcd.log"),
+        )?;
         wait_http(&mut etcd, &format!("{etcd_url}/health"), None, Duration::from_secs(30)).await?;
         procs.push(etcd);
 
@@ -104,11 +116,24 @@ impl ControlPlane {
             "apiserver",
             "kube-apiserver",
             &[],
-            &["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"],
+            &[
+                "localhost",
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ],
             &[IpAddr::V4(bind), lo, IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1))],
             true,
         )?;
-        let (kc_crt, kc_key) = pki.leaf("apiserver-kubelet-client", "kube-apiserver-kubelet-client", &["system:masters"], &[], &[], false)?;
+        let (kc_crt, kc_key) = pki.leaf(
+            "apiserver-kubelet-client",
+            "kube-apiserver-kubelet-client",
+            &["system:masters"],
+            &[],
+            &[],
+            false,
+        )?;
         let tokens = pki.write_token_file()?;
         let policy = dir.join("audit-policy.yaml");
         crate::pki::write(&policy, AUDIT_POLICY)?;
@@ -145,14 +170,31 @@ impl ControlPlane {
         ];
         args.extend(extra_apiserver_args.iter().cloned());
         let apiserver_args = args.clone();
-        let mut api = Proc::spawn("kube-apiserver", &bins.apiserver, &args, logs.join("kube-apiserver.log"))?;
-        wait_http(&mut api, &format!("{server}/readyz"), Some((&pki.ca_pem, &admin.token)), Duration::from_secs(90)).await?;
+        let mut api =
+            Proc::spawn("kube-apiserver", &bins.apiserver, &args, logs.join("kube-apiserver.log"))?;
+        wait_http(
+            &mut api,
+            &format!("{server}/readyz"),
+            Some((&pki.ca_pem, &admin.token)),
+            Duration::from_secs(90),
+        )
+        .await?;
         procs.push(api);
 
         let admin_kubeconfig = dir.join("kubeconfig");
         pki.write_kubeconfig(&admin_kubeconfig, &server, admin)?;
-        let kcm_id = pki.tokens.iter().find(|t| t.name == "kube-controller-manager").cloned().ok_or_else(|| Error::Command("no controller-manager identity".into()))?;
-        let sched_id = pki.tokens.iter().find(|t| t.name == "kube-scheduler").cloned().ok_or_else(|| Error::Command("no scheduler identity".into()))?;
+        let kcm_id = pki
+            .tokens
+            .iter()
+            .find(|t| t.name == "kube-controller-manager")
+            .cloned()
+            .ok_or_else(|| Error::Command("no controller-manager identity".into()))?;
+        let sched_id = pki
+            .tokens
+            .iter()
+            .find(|t| t.name == "kube-scheduler")
+            .cloned()
+            .ok_or_else(|| Error::Command("no scheduler identity".into()))?;
         let kcm_kc = pd.join("kube-controller-manager.kubeconfig");
         pki.write_kubeconfig(&kcm_kc, &server, &kcm_id)?;
         let sched_kc = pd.join("kube-scheduler.kubeconfig");
@@ -168,9 +210,23 @@ impl ControlPlane {
             format!("--root-ca-file={}", pd.join("ca.crt").display()),
             format!("--service-cluster-ip-range={SERVICE_CIDR}"),
         ];
-        procs.push(Proc::spawn("kube-controller-manager", &bins.controller_manager, &args, logs.join("kube-controller-manager.log"))?);
-        let args = vec![format!("--kubeconfig={}", sched_kc.display()), "--leader-elect=false".into(), "--secure-port=0".into()];
-        procs.push(Proc::spawn("kube-scheduler", &bins.scheduler, &args, logs.join("kube-scheduler.log"))?);
+        procs.push(Proc::spawn(
+            "kube-controller-manager",
+            &bins.controller_manager,
+            &args,
+            logs.join("kube-controller-manager.log"),
+        )?);
+        let args = vec![
+            format!("--kubeconfig={}", sched_kc.display()),
+            "--leader-elect=false".into(),
+            "--secure-port=0".into(),
+        ];
+        procs.push(Proc::spawn(
+            "kube-scheduler",
+            &bins.scheduler,
+            &args,
+            logs.join("kube-scheduler.log"),
+        )?);
         tokio::time::sleep(Duration::from_millis(500)).await;
         for p in procs.iter_mut() {
             p.check_running()?;
@@ -195,12 +251,27 @@ impl ControlPlane {
     /// Stops kube-apiserver (SIGTERM, as a rolling control-plane upgrade does) and starts it
     /// again with the same flags and port; returns once it is ready.
     pub async fn restart_apiserver(&mut self) -> Result<()> {
-        let i = self.procs.iter().position(|p| p.name == "kube-apiserver").ok_or_else(|| Error::Command("no kube-apiserver".into()))?;
+        let i = self
+            .procs
+            .iter()
+            .position(|p| p.name == "kube-apiserver")
+            .ok_or_else(|| Error::Command("no kube-apiserver".into()))?;
         self.procs[i].stop(Duration::from_secs(30)).await;
         self.restarts += 1;
         let (bin, args, logs) = &self.apiserver;
-        let mut api = Proc::spawn("kube-apiserver", bin, args, logs.join(format!("kube-apiserver.{}.log", self.restarts)))?;
-        wait_http(&mut api, &format!("{}/readyz", self.server), Some((&self.ca_pem, &self.admin_token)), Duration::from_secs(90)).await?;
+        let mut api = Proc::spawn(
+            "kube-apiserver",
+            bin,
+            args,
+            logs.join(format!("kube-apiserver.{}.log", self.restarts)),
+        )?;
+        wait_http(
+            &mut api,
+            &format!("{}/readyz", self.server),
+            Some((&self.ca_pem, &self.admin_token)),
+            Duration::from_secs(90),
+        )
+        .await?;
         self.procs[i] = api;
         Ok(())
     }
@@ -222,10 +293,18 @@ impl ControlPlane {
 }
 
 /// Polls `url` until it answers 200, failing early if the process exits.
-async fn wait_http(p: &mut Proc, url: &str, auth: Option<(&str, &str)>, within: Duration) -> Result<()> {
-    let mut b = reqwest::Client::builder().timeout(Duration::from_secs(3)).connect_timeout(Duration::from_secs(2));
+async fn wait_http(
+    p: &mut Proc,
+    url: &str,
+    auth: Option<(&str, &str)>,
+    within: Duration,
+) -> Result<()> {
+    let mut b = reqwest::Client::builder()
+        .timeout(Duration::from_secs(3))
+        .connect_timeout(Duration::from_secs(2));
     if let Some((ca, _)) = auth {
-        let cert = reqwest::Certificate::from_pem(ca.as_bytes()).map_err(|e| Error::Command(format!("CA: {e}")))?;
+        let cert = reqwest::Certificate::from_pem(ca.as_bytes())
+            .map_err(|e| Error::Command(format!("CA: {e}")))?;
         b = b.add_root_certificate(cert);
     }
     let client = b.build().map_err(|e| Error::Command(format!("HTTP client: {e}")))?;

@@ -52,10 +52,21 @@ impl Dns {
         match parts.as_slice() {
             [svc, ns] => match t.services.get(&(ns.to_string(), svc.to_string()))? {
                 Some(ip) => Some(vec![*ip]),
-                None => Some(endpoints(ns, svc).into_iter().map(|(a, _)| a).collect::<BTreeSet<_>>().into_iter().collect()),
+                None => Some(
+                    endpoints(ns, svc)
+                        .into_iter()
+                        .map(|(a, _)| a)
+                        .collect::<BTreeSet<_>>()
+                        .into_iter()
+                        .collect(),
+                ),
             },
             [host, svc, ns] => {
-                let v: Vec<Ipv4Addr> = endpoints(ns, svc).into_iter().filter(|(_, h)| h.as_deref() == Some(host)).map(|(a, _)| a).collect();
+                let v: Vec<Ipv4Addr> = endpoints(ns, svc)
+                    .into_iter()
+                    .filter(|(_, h)| h.as_deref() == Some(host))
+                    .map(|(a, _)| a)
+                    .collect();
                 (!v.is_empty()).then_some(v)
             }
             _ => None,
@@ -71,14 +82,19 @@ impl Dns {
             let Ok(mut t) = self.t.write() else { return };
             match ev {
                 Ev::Svc(Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s))) => {
-                    let ip = s.spec.as_ref().and_then(|sp| sp.cluster_ip.as_deref()).and_then(|ip| ip.parse().ok());
+                    let ip = s
+                        .spec
+                        .as_ref()
+                        .and_then(|sp| sp.cluster_ip.as_deref())
+                        .and_then(|ip| ip.parse().ok());
                     t.services.insert((s.namespace().unwrap_or_default(), s.name_any()), ip);
                 }
                 Ev::Svc(Ok(watcher::Event::Delete(s))) => {
                     t.services.remove(&(s.namespace().unwrap_or_default(), s.name_any()));
                 }
                 Ev::Slice(Ok(watcher::Event::Apply(s) | watcher::Event::InitApply(s))) => {
-                    let svc = s.labels().get("kubernetes.io/service-name").cloned().unwrap_or_default();
+                    let svc =
+                        s.labels().get("kubernetes.io/service-name").cloned().unwrap_or_default();
                     let mut eps = Vec::new();
                     for e in &s.endpoints {
                         // CoreDNS serves an endpoint unless it is explicitly not ready.
@@ -123,7 +139,11 @@ impl Dns {
                 }
             }
             None => {
-                resp.set_response_code(if in_zone { ResponseCode::NXDomain } else { ResponseCode::Refused });
+                resp.set_response_code(if in_zone {
+                    ResponseCode::NXDomain
+                } else {
+                    ResponseCode::Refused
+                });
             }
         }
         resp.to_vec().ok()
@@ -131,8 +151,10 @@ impl Dns {
 
     /// Serves UDP and TCP on `addr` until cancelled.
     pub async fn serve(self, addr: SocketAddr) -> Result<()> {
-        let udp = tokio::net::UdpSocket::bind(addr).await.ctx(|| format!("DNS: bind udp {addr}"))?;
-        let tcp = tokio::net::TcpListener::bind(addr).await.ctx(|| format!("DNS: bind tcp {addr}"))?;
+        let udp =
+            tokio::net::UdpSocket::bind(addr).await.ctx(|| format!("DNS: bind udp {addr}"))?;
+        let tcp =
+            tokio::net::TcpListener::bind(addr).await.ctx(|| format!("DNS: bind tcp {addr}"))?;
         let me = self.clone();
         tokio::spawn(async move {
             loop {
@@ -181,15 +203,38 @@ mod tests {
         {
             let mut t = dns.t.write().expect("lock");
             t.services.insert(("dlock".into(), "dlock-etcd-headless".into()), None);
-            t.services.insert(("default".into(), "kubernetes".into()), Some(Ipv4Addr::new(10, 96, 0, 1)));
-            let eps = vec![(Ipv4Addr::new(10, 1, 1, 10), Some("dlock-etcd-0".to_string())), (Ipv4Addr::new(10, 1, 1, 11), Some("dlock-etcd-1".to_string()))];
-            t.slices.insert(("dlock".into(), "dlock-etcd-headless-abcde".into()), ("dlock-etcd-headless".into(), eps));
+            t.services
+                .insert(("default".into(), "kubernetes".into()), Some(Ipv4Addr::new(10, 96, 0, 1)));
+            let eps = vec![
+                (Ipv4Addr::new(10, 1, 1, 10), Some("dlock-etcd-0".to_string())),
+                (Ipv4Addr::new(10, 1, 1, 11), Some("dlock-etcd-1".to_string())),
+            ];
+            t.slices.insert(
+                ("dlock".into(), "dlock-etcd-headless-abcde".into()),
+                ("dlock-etcd-headless".into(), eps),
+            );
         }
-        assert_eq!(dns.resolve("dlock-etcd-1.dlock-etcd-headless.dlock.svc.cluster.local."), Some(vec![Ipv4Addr::new(10, 1, 1, 11)]));
-        assert_eq!(dns.resolve("DLOCK-ETCD-0.dlock-etcd-headless.dlock.svc.cluster.local"), Some(vec![Ipv4Addr::new(10, 1, 1, 10)]));
-        assert_eq!(dns.resolve("dlock-etcd-headless.dlock.svc.cluster.local").map(|v| v.len()), Some(2));
-        assert_eq!(dns.resolve("kubernetes.default.svc.cluster.local"), Some(vec![Ipv4Addr::new(10, 96, 0, 1)]));
-        assert_eq!(dns.resolve("dlock-etcd-2.dlock-etcd-headless.dlock.svc.cluster.local"), None, "no such pod");
+        assert_eq!(
+            dns.resolve("dlock-etcd-1.dlock-etcd-headless.dlock.svc.cluster.local."),
+            Some(vec![Ipv4Addr::new(10, 1, 1, 11)])
+        );
+        assert_eq!(
+            dns.resolve("DLOCK-ETCD-0.dlock-etcd-headless.dlock.svc.cluster.local"),
+            Some(vec![Ipv4Addr::new(10, 1, 1, 10)])
+        );
+        assert_eq!(
+            dns.resolve("dlock-etcd-headless.dlock.svc.cluster.local").map(|v| v.len()),
+            Some(2)
+        );
+        assert_eq!(
+            dns.resolve("kubernetes.default.svc.cluster.local"),
+            Some(vec![Ipv4Addr::new(10, 96, 0, 1)])
+        );
+        assert_eq!(
+            dns.resolve("dlock-etcd-2.dlock-etcd-headless.dlock.svc.cluster.local"),
+            None,
+            "no such pod"
+        );
         assert_eq!(dns.resolve("example.com"), None, "nothing outside the cluster");
     }
 }

@@ -24,7 +24,15 @@ fn now() -> String {
 
 /// Posts one Event about a pod (optionally one of its containers). A failure is logged, not
 /// returned: the kubelet does not stop a pod because an Event could not be written.
-pub async fn pod(client: &Client, src: &Source, pod: &Pod, container: Option<&str>, kind: Kind, reason: &str, message: &str) {
+pub async fn pod(
+    client: &Client,
+    src: &Source,
+    pod: &Pod,
+    container: Option<&str>,
+    kind: Kind,
+    reason: &str,
+    message: &str,
+) {
     let ns = pod.namespace().unwrap_or_default();
     let mut involved = json!({
         "apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": pod.name_any(),
@@ -37,9 +45,21 @@ pub async fn pod(client: &Client, src: &Source, pod: &Pod, container: Option<&st
 }
 
 #[allow(clippy::too_many_arguments)]
-pub async fn post(client: &Client, ns: &str, name: &str, involved: serde_json::Value, src: &Source, kind: Kind, reason: &str, message: &str) {
+pub async fn post(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    involved: serde_json::Value,
+    src: &Source,
+    kind: Kind,
+    reason: &str,
+    message: &str,
+) {
     let t = now();
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
     let mut source = json!({"component": src.component});
     if let Some(h) = &src.host {
         source["host"] = json!(h);
@@ -59,7 +79,12 @@ pub async fn post(client: &Client, ns: &str, name: &str, involved: serde_json::V
     match serde_json::from_value(ev) {
         // Bounded: an API server that does not answer must not hold a pod's worker (the
         // client's read timeout is long, for watches).
-        Ok(ev) => match tokio::time::timeout(std::time::Duration::from_secs(5), api.create(&PostParams::default(), &ev)).await {
+        Ok(ev) => match tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            api.create(&PostParams::default(), &ev),
+        )
+        .await
+        {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => tracing::warn!("event {reason} for {ns}/{name}: {e}"),
             Err(_) => tracing::warn!("event {reason} for {ns}/{name}: no answer within 5 s"),

@@ -44,7 +44,8 @@ impl std::str::FromStr for OciSource {
 
 fn read_json(p: &Path) -> Result<serde_json::Value> {
     let b = std::fs::read(p).ctx(|| format!("read {}", p.display()))?;
-    serde_json::from_slice(&b).map_err(|e| Error::Command(format!("{}: not JSON: {e}", p.display())))
+    serde_json::from_slice(&b)
+        .map_err(|e| Error::Command(format!("{}: not JSON: {e}", p.display())))
 }
 
 fn blob(layout: &Path, digest: &str) -> PathBuf {
@@ -62,16 +63,29 @@ fn from_layout(src: &OciSource, dir: &Path) -> Result<Image> {
         .flatten()
         .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == src.tag.as_str())
         .and_then(|m| m["digest"].as_str())
-        .ok_or_else(|| Error::Command(format!("{}: no image tagged {:?} (make image writes it)", src.layout.display(), src.tag)))?;
+        .ok_or_else(|| {
+            Error::Command(format!(
+                "{}: no image tagged {:?} (make image writes it)",
+                src.layout.display(),
+                src.tag
+            ))
+        })?;
     let manifest = read_json(&blob(&src.layout, manifest))?;
-    let config = read_json(&blob(&src.layout, manifest["config"]["digest"].as_str().unwrap_or_default()))?;
+    let config =
+        read_json(&blob(&src.layout, manifest["config"]["digest"].as_str().unwrap_or_default()))?;
     let c = &config["config"];
-    let strings = |v: &serde_json::Value| -> Vec<String> { v.as_array().into_iter().flatten().filter_map(|x| x.as_str().map(str::to_string)).collect() };
+    let strings = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array().into_iter().flatten().filter_map(|x| x.as_str().map(str::to_string)).collect()
+    };
     let user = c["User"].as_str().and_then(|u| {
         let (uid, gid) = u.split_once(':').unwrap_or((u, u));
         Some((uid.parse().ok()?, gid.parse().ok()?))
     });
-    let safe: String = src.reference.chars().map(|ch| if ch.is_ascii_alphanumeric() || ch == '.' || ch == '-' { ch } else { '_' }).collect();
+    let safe: String = src
+        .reference
+        .chars()
+        .map(|ch| if ch.is_ascii_alphanumeric() || ch == '.' || ch == '-' { ch } else { '_' })
+        .collect();
     let rootfs = dir.join(safe);
     let _ = std::fs::remove_dir_all(&rootfs);
     let out = std::process::Command::new("umoci")
@@ -81,9 +95,20 @@ fn from_layout(src: &OciSource, dir: &Path) -> Result<Image> {
         .output()
         .ctx(|| "run umoci (Debian's umoci; make image installs it)".into())?;
     if !out.status.success() {
-        return Err(Error::Command(format!("umoci raw unpack {}: {}", src.layout.display(), String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(Error::Command(format!(
+            "umoci raw unpack {}: {}",
+            src.layout.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
-    Ok(Image { reference: src.reference.clone(), rootfs, entrypoint: strings(&c["Entrypoint"]), cmd: strings(&c["Cmd"]), env: strings(&c["Env"]), user })
+    Ok(Image {
+        reference: src.reference.clone(),
+        rootfs,
+        entrypoint: strings(&c["Entrypoint"]),
+        cmd: strings(&c["Cmd"]),
+        env: strings(&c["Env"]),
+        user,
+    })
 }
 
 pub const ETCD_IMAGE: &str = "gcr.io/etcd-development/etcd:v3.6.14";
@@ -104,7 +129,8 @@ pub fn prepare(dir: &Path, tools_bin: &Path, oci: &[OciSource]) -> Result<Vec<Im
     std::fs::write(root.join("etc/passwd"), PASSWD).ctx(|| "write image passwd".into())?;
     std::fs::write(root.join("etc/group"), GROUP).ctx(|| "write image group".into())?;
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777)).ctx(|| "chmod image tmp".into())?;
+    std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777))
+        .ctx(|| "chmod image tmp".into())?;
     let mut images = vec![Image {
         reference: ETCD_IMAGE.into(),
         rootfs: root,
@@ -127,8 +153,18 @@ mod tests {
 
     #[test]
     fn image_arguments_name_a_reference_a_layout_and_a_tag() {
-        let s: OciSource = "europe-west1-docker.pkg.dev/lw-lab/dlock/leaderwatch:0.1.0=target/image/oci:0.1.0".parse().expect("parse");
-        assert_eq!((s.reference.as_str(), s.layout.to_str(), s.tag.as_str()), ("europe-west1-docker.pkg.dev/lw-lab/dlock/leaderwatch:0.1.0", Some("target/image/oci"), "0.1.0"));
+        let s: OciSource =
+            "europe-west1-docker.pkg.dev/lw-lab/dlock/leaderwatch:0.1.0=target/image/oci:0.1.0"
+                .parse()
+                .expect("parse");
+        assert_eq!(
+            (s.reference.as_str(), s.layout.to_str(), s.tag.as_str()),
+            (
+                "europe-west1-docker.pkg.dev/lw-lab/dlock/leaderwatch:0.1.0",
+                Some("target/image/oci"),
+                "0.1.0"
+            )
+        );
         let s: OciSource = "x:1=/tmp/oci".parse().expect("parse");
         assert_eq!((s.layout.to_str(), s.tag.as_str()), (Some("/tmp/oci"), "latest"));
         // A colon in a directory name is not a tag.

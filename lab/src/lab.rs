@@ -105,13 +105,20 @@ pub fn alive(pid: u32) -> bool {
 }
 
 fn random_id() -> String {
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
     format!("{:04x}", (nanos ^ std::process::id()) & 0xffff)
 }
 
 pub async fn client_from(kubeconfig: &Path) -> Result<Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| Error::Command(format!("read {}: {e}", kubeconfig.display())))?;
-    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default()).await.map_err(|e| Error::Command(format!("kubeconfig {}: {e}", kubeconfig.display())))?;
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig)
+        .map_err(|e| Error::Command(format!("read {}: {e}", kubeconfig.display())))?;
+    let mut cfg =
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| Error::Command(format!("kubeconfig {}: {e}", kubeconfig.display())))?;
     cfg.connect_timeout = Some(Duration::from_secs(5));
     cfg.read_timeout = Some(Duration::from_secs(330));
     Client::try_from(cfg).kctx(|| "API client".into())
@@ -121,12 +128,19 @@ impl Lab {
     pub async fn start(o: &Options) -> Result<Lab> {
         let bins = Binaries::find(&o.tools, KUBE_VERSION)?;
         if which("runc").is_none() {
-            return Err(Error::MissingTool { what: "runc (Debian package runc)", path: PathBuf::from("runc") });
+            return Err(Error::MissingTool {
+                what: "runc (Debian package runc)",
+                path: PathBuf::from("runc"),
+            });
         }
         if let Some(s) = read_state(&o.dir)
             && alive(s.pid)
         {
-            return Err(Error::Leftover(format!("a local cluster is already running (pid {}, {})", s.pid, o.dir.display())));
+            return Err(Error::Leftover(format!(
+                "a local cluster is already running (pid {}, {})",
+                s.pid,
+                o.dir.display()
+            )));
         }
         let left = net::leftovers().await?;
         if !left.is_empty() {
@@ -135,7 +149,8 @@ impl Lab {
         if o.dir.exists() {
             let prev = o.dir.with_extension("previous");
             let _ = std::fs::remove_dir_all(&prev);
-            std::fs::rename(&o.dir, &prev).ctx(|| format!("move the previous run's {} aside", o.dir.display()))?;
+            std::fs::rename(&o.dir, &prev)
+                .ctx(|| format!("move the previous run's {} aside", o.dir.display()))?;
         }
         std::fs::create_dir_all(&o.dir).ctx(|| format!("create {}", o.dir.display()))?;
         let id = random_id();
@@ -171,21 +186,34 @@ impl Lab {
             let ip = net.add_node_ip(i as u8).await?;
             let name = format!("lw-node-{}", zone.rsplit('-').next().unwrap_or("x"));
             pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
-            node_specs.push(NodeSpec { name: name.clone(), zone: zone.to_string(), region: REGION.into(), ip });
+            node_specs.push(NodeSpec {
+                name: name.clone(),
+                zone: zone.to_string(),
+                region: REGION.into(),
+                ip,
+            });
             if o.surge {
                 // Its identity must be in the API server's token file from the start.
                 let ip = net.add_node_ip((ZONES.len() + i) as u8).await?;
                 let name = format!("{name}-surge");
                 pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
-                surge_specs.push(NodeSpec { name, zone: zone.to_string(), region: REGION.into(), ip });
+                surge_specs.push(NodeSpec {
+                    name,
+                    zone: zone.to_string(),
+                    region: REGION.into(),
+                    ip,
+                });
             }
         }
-        let mut cp = ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &admin, &o.apiserver_args).await?;
+        let mut cp =
+            ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &admin, &o.apiserver_args)
+                .await?;
         let client = client_from(&cp.admin_kubeconfig).await?;
         let mut tasks = Vec::new();
         let result: Result<(Arc<Shared>, Vec<NodeRow>)> = async {
             storage::create_classes(&client).await?;
-            let images = crate::images::prepare(&dir.join("images"), &o.tools.join("bin"), &o.images)?;
+            let images =
+                crate::images::prepare(&dir.join("images"), &o.tools.join("bin"), &o.images)?;
             let dns = Dns::default();
             tasks.push(tokio::spawn(dns.clone().follow(client.clone())));
             let dns_addr = SocketAddr::new(IpAddr::V4(net.gateway), 53);
@@ -195,9 +223,11 @@ impl Lab {
                     tracing::error!("cluster DNS: {e}");
                 }
             }));
-            let port: u16 = cp.server.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(443);
+            let port: u16 =
+                cp.server.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(443);
             let runc_root = dir.join("runc");
-            std::fs::create_dir_all(&runc_root).ctx(|| format!("create {}", runc_root.display()))?;
+            std::fs::create_dir_all(&runc_root)
+                .ctx(|| format!("create {}", runc_root.display()))?;
             let shared = Arc::new(Shared {
                 net: net.clone(),
                 runc: kubelet::runtime::Runc { root: runc_root },
@@ -215,7 +245,10 @@ impl Lab {
                 nodes_out.push((n.name.clone(), n.zone.clone(), n.ip.to_string()));
             }
             if !surge_specs.is_empty() {
-                let kits = surge_specs.iter().map(|n| NodeKit::prepare(&mut pki, &cp.server, n)).collect::<Result<Vec<_>>>()?;
+                let kits = surge_specs
+                    .iter()
+                    .map(|n| NodeKit::prepare(&mut pki, &cp.server, n))
+                    .collect::<Result<Vec<_>>>()?;
                 tasks.push(tokio::spawn(surge_on_cordon(client.clone(), kits, shared.clone())));
             }
             let prov = Provisioner { client: client.clone(), root: dir.join("volumes") };
@@ -293,10 +326,22 @@ pub struct NodeKit {
 
 impl NodeKit {
     fn prepare(pki: &mut Pki, server: &str, n: &NodeSpec) -> Result<NodeKit> {
-        let id = pki.tokens.iter().find(|t| t.name == n.name).cloned().ok_or_else(|| Error::Command("node identity".into()))?;
+        let id = pki
+            .tokens
+            .iter()
+            .find(|t| t.name == n.name)
+            .cloned()
+            .ok_or_else(|| Error::Command("node identity".into()))?;
         let kubeconfig = pki.dir.join(format!("{}.kubeconfig", n.name));
         pki.write_kubeconfig(&kubeconfig, server, &id)?;
-        let (crt, key) = pki.leaf(&format!("kubelet-{}", n.name), &format!("system:node:{}", n.name), &["system:nodes"], &[&n.name], &[IpAddr::V4(n.ip)], true)?;
+        let (crt, key) = pki.leaf(
+            &format!("kubelet-{}", n.name),
+            &format!("system:node:{}", n.name),
+            &["system:nodes"],
+            &[&n.name],
+            &[IpAddr::V4(n.ip)],
+            true,
+        )?;
         let tls = kubelet::server::tls_config(&crt, &key, &pki.ca_pem)?;
         Ok(NodeKit { spec: n.clone(), kubeconfig, tls })
     }
@@ -339,11 +384,19 @@ async fn surge_on_cordon(client: Client, kits: Vec<NodeKit>, shared: Arc<Shared>
     let mut waiting: Vec<Option<NodeKit>> = kits.into_iter().map(Some).collect();
     let mut started = Abort(Vec::new());
     loop {
-        if let Ok(Ok(list)) = tokio::time::timeout(Duration::from_secs(10), api.list(&Default::default())).await {
+        if let Ok(Ok(list)) =
+            tokio::time::timeout(Duration::from_secs(10), api.list(&Default::default())).await
+        {
             for node in &list.items {
                 let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
-                let zone = node.metadata.labels.as_ref().and_then(|l| l.get("topology.kubernetes.io/zone")).cloned();
-                let opted_out = node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(NO_SURGE));
+                let zone = node
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("topology.kubernetes.io/zone"))
+                    .cloned();
+                let opted_out =
+                    node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(NO_SURGE));
                 if !cordoned || opted_out {
                     continue;
                 }
@@ -354,7 +407,10 @@ async fn surge_on_cordon(client: Client, kits: Vec<NodeKit>, shared: Arc<Shared>
                         let name = kit.spec.name.clone();
                         match kit.start(shared.clone()).await {
                             Ok(t) => {
-                                tracing::info!("node {} cordoned: surge node {name} joined its zone", node.metadata.name.as_deref().unwrap_or(""));
+                                tracing::info!(
+                                    "node {} cordoned: surge node {name} joined its zone",
+                                    node.metadata.name.as_deref().unwrap_or("")
+                                );
                                 started.0.extend(t);
                             }
                             Err(e) => tracing::error!("surge node {name}: {e}"),
@@ -395,7 +451,9 @@ pub mod registry {
     /// Forgets every id registered by `pid`.
     pub fn unregister_pid(pid: u32) {
         for e in std::fs::read_dir(dir()).into_iter().flatten().flatten() {
-            if std::fs::read_to_string(e.path()).ok().and_then(|s| s.trim().parse::<u32>().ok()) == Some(pid) {
+            if std::fs::read_to_string(e.path()).ok().and_then(|s| s.trim().parse::<u32>().ok())
+                == Some(pid)
+            {
                 let _ = std::fs::remove_file(e.path());
             }
         }
@@ -403,7 +461,10 @@ pub mod registry {
 
     /// True when `id` belongs to a cluster whose harness is alive.
     pub fn live(id: &str) -> bool {
-        std::fs::read_to_string(dir().join(id)).ok().and_then(|s| s.trim().parse::<u32>().ok()).is_some_and(super::alive)
+        std::fs::read_to_string(dir().join(id))
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok())
+            .is_some_and(super::alive)
     }
 }
 
@@ -415,7 +476,10 @@ async fn wait_nodes_schedulable(client: &Client, n: usize) -> Result<()> {
     while start.elapsed() < Duration::from_secs(90) {
         if let Ok(list) = api.list(&Default::default()).await {
             let ok = list.items.iter().filter(|node| {
-                let tainted = node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| t.iter().any(|t| t.key.starts_with("node.kubernetes.io/")));
+                let tainted =
+                    node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| {
+                        t.iter().any(|t| t.key.starts_with("node.kubernetes.io/"))
+                    });
                 !tainted
             });
             let count = ok.count();
@@ -426,11 +490,17 @@ async fn wait_nodes_schedulable(client: &Client, n: usize) -> Result<()> {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    Err(Error::NotReady { component: "nodes".into(), secs: 90, detail, log: PathBuf::from("logs/kube-controller-manager.log") })
+    Err(Error::NotReady {
+        component: "nodes".into(),
+        secs: 90,
+        detail,
+        log: PathBuf::from("logs/kube-controller-manager.log"),
+    })
 }
 
 pub fn which(prog: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|p| std::env::split_paths(&p).map(|d| d.join(prog)).find(|p| p.is_file()))
+    std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).map(|d| d.join(prog)).find(|p| p.is_file()))
 }
 
 /// Kills what a killed run left: its runc containers, then its network objects. A run of

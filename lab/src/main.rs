@@ -21,7 +21,11 @@ use error::{Error, Result};
 use std::path::PathBuf;
 
 #[derive(Parser)]
-#[command(name = "lw-lab", version, about = "A local Kubernetes control plane (kube-apiserver, controller-manager, scheduler built from k8s.io/kubernetes) with a process kubelet, for leaderwatch", after_help = "Examples:
+#[command(
+    name = "lw-lab",
+    version,
+    about = "A local Kubernetes control plane (kube-apiserver, controller-manager, scheduler built from k8s.io/kubernetes) with a process kubelet, for leaderwatch",
+    after_help = "Examples:
   lw-lab up                 # foreground; Ctrl-C stops everything
   lw-lab up --detach        # returns once the cluster is ready (make kube-up)
   KUBECONFIG=.tools/lab/kubeconfig .tools/kube-v1.35.4/bin/kubectl get nodes -L topology.kubernetes.io/zone
@@ -30,7 +34,8 @@ use std::path::PathBuf;
   lw-lab measure -- --target leader --idle 20m --settle 5m   # the sitting on a fresh cluster (make rehearse-kube)
   lw-lab --surge-nodes measure -- --method drain --target leader   # a drain, a surge node joining the zone
 
-Exit codes: 0 ok, 1 error, 2 bad usage, 3 a tool is missing (make kube-tools), 4 left over from an earlier run (lw-lab down), 5 a component did not start, 6 an acceptance criterion failed.")]
+Exit codes: 0 ok, 1 error, 2 bad usage, 3 a tool is missing (make kube-tools), 4 left over from an earlier run (lw-lab down), 5 a component did not start, 6 an acceptance criterion failed."
+)]
 struct Cli {
     /// Run directory (kubeconfig, logs, state.json, volumes).
     #[arg(long, global = true, default_value = ".tools/lab")]
@@ -95,7 +100,10 @@ enum Cmd {
 fn main() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("LW_LAB_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("LW_LAB_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
@@ -121,7 +129,20 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Up { apiserver_args, .. } => apiserver_args.clone(),
         _ => vec![],
     };
-    let opts = lab::Options { dir: abs(cli.dir), tools: abs(cli.tools), apiserver_args, surge: cli.surge_nodes, images: cli.images.into_iter().map(|mut i| { i.layout = abs(i.layout); i }).collect() };
+    let opts = lab::Options {
+        dir: abs(cli.dir),
+        tools: abs(cli.tools),
+        apiserver_args,
+        surge: cli.surge_nodes,
+        images: cli
+            .images
+            .into_iter()
+            .map(|mut i| {
+                i.layout = abs(i.layout);
+                i
+            })
+            .collect(),
+    };
     if let Cmd::Up { detach: true, .. } = cli.cmd {
         return detach(&opts);
     }
@@ -135,10 +156,18 @@ fn run(cli: Cli) -> Result<()> {
             }
             Cmd::Status => match lab::read_state(&opts.dir) {
                 Some(s) if lab::alive(s.pid) => {
-                    println!("running (pid {}): API server {}, KUBECONFIG={}", s.pid, s.server, s.kubeconfig.display());
+                    println!(
+                        "running (pid {}): API server {}, KUBECONFIG={}",
+                        s.pid,
+                        s.server,
+                        s.kubeconfig.display()
+                    );
                     Ok(())
                 }
-                Some(s) => Err(Error::Leftover(format!("state of a run that is no longer alive (pid {}); run `lw-lab down`", s.pid))),
+                Some(s) => Err(Error::Leftover(format!(
+                    "state of a run that is no longer alive (pid {}); run `lw-lab down`",
+                    s.pid
+                ))),
                 None => {
                     println!("not running");
                     Ok(())
@@ -146,12 +175,14 @@ fn run(cli: Cli) -> Result<()> {
             },
             Cmd::Measure { repo, leaderwatch, leader, args } => {
                 let repo = abs(repo);
-                let lw = if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
+                let lw =
+                    if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
                 sitting::run(&opts, &repo, &lw, leader, args).await
             }
             Cmd::Acceptance { repo, leaderwatch } => {
                 let repo = abs(repo);
-                let lw = if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
+                let lw =
+                    if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
                 acceptance::run(&opts, &repo, &lw).await
             }
         }
@@ -167,8 +198,10 @@ where
     use tokio::signal::unix::{SignalKind, signal};
     // Signals are caught from the start: a SIGTERM while the cluster is still coming up
     // (a test giving up) must not leave its bridge and namespaces behind.
-    let mut term = signal(SignalKind::terminate()).map_err(|e| Error::Command(format!("signal: {e}")))?;
-    let mut hup = signal(SignalKind::hangup()).map_err(|e| Error::Command(format!("signal: {e}")))?;
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| Error::Command(format!("signal: {e}")))?;
+    let mut hup =
+        signal(SignalKind::hangup()).map_err(|e| Error::Command(format!("signal: {e}")))?;
     let started = tokio::select! {
         r = lab::Lab::start(opts) => Some(r),
         _ = tokio::signal::ctrl_c() => None,
@@ -181,11 +214,15 @@ where
             // The start future is gone: its processes were killed on drop; its names are
             // no longer registered as live once the registry entry goes.
             let removed = lab::clean_leftovers(&opts.dir).await;
-            return Err(Error::Command(format!("interrupted while starting; removed {}", if removed.is_empty() { "nothing".to_string() } else { removed.join(", ") })));
+            return Err(Error::Command(format!(
+                "interrupted while starting; removed {}",
+                if removed.is_empty() { "nothing".to_string() } else { removed.join(", ") }
+            )));
         }
     };
     // SIGUSR1 restarts kube-apiserver in place (tests of leaderwatch's watchers).
-    let mut usr1 = signal(SignalKind::user_defined1()).map_err(|e| Error::Command(format!("signal: {e}")))?;
+    let mut usr1 =
+        signal(SignalKind::user_defined1()).map_err(|e| Error::Command(format!("signal: {e}")))?;
     let mut task = tokio::spawn(f(lab.state.clone()));
     let mut watchdog = tokio::time::interval(std::time::Duration::from_secs(2));
     let result = loop {
@@ -209,7 +246,12 @@ where
 async fn up(opts: lab::Options) -> Result<()> {
     let dir = opts.dir.clone();
     with_lab(&opts, move |s| async move {
-        println!("lw-lab: cluster up (Kubernetes {}, nodes {}); export KUBECONFIG={}", lab::KUBE_VERSION, s.nodes.iter().map(|n| format!("{} in {}", n.0, n.1)).collect::<Vec<_>>().join(", "), s.kubeconfig.display());
+        println!(
+            "lw-lab: cluster up (Kubernetes {}, nodes {}); export KUBECONFIG={}",
+            lab::KUBE_VERSION,
+            s.nodes.iter().map(|n| format!("{} in {}", n.0, n.1)).collect::<Vec<_>>().join(", "),
+            s.kubeconfig.display()
+        );
         let _ = std::fs::write(dir.join("ready"), b"ready\n");
         std::future::pending::<()>().await;
         Ok(())
@@ -225,7 +267,8 @@ fn detach(opts: &lab::Options) -> Result<()> {
     if let Some(p) = log_path.parent() {
         let _ = std::fs::create_dir_all(p);
     }
-    let log = std::fs::File::create(&log_path).map_err(|e| Error::Command(format!("create {}: {e}", log_path.display())))?;
+    let log = std::fs::File::create(&log_path)
+        .map_err(|e| Error::Command(format!("create {}: {e}", log_path.display())))?;
     let ready = opts.dir.join("ready");
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("--dir").arg(&opts.dir).arg("--tools").arg(&opts.tools);
@@ -239,23 +282,40 @@ fn detach(opts: &lab::Options) -> Result<()> {
     for a in &opts.apiserver_args {
         cmd.arg(format!("--apiserver-arg={a}"));
     }
-    cmd.stdin(std::process::Stdio::null()).stdout(log.try_clone().map_err(|e| Error::Command(e.to_string()))?).stderr(log);
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().map_err(|e| Error::Command(e.to_string()))?)
+        .stderr(log);
     cmd.process_group(0);
     let mut child = cmd.spawn().map_err(|e| Error::Command(format!("start lw-lab up: {e}")))?;
     let start = std::time::Instant::now();
     loop {
         if let Ok(Some(st)) = child.try_wait() {
             let last = proc::last_line(&log_path);
-            return Err(Error::Exited { component: "lw-lab up".into(), status: st.to_string(), last, log: log_path });
+            return Err(Error::Exited {
+                component: "lw-lab up".into(),
+                status: st.to_string(),
+                last,
+                log: log_path,
+            });
         }
         if ready.is_file() && lab::read_state(&opts.dir).is_some() {
-            let s = lab::read_state(&opts.dir).ok_or_else(|| Error::Command("state.json".into()))?;
-            println!("lw-lab: cluster up (pid {}); export KUBECONFIG={}", s.pid, s.kubeconfig.display());
+            let s =
+                lab::read_state(&opts.dir).ok_or_else(|| Error::Command("state.json".into()))?;
+            println!(
+                "lw-lab: cluster up (pid {}); export KUBECONFIG={}",
+                s.pid,
+                s.kubeconfig.display()
+            );
             return Ok(());
         }
         if start.elapsed() > std::time::Duration::from_secs(240) {
             let _ = child.kill();
-            return Err(Error::NotReady { component: "lw-lab up".into(), secs: 240, detail: proc::last_line(&log_path), log: log_path });
+            return Err(Error::NotReady {
+                component: "lw-lab up".into(),
+                secs: 240,
+                detail: proc::last_line(&log_path),
+                log: log_path,
+            });
         }
         std::thread::sleep(std::time::Duration::from_millis(300));
     }

@@ -122,8 +122,12 @@ impl Network {
     /// A pod sandbox: a fresh namespace, its veth on the bridge, an address from .10-.250.
     pub async fn add_pod(&self) -> Result<(String, Ipv4Addr)> {
         let (n, host_octet) = {
-            let mut st = self.state.lock().map_err(|_| Error::Command("network pool lock poisoned".into()))?;
-            let octet = (10u8..=250).find(|o| !st.used.contains(o)).ok_or(Error::NoFree("pod address"))?;
+            let mut st = self
+                .state
+                .lock()
+                .map_err(|_| Error::Command("network pool lock poisoned".into()))?;
+            let octet =
+                (10u8..=250).find(|o| !st.used.contains(o)).ok_or(Error::NoFree("pod address"))?;
             st.used.insert(octet);
             st.next_ns += 1;
             (st.next_ns, octet)
@@ -133,12 +137,46 @@ impl Network {
         let ip = Ipv4Addr::new(self.base[0], self.base[1], self.base[2], host_octet);
         let steps: Vec<Vec<String>> = vec![
             vec!["netns".into(), "add".into(), ns.clone()],
-            vec!["link".into(), "add".into(), veth.clone(), "type".into(), "veth".into(), "peer".into(), "name".into(), "eth0".into(), "netns".into(), ns.clone()],
-            vec!["link".into(), "set".into(), veth.clone(), "master".into(), self.bridge.clone(), "up".into()],
-            vec!["-n".into(), ns.clone(), "addr".into(), "add".into(), format!("{ip}/24"), "dev".into(), "eth0".into()],
+            vec![
+                "link".into(),
+                "add".into(),
+                veth.clone(),
+                "type".into(),
+                "veth".into(),
+                "peer".into(),
+                "name".into(),
+                "eth0".into(),
+                "netns".into(),
+                ns.clone(),
+            ],
+            vec![
+                "link".into(),
+                "set".into(),
+                veth.clone(),
+                "master".into(),
+                self.bridge.clone(),
+                "up".into(),
+            ],
+            vec![
+                "-n".into(),
+                ns.clone(),
+                "addr".into(),
+                "add".into(),
+                format!("{ip}/24"),
+                "dev".into(),
+                "eth0".into(),
+            ],
             vec!["-n".into(), ns.clone(), "link".into(), "set".into(), "eth0".into(), "up".into()],
             vec!["-n".into(), ns.clone(), "link".into(), "set".into(), "lo".into(), "up".into()],
-            vec!["-n".into(), ns.clone(), "route".into(), "add".into(), "default".into(), "via".into(), self.gateway.to_string()],
+            vec![
+                "-n".into(),
+                ns.clone(),
+                "route".into(),
+                "add".into(),
+                "default".into(),
+                "via".into(),
+                self.gateway.to_string(),
+            ],
         ];
         for s in steps {
             let args: Vec<&str> = s.iter().map(|x| x.as_str()).collect();
@@ -162,7 +200,6 @@ impl Network {
         let _ = run("ip", &["netns", "delete", ns]).await;
         self.release(ip);
     }
-
 }
 
 #[cfg(test)]
@@ -170,6 +207,11 @@ mod tests {
     #[test]
     fn only_names_of_our_runs_count_as_ours() {
         assert!(super::ours("lwbeef-1") && super::ours("lw0a1bbr") && super::ours("lw0a1bv12"));
-        assert!(!super::ours("lwx") && !super::ours("lwxyzw-1") && !super::ours("eth0") && !super::ours("lo"));
+        assert!(
+            !super::ours("lwx")
+                && !super::ours("lwxyzw-1")
+                && !super::ours("eth0")
+                && !super::ours("lo")
+        );
     }
 }

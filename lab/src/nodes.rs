@@ -26,13 +26,21 @@ fn now() -> String {
 }
 
 fn conditions(t: &str) -> serde_json::Value {
-    let c = |ty: &str, status: &str, reason: &str, msg: &str| {
-        json!({"type": ty, "status": status, "reason": reason, "message": msg, "lastHeartbeatTime": t, "lastTransitionTime": t})
-    };
+    let c = |ty: &str, status: &str, reason: &str, msg: &str| json!({"type": ty, "status": status, "reason": reason, "message": msg, "lastHeartbeatTime": t, "lastTransitionTime": t});
     json!([
-        c("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+        c(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available"
+        ),
         c("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-        c("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+        c(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available"
+        ),
         c("Ready", "True", "KubeletReady", "kubelet is posting ready status"),
     ])
 }
@@ -40,7 +48,8 @@ fn conditions(t: &str) -> serde_json::Value {
 pub async fn register(client: &Client, n: &NodeSpec, kube_version: &str) -> Result<()> {
     let t = now();
     // 4 CPU / 16 GiB per node: room for dlock's three 500m/1Gi members and leaderwatch.
-    let resources = json!({"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"});
+    let resources =
+        json!({"cpu": "4", "memory": "16Gi", "pods": "110", "ephemeral-storage": "100Gi"});
     let node: Node = serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": n.name, "labels": {
@@ -79,15 +88,32 @@ pub async fn heartbeat(client: Client, n: NodeSpec) {
             "spec": {"holderIdentity": n.name, "leaseDurationSeconds": 40, "renewTime": chrono::Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string()},
         });
         let pp = PatchParams::apply("lw-lab-kubelet").force();
-        if let Err(e) = tokio::time::timeout(Duration::from_secs(10), leases.patch(&n.name, &pp, &Patch::Apply(&lease))).await.map_err(|_| "timeout".to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
+        if let Err(e) = tokio::time::timeout(
+            Duration::from_secs(10),
+            leases.patch(&n.name, &pp, &Patch::Apply(&lease)),
+        )
+        .await
+        .map_err(|_| "timeout".to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()))
+        {
             tracing::warn!("lease of node {}: {e}", n.name);
         }
         if tick.is_multiple_of(6) {
             // Heartbeat only: lastTransitionTime stays as registered (merge by condition type).
             let t = now();
-            let beats: Vec<_> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"].iter().map(|ty| json!({"type": ty, "lastHeartbeatTime": t})).collect();
+            let beats: Vec<_> = ["MemoryPressure", "DiskPressure", "PIDPressure", "Ready"]
+                .iter()
+                .map(|ty| json!({"type": ty, "lastHeartbeatTime": t}))
+                .collect();
             let p = json!({"status": {"conditions": beats}});
-            if let Err(e) = tokio::time::timeout(Duration::from_secs(10), nodes.patch_status(&n.name, &PatchParams::default(), &Patch::Strategic(&p))).await.map_err(|_| "timeout".to_string()).and_then(|r| r.map_err(|e| e.to_string())) {
+            if let Err(e) = tokio::time::timeout(
+                Duration::from_secs(10),
+                nodes.patch_status(&n.name, &PatchParams::default(), &Patch::Strategic(&p)),
+            )
+            .await
+            .map_err(|_| "timeout".to_string())
+            .and_then(|r| r.map_err(|e| e.to_string()))
+            {
                 tracing::warn!("status of node {}: {e}", n.name);
             }
         }

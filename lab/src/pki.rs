@@ -3,7 +3,10 @@
 //! key, static bearer tokens for each component, and kubeconfigs.
 
 use crate::error::{Error, IoContext, Result};
-use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, SanType,
+};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
@@ -45,7 +48,11 @@ impl Pki {
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(rc)?;
         ca_params.distinguished_name.push(DnType::CommonName, "lw-lab cluster CA");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        ca_params.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::CrlSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let ca_cert = ca_params.self_signed(&ca_key).map_err(rc)?;
         let ca_pem = ca_cert.pem();
         write(&dir.join("ca.crt"), &ca_pem)?;
@@ -57,9 +64,18 @@ impl Pki {
     }
 
     /// A leaf certificate signed by the CA, written as `<name>.crt` / `<name>.key`.
-    pub fn leaf(&self, name: &str, cn: &str, orgs: &[&str], dns: &[&str], ips: &[IpAddr], server: bool) -> Result<(PathBuf, PathBuf)> {
+    pub fn leaf(
+        &self,
+        name: &str,
+        cn: &str,
+        orgs: &[&str],
+        dns: &[&str],
+        ips: &[IpAddr],
+        server: bool,
+    ) -> Result<(PathBuf, PathBuf)> {
         let key = KeyPair::generate().map_err(rc)?;
-        let mut p = CertificateParams::new(dns.iter().map(|s| s.to_string()).collect::<Vec<_>>()).map_err(rc)?;
+        let mut p = CertificateParams::new(dns.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .map_err(rc)?;
         p.distinguished_name.push(DnType::CommonName, cn);
         for o in orgs {
             p.distinguished_name.push(DnType::OrganizationName, *o);

@@ -59,7 +59,10 @@ impl Proc {
     /// SIGTERM, then SIGKILL after `grace`.
     pub async fn stop(&mut self, grace: Duration) {
         if let Some(pid) = self.child.id() {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGTERM);
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
             if tokio::time::timeout(grace, self.child.wait()).await.is_err() {
                 let _ = self.child.kill().await;
             }
@@ -72,16 +75,21 @@ impl Proc {
 pub fn last_line(log: &Path) -> String {
     std::fs::read_to_string(log)
         .ok()
-        .and_then(|s| s.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(300).collect()))
+        .and_then(|s| {
+            s.lines().rev().find(|l| !l.trim().is_empty()).map(|l| l.chars().take(300).collect())
+        })
         .unwrap_or_else(|| "(empty log)".into())
 }
 
 /// Runs a short command to completion; its stderr in the error.
 pub async fn run(program: &str, args: &[&str]) -> Result<String> {
-    let out = tokio::time::timeout(Duration::from_secs(60), Command::new(program).args(args).kill_on_drop(true).output())
-        .await
-        .map_err(|_| Error::Command(format!("`{program} {}` took over 60 s", args.join(" "))))?
-        .ctx(|| format!("run {program}"))?;
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        Command::new(program).args(args).kill_on_drop(true).output(),
+    )
+    .await
+    .map_err(|_| Error::Command(format!("`{program} {}` took over 60 s", args.join(" "))))?
+    .ctx(|| format!("run {program}"))?;
     if !out.status.success() {
         return Err(Error::Command(format!(
             "`{program} {}` failed ({}): {}",

@@ -12,22 +12,37 @@ use std::time::Duration;
 async fn kubectl(state: &State, repo: &Path, args: &[&str]) -> Result<String> {
     let out = tokio::time::timeout(
         Duration::from_secs(900),
-        tokio::process::Command::new(&state.kubectl).args(args).env("KUBECONFIG", &state.kubeconfig).current_dir(repo).kill_on_drop(true).output(),
+        tokio::process::Command::new(&state.kubectl)
+            .args(args)
+            .env("KUBECONFIG", &state.kubeconfig)
+            .current_dir(repo)
+            .kill_on_drop(true)
+            .output(),
     )
     .await
     .map_err(|_| Error::Command(format!("kubectl {} timed out", args.join(" "))))?
     .map_err(|e| Error::Command(format!("kubectl: {e}")))?;
     if !out.status.success() {
-        return Err(Error::Command(format!("kubectl {}: {}", args.join(" "), String::from_utf8_lossy(&out.stderr).trim())));
+        return Err(Error::Command(format!(
+            "kubectl {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A kubeconfig for dlock's `leaderwatch` ServiceAccount, with a TokenRequest token.
 pub async fn service_account_kubeconfig(state: &State, repo: &Path, path: &Path) -> Result<()> {
-    let token = kubectl(state, repo, &["-n", "dlock", "create", "token", "leaderwatch", "--duration=6h"]).await?;
-    let admin = std::fs::read_to_string(&state.kubeconfig).map_err(|e| Error::Command(format!("read admin kubeconfig: {e}")))?;
-    let ca = admin.lines().find_map(|l| l.trim().strip_prefix("certificate-authority-data: ")).ok_or_else(|| Error::Command("admin kubeconfig has no CA".into()))?;
+    let token =
+        kubectl(state, repo, &["-n", "dlock", "create", "token", "leaderwatch", "--duration=6h"])
+            .await?;
+    let admin = std::fs::read_to_string(&state.kubeconfig)
+        .map_err(|e| Error::Command(format!("read admin kubeconfig: {e}")))?;
+    let ca = admin
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+        .ok_or_else(|| Error::Command("admin kubeconfig has no CA".into()))?;
     let kc = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: lw-lab\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: dlock-leaderwatch\n  user:\n    token: {}\ncontexts:\n- name: leaderwatch@lw-lab\n  context:\n    cluster: lw-lab\n    user: dlock-leaderwatch\n    namespace: dlock\ncurrent-context: leaderwatch@lw-lab\n",
         state.server,
@@ -69,15 +84,22 @@ async fn etcdctl(state: &State, repo: &Path, args: &[&str]) -> Result<serde_json
     a.extend(args);
     a.extend(["-w", "json"]);
     let out = kubectl(state, repo, &a).await?;
-    serde_json::from_str(&out).map_err(|e| Error::Command(format!("etcdctl {}: {e}", args.join(" "))))
+    serde_json::from_str(&out)
+        .map_err(|e| Error::Command(format!("etcdctl {}: {e}", args.join(" "))))
 }
 
 /// Moves the leadership to `to` (a member name) with `etcdctl move-leader`, sent to the
 /// current leader as it requires; waits until `to` leads.
 async fn move_leader(state: &State, repo: &Path, to: &str) -> Result<()> {
     let members = etcdctl(state, repo, &["member", "list"]).await?;
-    let id_of = |name: &str| members["members"].as_array().and_then(|a| a.iter().find(|m| m["name"] == name)).and_then(|m| m["ID"].as_u64());
-    let id = id_of(to).ok_or_else(|| Error::Usage(format!("--leader {to}: no etcd member of that name")))?;
+    let id_of = |name: &str| {
+        members["members"]
+            .as_array()
+            .and_then(|a| a.iter().find(|m| m["name"] == name))
+            .and_then(|m| m["ID"].as_u64())
+    };
+    let id = id_of(to)
+        .ok_or_else(|| Error::Usage(format!("--leader {to}: no etcd member of that name")))?;
     for _ in 0..30 {
         let status = etcdctl(state, repo, &["endpoint", "status", "--cluster"]).await?;
         let eps = status.as_array().cloned().unwrap_or_default();
@@ -86,19 +108,48 @@ async fn move_leader(state: &State, repo: &Path, to: &str) -> Result<()> {
             println!("lw-lab: {to} leads");
             return Ok(());
         }
-        let at = eps.iter().find(|e| e["Status"]["header"]["member_id"].as_u64() == leader).and_then(|e| e["Endpoint"].as_str()).map(str::to_owned);
+        let at = eps
+            .iter()
+            .find(|e| e["Status"]["header"]["member_id"].as_u64() == leader)
+            .and_then(|e| e["Endpoint"].as_str())
+            .map(str::to_owned);
         if let Some(ep) = at {
             let hex = format!("{id:x}");
-            let _ = kubectl(state, repo, &["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "--endpoints", &ep, "move-leader", &hex]).await;
+            let _ = kubectl(
+                state,
+                repo,
+                &[
+                    "-n",
+                    "dlock",
+                    "exec",
+                    "dlock-etcd-0",
+                    "--",
+                    "etcdctl",
+                    "--endpoints",
+                    &ep,
+                    "move-leader",
+                    &hex,
+                ],
+            )
+            .await;
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     Err(Error::Command(format!("--leader {to}: the leadership did not move within 30 s")))
 }
 
-pub async fn run(opts: &Options, repo: &Path, leaderwatch: &Path, leader: Option<String>, args: Vec<String>) -> Result<()> {
+pub async fn run(
+    opts: &Options,
+    repo: &Path,
+    leaderwatch: &Path,
+    leader: Option<String>,
+    args: Vec<String>,
+) -> Result<()> {
     if !leaderwatch.is_file() {
-        return Err(Error::MissingTool { what: "leaderwatch (make build)", path: leaderwatch.to_path_buf() });
+        return Err(Error::MissingTool {
+            what: "leaderwatch (make build)",
+            path: leaderwatch.to_path_buf(),
+        });
     }
     let (repo, lw, dir) = (repo.to_path_buf(), leaderwatch.to_path_buf(), opts.dir.clone());
     crate::with_lab(opts, move |state| async move {
@@ -106,14 +157,21 @@ pub async fn run(opts: &Options, repo: &Path, leaderwatch: &Path, leader: Option
         let method = arg(&args, "--method").unwrap_or("evict").to_owned();
         if method == "drain" {
             // A drain's cluster-wide rules are applied only for a drain, as a user would.
-            kubectl(&state, &repo, &["apply", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]).await?;
+            kubectl(&state, &repo, &["apply", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"])
+                .await?;
         }
         if let Some(to) = &leader {
             move_leader(&state, &repo, to).await?;
         }
         let kc = dir.join("leaderwatch.kubeconfig");
         service_account_kubeconfig(&state, &repo, &kc).await?;
-        let mut a: Vec<String> = vec!["measure".into(), "--kubeconfig".into(), kc.display().to_string(), "--reach".into(), "pod-ip".into()];
+        let mut a: Vec<String> = vec![
+            "measure".into(),
+            "--kubeconfig".into(),
+            kc.display().to_string(),
+            "--reach".into(),
+            "pod-ip".into(),
+        ];
         if arg(&args, "--environment").is_none() {
             a.extend(["--environment".into(), environment()]);
         }
@@ -128,21 +186,38 @@ pub async fn run(opts: &Options, repo: &Path, leaderwatch: &Path, leader: Option
                     _ => arg(&args, "--target").unwrap_or("follower"),
                 };
                 let what = if method == "evict" { "eviction" } else { method.as_str() };
-                let p = PathBuf::from(format!("data/kube-{target}-{what}-{}", chrono::Utc::now().format("%Y%m%dT%H%M%SZ")));
+                let p = PathBuf::from(format!(
+                    "data/kube-{target}-{what}-{}",
+                    chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+                ));
                 a.extend(["--out".into(), p.display().to_string()]);
                 p
             }
         };
         a.extend(args);
         println!("lw-lab: {} {}", lw.display(), a.join(" "));
-        let st = tokio::process::Command::new(&lw).args(&a).current_dir(&repo).kill_on_drop(true).status().await.map_err(|e| Error::Command(format!("leaderwatch: {e}")))?;
+        let st = tokio::process::Command::new(&lw)
+            .args(&a)
+            .current_dir(&repo)
+            .kill_on_drop(true)
+            .status()
+            .await
+            .map_err(|e| Error::Command(format!("leaderwatch: {e}")))?;
         let baseline = repo.join(&out).join("baseline.json");
         if baseline.is_file() {
-            let _ = tokio::process::Command::new(&lw).arg("report").arg(&baseline).current_dir(&repo).status().await;
+            let _ = tokio::process::Command::new(&lw)
+                .arg("report")
+                .arg(&baseline)
+                .current_dir(&repo)
+                .status()
+                .await;
         }
         match st.code() {
             Some(0) => Ok(()),
-            c => Err(Error::Command(format!("leaderwatch measure exited {}", c.map(|c| c.to_string()).unwrap_or_else(|| "by a signal".into())))),
+            c => Err(Error::Command(format!(
+                "leaderwatch measure exited {}",
+                c.map(|c| c.to_string()).unwrap_or_else(|| "by a signal".into())
+            ))),
         }
     })
     .await

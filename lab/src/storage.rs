@@ -20,7 +20,9 @@ pub const PROVISIONER: &str = "pd.csi.storage.gke.io";
 
 pub async fn create_classes(client: &Client) -> Result<()> {
     let api: Api<StorageClass> = Api::all(client.clone());
-    for (name, ty, default) in [("premium-rwo", "pd-ssd", false), ("standard-rwo", "pd-balanced", true)] {
+    for (name, ty, default) in
+        [("premium-rwo", "pd-ssd", false), ("standard-rwo", "pd-balanced", true)]
+    {
         let mut sc = json!({
             "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
             "metadata": {"name": name, "labels": {"lw-lab/stands-in-for": "gke"}},
@@ -31,10 +33,14 @@ pub async fn create_classes(client: &Client) -> Result<()> {
             "allowVolumeExpansion": true,
         });
         if default {
-            sc["metadata"]["annotations"] = json!({"storageclass.kubernetes.io/is-default-class": "true"});
+            sc["metadata"]["annotations"] =
+                json!({"storageclass.kubernetes.io/is-default-class": "true"});
         }
-        let sc: StorageClass = serde_json::from_value(sc).map_err(|e| Error::Command(format!("StorageClass: {e}")))?;
-        api.create(&PostParams::default(), &sc).await.kctx(|| format!("create StorageClass {name}"))?;
+        let sc: StorageClass =
+            serde_json::from_value(sc).map_err(|e| Error::Command(format!("StorageClass: {e}")))?;
+        api.create(&PostParams::default(), &sc)
+            .await
+            .kctx(|| format!("create StorageClass {name}"))?;
     }
     Ok(())
 }
@@ -51,12 +57,17 @@ impl Provisioner {
         let pvs: Api<PersistentVolume> = Api::all(self.client.clone());
         let claims = watcher(pvcs, watcher::Config::default()).boxed();
         let volumes = watcher(pvs, watcher::Config::default()).boxed();
-        let mut both = futures::stream::select(claims.map(Either::Claim), volumes.map(Either::Volume));
+        let mut both =
+            futures::stream::select(claims.map(Either::Claim), volumes.map(Either::Volume));
         while let Some(ev) = both.next().await {
             match ev {
                 Either::Claim(Ok(watcher::Event::Apply(c) | watcher::Event::InitApply(c))) => {
                     if let Err(e) = self.provision(&c).await {
-                        tracing::warn!("provision {}/{}: {e}", c.namespace().unwrap_or_default(), c.name_any());
+                        tracing::warn!(
+                            "provision {}/{}: {e}",
+                            c.namespace().unwrap_or_default(),
+                            c.name_any()
+                        );
                     }
                 }
                 Either::Volume(Ok(watcher::Event::Apply(v) | watcher::Event::InitApply(v))) => {
@@ -64,7 +75,9 @@ impl Provisioner {
                         tracing::warn!("reclaim {}: {e}", v.name_any());
                     }
                 }
-                Either::Claim(Err(e)) | Either::Volume(Err(e)) => tracing::warn!("storage watch: {e}"),
+                Either::Claim(Err(e)) | Either::Volume(Err(e)) => {
+                    tracing::warn!("storage watch: {e}")
+                }
                 _ => {}
             }
         }
@@ -72,10 +85,14 @@ impl Provisioner {
 
     async fn provision(&self, c: &PersistentVolumeClaim) -> Result<()> {
         let ann = c.annotations();
-        let ours = ann.get("volume.kubernetes.io/storage-provisioner").map(String::as_str) == Some(PROVISIONER);
+        let ours = ann.get("volume.kubernetes.io/storage-provisioner").map(String::as_str)
+            == Some(PROVISIONER);
         let Some(node) = ann.get("volume.kubernetes.io/selected-node") else { return Ok(()) };
         let spec = c.spec.as_ref();
-        if !ours || spec.and_then(|s| s.volume_name.as_ref()).is_some() || c.metadata.deletion_timestamp.is_some() {
+        if !ours
+            || spec.and_then(|s| s.volume_name.as_ref()).is_some()
+            || c.metadata.deletion_timestamp.is_some()
+        {
             return Ok(());
         }
         let uid = c.metadata.uid.clone().unwrap_or_default();
@@ -86,7 +103,11 @@ impl Provisioner {
         }
         let nodes: Api<Node> = Api::all(self.client.clone());
         let n = nodes.get(node).await.kctx(|| format!("get node {node}"))?;
-        let zone = n.labels().get("topology.kubernetes.io/zone").cloned().ok_or_else(|| Error::Command(format!("node {node} has no zone label")))?;
+        let zone = n
+            .labels()
+            .get("topology.kubernetes.io/zone")
+            .cloned()
+            .ok_or_else(|| Error::Command(format!("node {node} has no zone label")))?;
         let region = n.labels().get("topology.kubernetes.io/region").cloned().unwrap_or_default();
         let storage = spec
             .and_then(|s| s.resources.as_ref())
@@ -118,15 +139,27 @@ impl Provisioner {
         let src = Source { component: format!("{PROVISIONER}_lw-lab"), host: None };
         let involved = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": c.namespace(), "name": c.name_any(), "uid": c.metadata.uid});
         let ns = c.namespace().unwrap_or_default();
-        events::post(&self.client, &ns, &c.name_any(), involved, &src, Kind::Normal, "ProvisioningSucceeded", &format!("Successfully provisioned volume {pv_name} in zone {zone}")).await;
+        events::post(
+            &self.client,
+            &ns,
+            &c.name_any(),
+            involved,
+            &src,
+            Kind::Normal,
+            "ProvisioningSucceeded",
+            &format!("Successfully provisioned volume {pv_name} in zone {zone}"),
+        )
+        .await;
         Ok(())
     }
 
     /// A Released PV of ours with reclaim policy Delete: its directory and object go.
     async fn reclaim(&self, v: &PersistentVolume) -> Result<()> {
-        let ours = v.annotations().get("pv.kubernetes.io/provisioned-by").map(String::as_str) == Some(PROVISIONER);
+        let ours = v.annotations().get("pv.kubernetes.io/provisioned-by").map(String::as_str)
+            == Some(PROVISIONER);
         let released = v.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
-        let delete = v.spec.as_ref().and_then(|s| s.persistent_volume_reclaim_policy.as_deref()) == Some("Delete");
+        let delete = v.spec.as_ref().and_then(|s| s.persistent_volume_reclaim_policy.as_deref())
+            == Some("Delete");
         if !(ours && released && delete) {
             return Ok(());
         }
@@ -134,7 +167,9 @@ impl Provisioner {
             let _ = std::fs::remove_dir_all(dir);
         }
         let pvs: Api<PersistentVolume> = Api::all(self.client.clone());
-        pvs.delete(&v.name_any(), &DeleteParams::default()).await.kctx(|| format!("delete PV {}", v.name_any()))?;
+        pvs.delete(&v.name_any(), &DeleteParams::default())
+            .await
+            .kctx(|| format!("delete PV {}", v.name_any()))?;
         Ok(())
     }
 }

@@ -15,7 +15,14 @@ fn repo() -> PathBuf {
 #[test]
 fn up_without_the_built_binaries_names_the_missing_one_exit_3() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = lw_lab().arg("--dir").arg(dir.path().join("lab")).arg("--tools").arg(dir.path().join("no-tools")).arg("up").output().expect("run lw-lab");
+    let out = lw_lab()
+        .arg("--dir")
+        .arg(dir.path().join("lab"))
+        .arg("--tools")
+        .arg(dir.path().join("no-tools"))
+        .arg("up")
+        .output()
+        .expect("run lw-lab");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
@@ -31,16 +38,36 @@ fn a_namespace_left_by_a_killed_run_is_refused_by_name_then_removed_by_down() {
     let made = Command::new("ip").args(["netns", "add", ns]).status().expect("ip netns add");
     assert!(made.success(), "ip netns add {ns} (needs root)");
     let tools = repo().join(".tools");
-    let up = lw_lab().arg("--dir").arg(dir.path().join("lab")).arg("--tools").arg(&tools).arg("up").output().expect("run lw-lab up");
-    let down = lw_lab().arg("--dir").arg(dir.path().join("lab")).arg("down").output().expect("run lw-lab down");
-    let still = String::from_utf8_lossy(&Command::new("ip").args(["netns", "list"]).output().expect("ip netns list").stdout).contains(ns);
+    let up = lw_lab()
+        .arg("--dir")
+        .arg(dir.path().join("lab"))
+        .arg("--tools")
+        .arg(&tools)
+        .arg("up")
+        .output()
+        .expect("run lw-lab up");
+    let down = lw_lab()
+        .arg("--dir")
+        .arg(dir.path().join("lab"))
+        .arg("down")
+        .output()
+        .expect("run lw-lab down");
+    let still = String::from_utf8_lossy(
+        &Command::new("ip").args(["netns", "list"]).output().expect("ip netns list").stdout,
+    )
+    .contains(ns);
     if still {
         let _ = Command::new("ip").args(["netns", "delete", ns]).status();
     }
     let err = String::from_utf8_lossy(&up.stderr);
-    if tools.join("bin/etcd").is_file() && tools.join(format!("kube-{}/bin/kube-apiserver", kube_version())).is_file() {
+    if tools.join("bin/etcd").is_file()
+        && tools.join(format!("kube-{}/bin/kube-apiserver", kube_version())).is_file()
+    {
         assert_eq!(up.status.code(), Some(4), "{err}");
-        assert!(err.contains(&format!("network namespace {ns}")) && err.contains("lw-lab down"), "{err}");
+        assert!(
+            err.contains(&format!("network namespace {ns}")) && err.contains("lw-lab down"),
+            "{err}"
+        );
     } else {
         // Without the binaries `up` stops earlier, at the missing tool.
         assert_eq!(up.status.code(), Some(3), "{err}");
@@ -52,5 +79,9 @@ fn a_namespace_left_by_a_killed_run_is_refused_by_name_then_removed_by_down() {
 
 fn kube_version() -> String {
     let m = std::fs::read_to_string(repo().join("lab/go/kube/go.mod")).expect("go.mod");
-    m.lines().find_map(|l| l.strip_prefix("\tk8s.io/kubernetes ")).and_then(|r| r.split_whitespace().next()).expect("version").to_string()
+    m.lines()
+        .find_map(|l| l.strip_prefix("\tk8s.io/kubernetes "))
+        .and_then(|r| r.split_whitespace().next())
+        .expect("version")
+        .to_string()
 }

@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::model::baseline::{Cause, ElectionDetail, EventRef, WindowName};
-use crate::model::clock::{mono_secs, Stamp};
+use crate::model::clock::{Stamp, mono_secs};
 use crate::model::event::Event;
 use crate::model::observation::Round;
 
@@ -33,12 +33,27 @@ pub const EVIDENCE_WAIT: Duration = Duration::from_secs(10);
 /// The disruptor's own actions on a member.
 /// (`rollout_replacing`: the StatefulSet controller replacing a member after our rollout
 /// restart.)
-pub const OWN: [&str; 6] = ["sigterm_sent", "sigkill_sent", "sigstop_sent", "eviction_accepted", "delete_accepted", "rollout_replacing"];
+pub const OWN: [&str; 6] = [
+    "sigterm_sent",
+    "sigkill_sent",
+    "sigstop_sent",
+    "eviction_accepted",
+    "delete_accepted",
+    "rollout_replacing",
+];
 /// Pod events from the watcher that take a member away.
 const KUBE_KINDS: [&str; 3] = ["pod_deleted", "pod_deleting", "disruption_target"];
 /// Reasons of core/v1 Events (`k8s_event` rows) that take a member away.
-const KUBE_REASONS: [&str; 8] =
-    ["Killing", "Preempting", "Evicted", "NodeNotReady", "NodeShutdown", "TaintManagerEviction", "BackOff", "Rebooted"];
+const KUBE_REASONS: [&str; 8] = [
+    "Killing",
+    "Preempting",
+    "Evicted",
+    "NodeNotReady",
+    "NodeShutdown",
+    "TaintManagerEviction",
+    "BackOff",
+    "Rebooted",
+];
 
 /// An election seen, waiting for its new leader and for late evidence.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,9 +163,12 @@ impl Elections {
                 self.leaderless_since.get_or_insert(r.started);
             }
             Some((l, term)) => {
-                for p in self.pending.iter_mut().filter(|p| p.new_leader.is_none() && term >= p.term_to) {
+                for p in
+                    self.pending.iter_mut().filter(|p| p.new_leader.is_none() && term >= p.term_to)
+                {
                     p.new_leader = Some(l);
-                    p.leaderless_s = Some(self.leaderless_since.map_or(0.0, |s| s.secs_to(&r.started).max(0.0)));
+                    p.leaderless_s =
+                        Some(self.leaderless_since.map_or(0.0, |s| s.secs_to(&r.started).max(0.0)));
                 }
                 self.leaderless_since = None;
             }
@@ -160,16 +178,21 @@ impl Elections {
     /// The elections ready for their cause: a quorum agreed on the new leader and
     /// [`EVIDENCE_WAIT`] has passed since, or `force` (the run is ending).
     pub fn ready(&mut self, now: &Stamp, force: bool) -> Vec<Pending> {
-        let (done, keep): (Vec<Pending>, Vec<Pending>) = std::mem::take(&mut self.pending)
-            .into_iter()
-            .partition(|p| force || (p.new_leader.is_some() && p.observed.secs_to(now) >= EVIDENCE_WAIT.as_secs_f64()));
+        let (done, keep): (Vec<Pending>, Vec<Pending>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|p| {
+                force
+                    || (p.new_leader.is_some()
+                        && p.observed.secs_to(now) >= EVIDENCE_WAIT.as_secs_f64())
+            });
         self.pending = keep;
         done
     }
 
     /// The detail of a ready election, its cause found among `events`.
     pub fn detail(&self, p: &Pending, events: &[Event], horizon: Duration) -> ElectionDetail {
-        let name = |id: Option<u64>| id.map(|l| self.name(l).map_or_else(|| format!("{l:x}"), str::to_owned));
+        let name = |id: Option<u64>| {
+            id.map(|l| self.name(l).map_or_else(|| format!("{l:x}"), str::to_owned))
+        };
         let old = name(p.old_leader);
         let (cause, event) = attribute(old.as_deref(), &p.observed, events, horizon);
         ElectionDetail {
@@ -229,22 +252,39 @@ fn operation_open(events: &[Event], at: &Stamp) -> bool {
 /// Kubernetes took a pod or node away: a watcher row of those kinds, or a core/v1 Event
 /// with one of those reasons.
 pub fn is_kubernetes_disruption(source: &str, kind: &str, detail: &str) -> bool {
-    source == "kubernetes" && (KUBE_KINDS.contains(&kind) || (kind == "k8s_event" && KUBE_REASONS.contains(&k8s_reason(detail))))
+    source == "kubernetes"
+        && (KUBE_KINDS.contains(&kind)
+            || (kind == "k8s_event" && KUBE_REASONS.contains(&k8s_reason(detail))))
 }
 
 /// The cause of an election observed at `at` whose old leader was `old`, and the
 /// events.csv row it rests on. Pure; `events` in any order.
-pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon: Duration) -> (Cause, Option<&'a Event>) {
+pub fn attribute<'a>(
+    old: Option<&str>,
+    at: &Stamp,
+    events: &'a [Event],
+    horizon: Duration,
+) -> (Cause, Option<&'a Event>) {
     let Some(old) = old else { return (Cause::Unexplained, None) };
     let h = horizon.as_secs_f64();
-    let mut mine: Vec<(f64, &Event)> = events.iter().filter(|e| e.member == old).map(|e| (before(e, at), e)).filter(|(d, _)| *d >= 0.0).collect();
+    let mut mine: Vec<(f64, &Event)> = events
+        .iter()
+        .filter(|e| e.member == old)
+        .map(|e| (before(e, at), e))
+        .filter(|(d, _)| *d >= 0.0)
+        .collect();
     // Latest first: the closest evidence names the cause.
     mine.sort_by(|a, b| a.0.total_cmp(&b.0));
     let within = |d: f64| d <= h;
-    let point = |pred: &dyn Fn(&Event) -> bool| mine.iter().find(|(d, e)| within(*d) && pred(e)).map(|(_, e)| *e);
+    let point = |pred: &dyn Fn(&Event) -> bool| {
+        mine.iter().find(|(d, e)| within(*d) && pred(e)).map(|(_, e)| *e)
+    };
     // A state that began before the horizon and was still on counts too.
     let episode = |start: &str, end: &str| -> Option<&'a Event> {
-        mine.iter().find(|(_, e)| e.kind == start || e.kind == end).filter(|(_, e)| e.kind == start).map(|(_, e)| *e)
+        mine.iter()
+            .find(|(_, e)| e.kind == start || e.kind == end)
+            .filter(|(_, e)| e.kind == start)
+            .map(|(_, e)| *e)
     };
     if let Some(e) = point(&|e| OWN.contains(&e.kind.as_str())) {
         return (Cause::OwnDisruption, Some(e));
@@ -258,7 +298,9 @@ pub fn attribute<'a>(old: Option<&str>, at: &Stamp, events: &'a [Event], horizon
     if let Some(e) = point(&|e| e.kind == "process_restarted") {
         return (Cause::Restart, Some(e));
     }
-    if let Some(e) = point(&|e| e.kind == "unreachable" || e.kind == "unresponsive").or_else(|| episode("unreachable", "back")) {
+    if let Some(e) = point(&|e| e.kind == "unreachable" || e.kind == "unresponsive")
+        .or_else(|| episode("unreachable", "back"))
+    {
         return (Cause::Unreachable, Some(e));
     }
     if let Some(e) = point(&|e| e.kind == "stress").or_else(|| episode("stress", "stress_over")) {
@@ -274,7 +316,11 @@ mod tests {
 
     fn stamp(s: f64) -> Stamp {
         let base = tokio::time::Instant::now();
-        Stamp { utc: Utc.timestamp_opt(1_000_000, 0).single().expect("t") + chrono::Duration::milliseconds((s * 1000.0) as i64), mono: base }
+        Stamp {
+            utc: Utc.timestamp_opt(1_000_000, 0).single().expect("t")
+                + chrono::Duration::milliseconds((s * 1000.0) as i64),
+            mono: base,
+        }
     }
 
     fn ev(t: f64, source: &str, member: &str, kind: &str, detail: &str) -> Event {
@@ -290,13 +336,29 @@ mod tests {
             ev(100.1, "kubernetes", "m2", "rollout_replacing", "its old pod is terminating"),
         ];
         let (cause, e) = attribute(Some("m2"), &stamp(100.0), &events, Duration::from_secs(30));
-        assert_eq!((cause, e.map(|e| e.kind.as_str())), (Cause::OwnDisruption, Some("pod_deleting")));
+        assert_eq!(
+            (cause, e.map(|e| e.kind.as_str())),
+            (Cause::OwnDisruption, Some("pod_deleting"))
+        );
         // After the rollout is complete, the same deletion is Kubernetes' own.
-        let after = [ev(90.0, "kubernetes", "", "rollout_requested", ""), ev(95.0, "kubernetes", "", "rollout_complete", ""), ev(99.8, "kubernetes", "m2", "pod_deleting", "")];
-        assert_eq!(attribute(Some("m2"), &stamp(100.0), &after, Duration::from_secs(30)).0, Cause::Kubernetes);
+        let after = [
+            ev(90.0, "kubernetes", "", "rollout_requested", ""),
+            ev(95.0, "kubernetes", "", "rollout_complete", ""),
+            ev(99.8, "kubernetes", "m2", "pod_deleting", ""),
+        ];
+        assert_eq!(
+            attribute(Some("m2"), &stamp(100.0), &after, Duration::from_secs(30)).0,
+            Cause::Kubernetes
+        );
         // A drain: from the cordon to the uncordon.
-        let drain = [ev(90.0, "kubernetes", "", "node_cordoned", "n1"), ev(99.8, "kubernetes", "m2", "k8s_event", "Normal Killing: Stopping container etcd")];
-        assert_eq!(attribute(Some("m2"), &stamp(100.0), &drain, Duration::from_secs(30)).0, Cause::OwnDisruption);
+        let drain = [
+            ev(90.0, "kubernetes", "", "node_cordoned", "n1"),
+            ev(99.8, "kubernetes", "m2", "k8s_event", "Normal Killing: Stopping container etcd"),
+        ];
+        assert_eq!(
+            attribute(Some("m2"), &stamp(100.0), &drain, Duration::from_secs(30)).0,
+            Cause::OwnDisruption
+        );
     }
 
     #[test]
@@ -312,7 +374,13 @@ mod tests {
         let (c, e) = attribute(Some("etcd-0"), &at, &evs, h);
         assert_eq!((c, e.map(|e| e.kind.as_str())), (Cause::Unreachable, Some("unreachable")));
         let mut more = evs.clone();
-        more.push(ev(98.0, "kubernetes", "etcd-0", "k8s_event", "Normal Killing: Stopping container etcd (cluster time x)"));
+        more.push(ev(
+            98.0,
+            "kubernetes",
+            "etcd-0",
+            "k8s_event",
+            "Normal Killing: Stopping container etcd (cluster time x)",
+        ));
         assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, Cause::Kubernetes);
         more.push(ev(90.0, "local", "etcd-0", "sigkill_sent", "SIGKILL"));
         assert_eq!(attribute(Some("etcd-0"), &at, &more, h).0, Cause::OwnDisruption);
@@ -320,7 +388,11 @@ mod tests {
         let evicted = [ev(99.0, "kubernetes", "etcd-0", "eviction_accepted", "")];
         assert_eq!(attribute(Some("etcd-0"), &at, &evicted, h).0, Cause::OwnDisruption);
         // After the election: not its cause.
-        assert_eq!(attribute(Some("etcd-0"), &at, &[ev(101.0, "local", "etcd-0", "sigkill_sent", "")], h).0, Cause::Unexplained);
+        assert_eq!(
+            attribute(Some("etcd-0"), &at, &[ev(101.0, "local", "etcd-0", "sigkill_sent", "")], h)
+                .0,
+            Cause::Unexplained
+        );
         assert_eq!(attribute(None, &at, &more, h).0, Cause::Unexplained);
     }
 
@@ -330,9 +402,15 @@ mod tests {
     #[test]
     fn a_leader_frozen_mid_probe_is_unreachable_not_unexplained() {
         let at = stamp(33.0);
-        let evs = [ev(31.0, "leaderwatch", "a", "unresponsive", "no answer for 1001 ms"), ev(34.0, "leaderwatch", "a", "unreachable", "timed out")];
+        let evs = [
+            ev(31.0, "leaderwatch", "a", "unresponsive", "no answer for 1001 ms"),
+            ev(34.0, "leaderwatch", "a", "unreachable", "timed out"),
+        ];
         let (cause, row) = attribute(Some("a"), &at, &evs, DEFAULT_HORIZON);
-        assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Unreachable, Some("unresponsive")));
+        assert_eq!(
+            (cause, row.map(|e| e.kind.as_str())),
+            (Cause::Unreachable, Some("unresponsive"))
+        );
     }
 
     #[test]
@@ -348,13 +426,23 @@ mod tests {
     fn round(index: u64, base: &Stamp, t: f64, views: &[Option<(u64, u64)>]) -> Round {
         use crate::model::member::MemberName;
         use crate::model::observation::{Observation, Part, Status};
-        let at = Stamp { utc: base.utc + chrono::Duration::milliseconds((t * 1000.0) as i64), mono: base.mono + Duration::from_secs_f64(t) };
+        let at = Stamp {
+            utc: base.utc + chrono::Duration::milliseconds((t * 1000.0) as i64),
+            mono: base.mono + Duration::from_secs_f64(t),
+        };
         let observations = views
             .iter()
             .enumerate()
             .filter_map(|(i, v)| v.map(|(leader, term)| (i, leader, term)))
             .map(|(i, leader, term)| {
-                Observation::new(MemberName(format!("m{i}")), String::new(), at, Part::Skipped, Part::Skipped, Part::Ok { value: Status::of(i as u64 + 1, leader, term), ms: 1.0 })
+                Observation::new(
+                    MemberName(format!("m{i}")),
+                    String::new(),
+                    at,
+                    Part::Skipped,
+                    Part::Skipped,
+                    Part::Ok { value: Status::of(i as u64 + 1, leader, term), ms: 1.0 },
+                )
             })
             .collect();
         Round { index, started: at, observations, silent: vec![] }
@@ -406,14 +494,27 @@ mod tests {
         }
         let ready = el.ready(&rounds[2].started, true);
         let d = el.detail(&ready[0], &[], DEFAULT_HORIZON);
-        assert_eq!((d.old_leader.as_deref(), d.new_leader.as_deref()), (Some("m0"), Some("m2")), "{d:?}");
+        assert_eq!(
+            (d.old_leader.as_deref(), d.new_leader.as_deref()),
+            (Some("m0"), Some("m2")),
+            "{d:?}"
+        );
     }
 
     #[test]
     fn only_reasons_that_take_a_member_away_are_kubernetes_causes() {
-        assert_eq!(k8s_reason("Warning NodeNotReady: Node is not ready (cluster time t)"), "NodeNotReady");
+        assert_eq!(
+            k8s_reason("Warning NodeNotReady: Node is not ready (cluster time t)"),
+            "NodeNotReady"
+        );
         let at = stamp(100.0);
-        let pulled = [ev(99.0, "kubernetes", "etcd-0", "k8s_event", "Normal Pulled: image present (cluster time t)")];
+        let pulled = [ev(
+            99.0,
+            "kubernetes",
+            "etcd-0",
+            "k8s_event",
+            "Normal Pulled: image present (cluster time t)",
+        )];
         assert_eq!(attribute(Some("etcd-0"), &at, &pulled, DEFAULT_HORIZON).0, Cause::Unexplained);
     }
 }

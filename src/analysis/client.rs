@@ -10,10 +10,8 @@
 
 use std::collections::VecDeque;
 
-
 use crate::model::canary::{ClientFigures, Kind, KindFigures, Op};
 use crate::model::clock::Stamp;
-
 
 /// The unavailability between two successful completions: their distance minus the
 /// cadence (one cadence apart is normal), never below 0. The one formula of this file.
@@ -143,7 +141,11 @@ impl KindFold {
     }
 
     fn continued(&self) -> KindFold {
-        KindFold { all: self.all.continued(), one_in_flight: self.one_in_flight.continued(), ..KindFold::default() }
+        KindFold {
+            all: self.all.continued(),
+            one_in_flight: self.one_in_flight.continued(),
+            ..KindFold::default()
+        }
     }
 
     fn figures(&self) -> KindFigures {
@@ -152,7 +154,8 @@ impl KindFold {
         KindFigures {
             ops: self.ops,
             failures: self.failures,
-            availability: (self.ops > 0).then(|| (self.ops - self.failures) as f64 / self.ops as f64),
+            availability: (self.ops > 0)
+                .then(|| (self.ops - self.failures) as f64 / self.ops as f64),
             p50_ms: nearest_rank(0.5, &sorted),
             p99_ms: nearest_rank(0.99, &sorted),
             max_ms: sorted.last().copied(),
@@ -198,12 +201,17 @@ impl ClientFold {
 
     /// The next window's fold: the intervals continue from the last successful ops.
     pub fn continue_from(&self) -> ClientFold {
-        ClientFold { cadence_s: self.cadence_s, write: self.write.continued(), read: self.read.continued() }
+        ClientFold {
+            cadence_s: self.cadence_s,
+            write: self.write.continued(),
+            read: self.read.continued(),
+        }
     }
 
     /// The figures, or `None` when no op fell in the window (the canary was off).
     pub fn figures(&self) -> Option<ClientFigures> {
-        (self.ops() > 0).then(|| ClientFigures { write: self.write.figures(), read: self.read.figures() })
+        (self.ops() > 0)
+            .then(|| ClientFigures { write: self.write.figures(), read: self.read.figures() })
     }
 }
 
@@ -215,11 +223,23 @@ mod tests {
         use std::sync::OnceLock;
         static BASE: OnceLock<tokio::time::Instant> = OnceLock::new();
         let base = *BASE.get_or_init(tokio::time::Instant::now);
-        Stamp { utc: chrono::DateTime::<chrono::Utc>::default(), mono: base + std::time::Duration::from_secs_f64(s) }
+        Stamp {
+            utc: chrono::DateTime::<chrono::Utc>::default(),
+            mono: base + std::time::Duration::from_secs_f64(s),
+        }
     }
 
     fn write(started: f64, done: f64, ok: bool, one_in_flight: bool) -> Op {
-        Op { kind: Kind::Write, due: at(started), started: at(started), done: at(done), ok, error: String::new(), member_id: 0, one_in_flight }
+        Op {
+            kind: Kind::Write,
+            due: at(started),
+            started: at(started),
+            done: at(done),
+            ok,
+            error: String::new(),
+            member_id: 0,
+            one_in_flight,
+        }
     }
 
     #[test]
@@ -264,8 +284,15 @@ mod tests {
         }
         f.push(&write(2.1, 2.11, true, true));
         let w = f.figures().expect("ops").write;
-        assert!((w.longest_unavailable_s.expect("all") - (1.31 - 0.91 - 0.1)).abs() < 1e-9, "{w:?}");
-        assert!((w.one_in_flight_longest_unavailable_s.expect("one") - (2.11 - 0.91 - 0.1)).abs() < 1e-9, "{w:?}");
+        assert!(
+            (w.longest_unavailable_s.expect("all") - (1.31 - 0.91 - 0.1)).abs() < 1e-9,
+            "{w:?}"
+        );
+        assert!(
+            (w.one_in_flight_longest_unavailable_s.expect("one") - (2.11 - 0.91 - 0.1)).abs()
+                < 1e-9,
+            "{w:?}"
+        );
         assert_eq!((w.ops, w.failures), (21, 3));
     }
 
@@ -284,7 +311,10 @@ mod tests {
         let u = oks.unavailable_over(at(0.5), at(1.5), 0.1).expect("overlaps");
         assert!((u - 1.4).abs() < 1e-9, "{u}");
         // Writes kept succeeding around a hand-over: 0.
-        assert_eq!(oks.unavailable_over(at(0.15), at(0.25), 0.1).map(|u| (u * 1e9).round()), Some(0.0));
+        assert_eq!(
+            oks.unavailable_over(at(0.15), at(0.25), 0.1).map(|u| (u * 1e9).round()),
+            Some(0.0)
+        );
         // The canary started after the election: not measured.
         assert_eq!(trail(2.0).unavailable_over(at(0.5), at(1.5), 0.1), None);
         // No success since: the gap is still open.

@@ -16,10 +16,8 @@
 
 use std::collections::BTreeMap;
 
-
 use crate::model::counts::{Counts, LeaderTransition, MemberCount, Point, RoundView};
 use crate::model::member::MemberName;
-
 
 #[derive(Debug, Clone, Default)]
 struct MemberState {
@@ -57,7 +55,12 @@ pub fn restarted(prev_start: Option<f64>, now_start: Option<f64>) -> bool {
 }
 
 /// Did the counter reset between `(prev, prev_start)` and `(now, now_start)`?
-pub fn reset_between(prev: f64, prev_start: Option<f64>, now: f64, now_start: Option<f64>) -> Option<Reset> {
+pub fn reset_between(
+    prev: f64,
+    prev_start: Option<f64>,
+    now: f64,
+    now_start: Option<f64>,
+) -> Option<Reset> {
     if restarted(prev_start, now_start) {
         Some(Reset::Restarted)
     } else if now < prev {
@@ -145,8 +148,20 @@ impl Window {
             .iter()
             .filter(|(_, st)| st.last_counter.is_some())
             .map(|(n, st)| {
-                let count = MemberCount { start: st.last_counter, end: st.last_counter, increase: 0.0, resets: 0 };
-                (n.clone(), MemberState { count, last_counter: st.last_counter, last_start_time: st.last_start_time })
+                let count = MemberCount {
+                    start: st.last_counter,
+                    end: st.last_counter,
+                    increase: 0.0,
+                    resets: 0,
+                };
+                (
+                    n.clone(),
+                    MemberState {
+                        count,
+                        last_counter: st.last_counter,
+                        last_start_time: st.last_start_time,
+                    },
+                )
             })
             .collect();
         Window {
@@ -218,7 +233,12 @@ mod tests {
     }
 
     fn pt(counter: f64, start: f64, term: u64, leader: u64) -> Point {
-        Point { counter: Some(counter), start_time: Some(start), raft_term: Some(term), leader_id: Some(leader) }
+        Point {
+            counter: Some(counter),
+            start_time: Some(start),
+            raft_term: Some(term),
+            leader_id: Some(leader),
+        }
     }
 
     /// Regression: a loopback measurement (docs/counting.md). Leader SIGKILLed, survivors
@@ -226,9 +246,23 @@ mod tests {
     #[test]
     fn one_election_moves_the_raw_sum_by_two() {
         let rounds = vec![
-            view(0, &[("a", pt(1.0, 10.0, 2, 0xa)), ("b", pt(1.0, 10.0, 2, 0xa)), ("c", pt(1.0, 10.0, 2, 0xa))]),
+            view(
+                0,
+                &[
+                    ("a", pt(1.0, 10.0, 2, 0xa)),
+                    ("b", pt(1.0, 10.0, 2, 0xa)),
+                    ("c", pt(1.0, 10.0, 2, 0xa)),
+                ],
+            ),
             view(1, &[("b", pt(2.0, 10.0, 3, 0xb)), ("c", pt(2.0, 10.0, 3, 0xb))]),
-            view(2, &[("a", pt(1.0, 20.0, 3, 0xb)), ("b", pt(2.0, 10.0, 3, 0xb)), ("c", pt(2.0, 10.0, 3, 0xb))]),
+            view(
+                2,
+                &[
+                    ("a", pt(1.0, 20.0, 3, 0xb)),
+                    ("b", pt(2.0, 10.0, 3, 0xb)),
+                    ("c", pt(2.0, 10.0, 3, 0xb)),
+                ],
+            ),
         ];
         let c = count(&rounds);
         assert_eq!(c.raw_sum_start, Some(3.0));
@@ -238,7 +272,10 @@ mod tests {
         assert_eq!(c.per_member[&MemberName("a".into())].resets, 1);
         assert_eq!(c.reset_aware_increase, 3.0);
         assert_eq!(c.leader_transitions.len(), 1);
-        assert_eq!((c.leader_transitions[0].from.as_str(), c.leader_transitions[0].to.as_str()), ("a", "b"));
+        assert_eq!(
+            (c.leader_transitions[0].from.as_str(), c.leader_transitions[0].to.as_str()),
+            ("a", "b")
+        );
     }
 
     #[test]

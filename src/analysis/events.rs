@@ -8,14 +8,13 @@ use std::collections::BTreeMap;
 
 use chrono::DateTime;
 
-use crate::analysis::counts::{reset_between, Reset};
-use crate::analysis::health::{counter_delta, quantile, window_delta, WAL_FSYNC_P99_DOCS_S};
+use crate::analysis::counts::{Reset, reset_between};
+use crate::analysis::health::{WAL_FSYNC_P99_DOCS_S, counter_delta, quantile, window_delta};
 use crate::model::clock::Stamp;
 use crate::model::event::Event;
 use crate::model::member::MemberName;
 use crate::model::metrics::MemberMetrics;
 use crate::model::observation::{Observation, Silent};
-
 
 #[derive(Debug, Clone, Default)]
 struct Last {
@@ -42,7 +41,9 @@ pub const UNRESPONSIVE_AFTER: std::time::Duration = std::time::Duration::from_se
 pub fn stress(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> Vec<String> {
     let mut out = Vec::new();
     let rose = |a: Option<f64>, b: Option<f64>| match (a, b) {
-        (Some(a), Some(b)) => Some(if restarted { b } else { counter_delta(a, b) }).filter(|d| *d > 0.0),
+        (Some(a), Some(b)) => {
+            Some(if restarted { b } else { counter_delta(a, b) }).filter(|d| *d > 0.0)
+        }
         _ => None,
     };
     if let Some(d) = rose(prev.heartbeat_send_failures_total, now.heartbeat_send_failures_total) {
@@ -51,7 +52,12 @@ pub fn stress(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> Vec
     if let Some(d) = rose(prev.slow_apply_total, now.slow_apply_total) {
         out.push(format!("slow applies +{d}"));
     }
-    let p99 = prev.wal_fsync.as_ref().zip(now.wal_fsync.as_ref()).and_then(|(a, b)| window_delta(a, b, restarted)).and_then(|d| quantile(0.99, &d));
+    let p99 = prev
+        .wal_fsync
+        .as_ref()
+        .zip(now.wal_fsync.as_ref())
+        .and_then(|(a, b)| window_delta(a, b, restarted))
+        .and_then(|d| quantile(0.99, &d));
     if let Some(p) = p99.filter(|p| *p > WAL_FSYNC_P99_DOCS_S) {
         out.push(format!("WAL fsync p99 {p:.3} s > {WAL_FSYNC_P99_DOCS_S} s (etcd docs)"));
     }
@@ -78,14 +84,28 @@ impl Tracker {
             return None;
         }
         last.unresponsive = true;
-        Some(Event::stamped(s.since, "leaderwatch", &s.member.0, "unresponsive", format!("no answer for {} ms", s.in_flight.as_millis())))
+        Some(Event::stamped(
+            s.since,
+            "leaderwatch",
+            &s.member.0,
+            "unresponsive",
+            format!("no answer for {} ms", s.in_flight.as_millis()),
+        ))
     }
 
     /// Events for one new observation. The first observation of a member reports only
     /// what is abnormal (unreachable, unhealthy), so a run starts quietly.
     pub fn observe(&mut self, o: &Observation) -> Vec<Event> {
         let mut out = Vec::new();
-        let ev = |kind: &str, detail: String| Event::stamped(Stamp { utc: o.ts, mono: o.at }, "leaderwatch", &o.member.0, kind, detail);
+        let ev = |kind: &str, detail: String| {
+            Event::stamped(
+                Stamp { utc: o.ts, mono: o.at },
+                "leaderwatch",
+                &o.member.0,
+                kind,
+                detail,
+            )
+        };
         let last = self.last.entry(o.member.clone()).or_default();
         // Only an answer ends the spell: a probe that timed out is more of the same.
         if o.reachable() {
@@ -111,7 +131,10 @@ impl Tracker {
 
         if let Some(s) = o.status.ok() {
             if let Some(prev) = last.leader.filter(|p| *p != s.leader_id) {
-                out.push(ev("leader_changed", format!("{prev:x} -> {:x} (term {})", s.leader_id, s.raft_term)));
+                out.push(ev(
+                    "leader_changed",
+                    format!("{prev:x} -> {:x} (term {})", s.leader_id, s.raft_term),
+                ));
             }
             last.leader = Some(s.leader_id);
         }
@@ -126,12 +149,19 @@ impl Tracker {
                     out.push(ev("counter_reset", format!("{prev} -> {now} ({why})")));
                 }
             }
-            let restarted = crate::analysis::counts::restarted(last.start_time, m.process_start_time);
+            let restarted =
+                crate::analysis::counts::restarted(last.start_time, m.process_start_time);
             if let (true, Some(start)) = (restarted, m.process_start_time) {
                 // Stamped with the restart itself (the member's own clock), not when it was seen.
                 let at = DateTime::from_timestamp_micros((start * 1e6) as i64).unwrap_or(o.ts);
                 let was = last.start_time.unwrap_or_default();
-                out.push(Event::new(at, "leaderwatch", &o.member.0, "process_restarted", format!("process_start_time_seconds {start} (was {was})")));
+                out.push(Event::new(
+                    at,
+                    "leaderwatch",
+                    &o.member.0,
+                    "process_restarted",
+                    format!("process_start_time_seconds {start} (was {was})"),
+                ));
             }
             if let Some(prev) = &last.metrics {
                 let why = stress(prev, m, restarted);
@@ -164,10 +194,19 @@ mod tests {
     fn one_unresponsive_row_per_spell_once_a_probe_is_a_second_old() {
         let mut t = Tracker::new();
         let since = Stamp { utc: chrono::Utc::now(), mono: tokio::time::Instant::now() };
-        let s = |ms: u64| Silent { member: MemberName("m0".into()), endpoint: String::new(), since, in_flight: Duration::from_millis(ms) };
+        let s = |ms: u64| Silent {
+            member: MemberName("m0".into()),
+            endpoint: String::new(),
+            since,
+            in_flight: Duration::from_millis(ms),
+        };
         assert_eq!(t.silent(&s(500)), None, "a slow answer is not a spell yet");
         let e = t.silent(&s(1200)).expect("a spell");
-        assert_eq!((e.kind.as_str(), e.ts), ("unresponsive", since.utc), "stamped with the probe's start");
+        assert_eq!(
+            (e.kind.as_str(), e.ts),
+            ("unresponsive", since.utc),
+            "stamped with the probe's start"
+        );
         assert_eq!(t.silent(&s(2500)), None, "once per spell");
     }
 
@@ -181,11 +220,20 @@ mod tests {
         };
         let inf = f64::INFINITY;
         let quiet = m(3.0, 1.0, &[(0.001, 10.0), (0.1, 10.0), (inf, 10.0)]);
-        assert!(stress(&quiet, &m(3.0, 1.0, &[(0.001, 20.0), (0.1, 20.0), (inf, 20.0)]), false).is_empty());
+        assert!(
+            stress(&quiet, &m(3.0, 1.0, &[(0.001, 20.0), (0.1, 20.0), (inf, 20.0)]), false)
+                .is_empty()
+        );
         let why = stress(&quiet, &m(5.0, 2.0, &[(0.001, 10.0), (0.1, 12.0), (inf, 12.0)]), false);
         assert_eq!(why.len(), 3, "{why:?}");
-        assert!(why[0].contains("+2") && why[1].contains("+1") && why[2].contains("fsync"), "{why:?}");
+        assert!(
+            why[0].contains("+2") && why[1].contains("+1") && why[2].contains("fsync"),
+            "{why:?}"
+        );
         // After a restart the new counters start from zero: 1 failure, not -2.
-        assert_eq!(stress(&quiet, &m(1.0, 0.0, &[(0.001, 1.0), (0.1, 1.0), (inf, 1.0)]), true), vec!["heartbeat send failures +1".to_owned()]);
+        assert_eq!(
+            stress(&quiet, &m(1.0, 0.0, &[(0.001, 1.0), (0.1, 1.0), (inf, 1.0)]), true),
+            vec!["heartbeat send failures +1".to_owned()]
+        );
     }
 }

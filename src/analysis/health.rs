@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 
 use crate::model::baseline::{Flag, MemberHealth};
-use crate::model::metrics::MemberMetrics;
 pub use crate::model::metrics::Histogram;
+use crate::model::metrics::MemberMetrics;
 
 /// etcd docs: WAL fsync p99 should stay under 10 ms.
 pub const WAL_FSYNC_P99_DOCS_S: f64 = 0.010;
@@ -40,11 +40,18 @@ pub fn counter_delta(start: f64, end: f64) -> f64 {
 /// the member restarted in between (any bucket went down, or `restarted` says so from the
 /// process start time). `None` when the two do not have the same buckets.
 pub fn window_delta(start: &Histogram, end: &Histogram, restarted: bool) -> Option<Histogram> {
-    if start.buckets.len() != end.buckets.len() || start.buckets.iter().zip(&end.buckets).any(|(a, b)| a.0 != b.0) {
+    if start.buckets.len() != end.buckets.len()
+        || start.buckets.iter().zip(&end.buckets).any(|(a, b)| a.0 != b.0)
+    {
         return None;
     }
     let reset = restarted || start.buckets.iter().zip(&end.buckets).any(|(a, b)| b.1 < a.1);
-    let buckets = start.buckets.iter().zip(&end.buckets).map(|(a, b)| (b.0, if reset { b.1 } else { b.1 - a.1 })).collect();
+    let buckets = start
+        .buckets
+        .iter()
+        .zip(&end.buckets)
+        .map(|(a, b)| (b.0, if reset { b.1 } else { b.1 - a.1 }))
+        .collect();
     Some(Histogram { buckets })
 }
 
@@ -103,7 +110,10 @@ pub fn check(value: Option<f64>, threshold: f64) -> Option<Checked> {
 /// Adds `d` into `acc` bucket by bucket; a changed bucket layout starts over from `d`.
 fn add_into(acc: &mut Option<Histogram>, d: Histogram) {
     match acc {
-        Some(a) if a.buckets.len() == d.buckets.len() && a.buckets.iter().zip(&d.buckets).all(|(x, y)| x.0 == y.0) => {
+        Some(a)
+            if a.buckets.len() == d.buckets.len()
+                && a.buckets.iter().zip(&d.buckets).all(|(x, y)| x.0 == y.0) =>
+        {
             for (x, y) in a.buckets.iter_mut().zip(&d.buckets) {
                 x.1 += y.1;
             }
@@ -115,7 +125,12 @@ fn add_into(acc: &mut Option<Histogram>, d: Histogram) {
 /// The counters a window sums (heartbeat send failures, slow applies, proposals failed,
 /// slow read indexes), in that order.
 fn counters(m: &MemberMetrics) -> [Option<f64>; 4] {
-    [m.heartbeat_send_failures_total, m.slow_apply_total, m.proposals_failed_total, m.slow_read_indexes_total]
+    [
+        m.heartbeat_send_failures_total,
+        m.slow_apply_total,
+        m.proposals_failed_total,
+        m.slow_read_indexes_total,
+    ]
 }
 
 /// One member's health over a window, folded one `/metrics` read at a time. O(buckets)
@@ -139,7 +154,8 @@ impl Fold {
     /// One more `/metrics` read of this member.
     pub fn push(&mut self, m: &MemberMetrics) {
         if let Some(prev) = &self.prev {
-            let restarted = crate::analysis::counts::restarted(prev.process_start_time, m.process_start_time);
+            let restarted =
+                crate::analysis::counts::restarted(prev.process_start_time, m.process_start_time);
             self.restarts += u32::from(restarted);
             let pair = |a: &Option<Histogram>, b: &Option<Histogram>| match (a, b) {
                 (Some(a), Some(b)) => window_delta(a, b, restarted),
@@ -152,13 +168,16 @@ impl Fold {
                 add_into(&mut self.backend_commit, d);
             }
             for (peer, h) in &m.peer_rtt {
-                if let Some(d) = prev.peer_rtt.get(peer).and_then(|p| window_delta(p, h, restarted)) {
+                if let Some(d) = prev.peer_rtt.get(peer).and_then(|p| window_delta(p, h, restarted))
+                {
                     let mut acc = self.peer_rtt.remove(peer);
                     add_into(&mut acc, d);
                     self.peer_rtt.extend(acc.map(|a| (peer.clone(), a)));
                 }
             }
-            for (acc, (a, b)) in self.counters.iter_mut().zip(counters(prev).into_iter().zip(counters(m))) {
+            for (acc, (a, b)) in
+                self.counters.iter_mut().zip(counters(prev).into_iter().zip(counters(m)))
+            {
                 if let (Some(a), Some(b)) = (a, b) {
                     let d = if restarted { b } else { counter_delta(a, b) };
                     *acc = Some(acc.unwrap_or(0.0) + d);
@@ -184,7 +203,11 @@ impl Fold {
             wal_fsync_p99_s: q(0.99, &self.wal_fsync),
             backend_commits: self.backend_commit.as_ref().and_then(Histogram::count),
             backend_commit_p99_s: q(0.99, &self.backend_commit),
-            peer_rtt_p99_s: self.peer_rtt.iter().map(|(p, h)| (peer_name(p).unwrap_or_else(|| p.clone()), quantile(0.99, h))).collect(),
+            peer_rtt_p99_s: self
+                .peer_rtt
+                .iter()
+                .map(|(p, h)| (peer_name(p).unwrap_or_else(|| p.clone()), quantile(0.99, h)))
+                .collect(),
             heartbeat_send_failures: self.counters[0],
             slow_applies: self.counters[1],
             proposals_failed: self.counters[2],
@@ -203,19 +226,51 @@ impl Fold {
 pub fn flags(h: &MemberHealth) -> Vec<Flag> {
     let mut checks: Vec<(String, Option<f64>, f64, &str)> = vec![
         ("wal_fsync_p99_s".into(), h.wal_fsync_p99_s, WAL_FSYNC_P99_DOCS_S, "etcd docs"),
-        ("wal_fsync_p99_s".into(), h.wal_fsync_p99_s, WAL_FSYNC_P99_MIXIN_S, "etcd mixin etcdHighFsyncDurations"),
-        ("backend_commit_p99_s".into(), h.backend_commit_p99_s, BACKEND_COMMIT_P99_DOCS_S, "etcd docs"),
-        ("backend_commit_p99_s".into(), h.backend_commit_p99_s, BACKEND_COMMIT_P99_MIXIN_S, "etcd mixin etcdHighCommitDurations"),
+        (
+            "wal_fsync_p99_s".into(),
+            h.wal_fsync_p99_s,
+            WAL_FSYNC_P99_MIXIN_S,
+            "etcd mixin etcdHighFsyncDurations",
+        ),
+        (
+            "backend_commit_p99_s".into(),
+            h.backend_commit_p99_s,
+            BACKEND_COMMIT_P99_DOCS_S,
+            "etcd docs",
+        ),
+        (
+            "backend_commit_p99_s".into(),
+            h.backend_commit_p99_s,
+            BACKEND_COMMIT_P99_MIXIN_S,
+            "etcd mixin etcdHighCommitDurations",
+        ),
     ];
     for (peer, v) in &h.peer_rtt_p99_s {
-        checks.push((format!("peer_rtt_p99_s{{{peer}}}"), *v, PEER_RTT_P99_MIXIN_S, "etcd mixin etcdMemberCommunicationSlow"));
+        checks.push((
+            format!("peer_rtt_p99_s{{{peer}}}"),
+            *v,
+            PEER_RTT_P99_MIXIN_S,
+            "etcd mixin etcdMemberCommunicationSlow",
+        ));
     }
     if let Some(quota) = h.quota_bytes.filter(|q| *q > 0.0) {
-        checks.push(("db_size_bytes".into(), h.db_size_bytes, DB_QUOTA_FRACTION * quota, "80% of the backend quota"));
+        checks.push((
+            "db_size_bytes".into(),
+            h.db_size_bytes,
+            DB_QUOTA_FRACTION * quota,
+            "80% of the backend quota",
+        ));
     }
     checks
         .into_iter()
-        .filter_map(|(figure, v, t, source)| check(v, t).filter(|c| c.over).map(|c| Flag { figure, value: c.value, threshold: c.threshold, source: source.into() }))
+        .filter_map(|(figure, v, t, source)| {
+            check(v, t).filter(|c| c.over).map(|c| Flag {
+                figure,
+                value: c.value,
+                threshold: c.threshold,
+                source: source.into(),
+            })
+        })
         .collect()
 }
 
@@ -256,8 +311,13 @@ mod tests {
         let end = h(&[(0.001, 5.0), (0.01, 8.0), (INF, 10.0)]);
         let d = window_delta(&start, &end, false).expect("same buckets");
         assert_eq!(d.buckets, end.buckets, "a bucket went down: the end counts from zero");
-        let d = window_delta(&start, &h(&[(0.001, 600.0), (0.01, 700.0), (INF, 700.0)]), true).expect("same buckets");
-        assert_eq!(d.count(), Some(700.0), "a restart that the buckets hide, known from the start time");
+        let d = window_delta(&start, &h(&[(0.001, 600.0), (0.01, 700.0), (INF, 700.0)]), true)
+            .expect("same buckets");
+        assert_eq!(
+            d.count(),
+            Some(700.0),
+            "a restart that the buckets hide, known from the start time"
+        );
         assert_eq!(counter_delta(7.0, 2.0), 2.0);
         assert_eq!(counter_delta(2.0, 7.0), 5.0);
     }
@@ -290,7 +350,11 @@ mod tests {
         assert!((p99 - (0.001 + 0.099 * (61.38 - 51.0) / 11.0)).abs() < 1e-9, "{p99}");
         assert_eq!(g.over.len(), 1, "over the docs' 10 ms, under the mixin's 0.5 s: {:?}", g.over);
         let next = f.continue_from().figures(|_| None);
-        assert_eq!((next.wal_fsyncs, next.restarts), (None, 0), "the next window starts empty, from the last read");
+        assert_eq!(
+            (next.wal_fsyncs, next.restarts),
+            (None, 0),
+            "the next window starts empty, from the last read"
+        );
     }
 
     #[test]

@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::baseline::{Baseline, Cause, KubeMethod, Maintenance, MemberReplacement, WindowName};
+use crate::model::baseline::{
+    Baseline, Cause, KubeMethod, Maintenance, MemberReplacement, WindowName,
+};
 use crate::model::event::Event;
 
 /// The disruptor's events that start a member's replacement: the StatefulSet controller
@@ -26,7 +28,12 @@ pub const CORDONED: &str = "node_cordoned";
 /// The record of `op` from `(seconds since the request, event)` pairs in the order they
 /// happened. `members` are the etcd members (a drain evicts other pods too: listed in
 /// `evicted`, not replaced members); `leader` is the leader at the request.
-pub fn record(op: KubeMethod, events: &[(f64, &Event)], members: &[String], leader: Option<&str>) -> Maintenance {
+pub fn record(
+    op: KubeMethod,
+    events: &[(f64, &Event)],
+    members: &[String],
+    leader: Option<&str>,
+) -> Maintenance {
     let mut replaced: Vec<MemberReplacement> = Vec::new();
     let mut evicted = Vec::new();
     let mut node = None;
@@ -53,18 +60,27 @@ pub fn record(op: KubeMethod, events: &[(f64, &Event)], members: &[String], lead
                 }
             }
             GONE => {
-                if let Some(r) = replaced.iter_mut().find(|r| r.member == member && r.gone_s.is_none()) {
+                if let Some(r) =
+                    replaced.iter_mut().find(|r| r.member == member && r.gone_s.is_none())
+                {
                     r.gone_s = Some(*s);
                 }
             }
             READY => {
-                if let Some(r) = replaced.iter_mut().find(|r| r.member == member && r.ready_s.is_none()) {
+                if let Some(r) =
+                    replaced.iter_mut().find(|r| r.member == member && r.ready_s.is_none())
+                {
                     r.ready_s = Some(*s);
                     r.down_s = r.terminating_s.map(|t| s - t);
-                    r.node = e.detail.strip_prefix("on ").map(|n| n.split_whitespace().next().unwrap_or(n).to_owned());
+                    r.node = e
+                        .detail
+                        .strip_prefix("on ")
+                        .map(|n| n.split_whitespace().next().unwrap_or(n).to_owned());
                 }
             }
-            CORDONED => node = Some(e.detail.split_whitespace().next().unwrap_or_default().to_owned()),
+            CORDONED => {
+                node = Some(e.detail.split_whitespace().next().unwrap_or_default().to_owned())
+            }
             k if DONE.contains(&k) => {
                 operation_s = Some(*s);
                 if k == "node_uncordoned" {
@@ -107,9 +123,18 @@ fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 /// The cost of `b`'s disruption; `None` when it had none.
 pub fn cost(b: &Baseline) -> Option<Cost> {
     let d = b.disruption.as_ref()?;
-    let after: Vec<_> = b.windows.iter().filter(|w| matches!(w.name, WindowName::Disruption | WindowName::Settle)).collect();
+    let after: Vec<_> = b
+        .windows
+        .iter()
+        .filter(|w| matches!(w.name, WindowName::Disruption | WindowName::Settle))
+        .collect();
     let elections = after.iter().map(|w| w.elections).sum::<Option<u64>>();
-    let raw_sum = after.iter().map(|w| w.leader_changes.raw_sum_end.zip(w.leader_changes.raw_sum_start).map(|(e, s)| e - s)).sum::<Option<f64>>();
+    let raw_sum = after
+        .iter()
+        .map(|w| {
+            w.leader_changes.raw_sum_end.zip(w.leader_changes.raw_sum_start).map(|(e, s)| e - s)
+        })
+        .sum::<Option<f64>>();
     let mut causes = BTreeMap::new();
     for e in after.iter().flat_map(|w| &w.elections_detail) {
         *causes.entry(e.cause).or_insert(0) += 1;
@@ -128,7 +153,11 @@ pub fn cost(b: &Baseline) -> Option<Cost> {
         causes,
         write_unavailable_s: wu,
         write_unavailable_one_in_flight_s: wu1,
-        election_times: after.iter().flat_map(|w| &w.elections_detail).map(|e| e.observed_at).collect(),
+        election_times: after
+            .iter()
+            .flat_map(|w| &w.elections_detail)
+            .map(|e| e.observed_at)
+            .collect(),
     })
 }
 
@@ -160,14 +189,32 @@ mod tests {
         let at = |s: i64| t0 + chrono::Duration::seconds(s);
         let times = [at(0), at(300), at(600), at(899), at(1500)];
         assert_eq!(most_in_window(&times, Duration::from_secs(900)), 4);
-        assert_eq!(most_in_window(&times, Duration::from_secs(600)), 3, "300, 600 and 899 fit one 600 s range; 0 and 600 do not");
-        assert_eq!(most_in_window(&[at(0), at(600)], Duration::from_secs(600)), 1, "600 s apart is not inside one 600 s range");
+        assert_eq!(
+            most_in_window(&times, Duration::from_secs(600)),
+            3,
+            "300, 600 and 899 fit one 600 s range; 0 and 600 do not"
+        );
+        assert_eq!(
+            most_in_window(&[at(0), at(600)], Duration::from_secs(600)),
+            1,
+            "600 s apart is not inside one 600 s range"
+        );
         assert_eq!(most_in_window(&[], Duration::from_secs(900)), 0);
-        assert_eq!(most_in_window(&[at(5), at(1), at(3)], Duration::from_secs(10)), 3, "unsorted input");
+        assert_eq!(
+            most_in_window(&[at(5), at(1), at(3)], Duration::from_secs(10)),
+            3,
+            "unsorted input"
+        );
     }
 
     fn ev(member: &str, kind: &str, detail: &str) -> Event {
-        Event::new(Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).single().expect("time"), "kubernetes", member, kind, detail)
+        Event::new(
+            Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).single().expect("time"),
+            "kubernetes",
+            member,
+            kind,
+            detail,
+        )
     }
 
     #[test]
@@ -185,7 +232,8 @@ mod tests {
             ev("dlock-etcd-0", READY, "on lw-node-b"),
             ev("", "rollout_complete", "revision r2"),
         ];
-        let timed: Vec<(f64, &Event)> = evs.iter().enumerate().map(|(i, e)| (i as f64, e)).collect();
+        let timed: Vec<(f64, &Event)> =
+            evs.iter().enumerate().map(|(i, e)| (i as f64, e)).collect();
         let m = record(KubeMethod::RollingRestart, &timed, &members, Some("dlock-etcd-1"));
         let order: Vec<&str> = m.members.iter().map(|r| r.member.as_str()).collect();
         assert_eq!(order, ["dlock-etcd-2", "dlock-etcd-1", "dlock-etcd-0"]);
@@ -208,7 +256,8 @@ mod tests {
             ev("dlock-etcd-1", READY, "on lw-node-c-surge"),
             ev("", "node_uncordoned", "lw-node-c"),
         ];
-        let timed: Vec<(f64, &Event)> = evs.iter().enumerate().map(|(i, e)| (i as f64 * 0.5, e)).collect();
+        let timed: Vec<(f64, &Event)> =
+            evs.iter().enumerate().map(|(i, e)| (i as f64 * 0.5, e)).collect();
         let m = record(KubeMethod::Drain, &timed, &members, None);
         assert_eq!(m.members.len(), 1);
         assert_eq!(m.evicted, ["leaderwatch-sampler-1", "dlock-etcd-1"]);
@@ -229,7 +278,8 @@ mod tests {
             ev("", "node_uncordoned", "lw-node-c: after --down 8s"),
             ev("dlock-etcd-2", READY, "on lw-node-c"),
         ];
-        let timed: Vec<(f64, &Event)> = evs.iter().zip([0.0, 0.1, 1.4, 9.5, 19.7]).map(|(e, s)| (s, e)).collect();
+        let timed: Vec<(f64, &Event)> =
+            evs.iter().zip([0.0, 0.1, 1.4, 9.5, 19.7]).map(|(e, s)| (s, e)).collect();
         let m = record(KubeMethod::Drain, &timed, &members, Some("dlock-etcd-2"));
         assert_eq!(m.operation_s, Some(19.7), "until the member is Ready, not only the uncordon");
     }

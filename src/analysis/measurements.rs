@@ -8,7 +8,10 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 
 use crate::analysis::attribution::k8s_reason;
-use crate::model::baseline::{Baseline, Cause, Disruption, ElectionDetail, EventRef, Flag, MemberHealth, WindowName, WindowRecord};
+use crate::model::baseline::{
+    Baseline, Cause, Disruption, ElectionDetail, EventRef, Flag, MemberHealth, WindowName,
+    WindowRecord,
+};
 use crate::model::canary::ClientFigures;
 use crate::model::measurement::{BYTES, CLIENT, COUNT, Measurement, RECOVERY, SECONDS, TERMS};
 
@@ -28,7 +31,13 @@ struct Place<'a> {
 }
 
 impl Place<'_> {
-    fn figure(&self, member: &str, figure: &str, value: Option<f64>, unit: &'static str) -> Measurement {
+    fn figure(
+        &self,
+        member: &str,
+        figure: &str,
+        value: Option<f64>,
+        unit: &'static str,
+    ) -> Measurement {
         // No threshold, no note: the callers that have one set it.
         Measurement {
             run_id: self.b.run_id.clone(),
@@ -130,7 +139,9 @@ fn client_figures(at: &Place, c: &ClientFigures) -> Vec<Measurement> {
 /// The row "client writes unavailable during the disruption": the disruption window's
 /// canary writes (absent without the canary).
 fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
-    let Some((w, c)) = b.window(WindowName::Disruption).and_then(|w| w.client.as_ref().map(|c| (w, c))) else {
+    let Some((w, c)) =
+        b.window(WindowName::Disruption).and_then(|w| w.client.as_ref().map(|c| (w, c)))
+    else {
         return Vec::new();
     };
     let role = d.role();
@@ -138,7 +149,10 @@ fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
         b,
         source: source.to_owned(),
         window: CLIENT,
-        label: format!("client writes unavailable during the disruption (canary, {}, target {} = {role})", d.method, d.target),
+        label: format!(
+            "client writes unavailable during the disruption (canary, {}, target {} = {role})",
+            d.method, d.target
+        ),
         start: w.start,
         end: Some(w.end),
         secs: Some(w.duration_s),
@@ -151,14 +165,32 @@ fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
     ];
     // Runs before the canary overlapped its ops have no one-in-flight figure: no row.
     if c.write.one_in_flight_longest_unavailable_s.is_some() {
-        out.insert(1, at.figure("", "write_longest_unavailable_one_in_flight_s", c.write.one_in_flight_longest_unavailable_s, SECONDS));
+        out.insert(
+            1,
+            at.figure(
+                "",
+                "write_longest_unavailable_one_in_flight_s",
+                c.write.one_in_flight_longest_unavailable_s,
+                SECONDS,
+            ),
+        );
     }
     for (i, e) in w.elections_detail.iter().enumerate() {
-        let mut m = at.figure("", &format!("election_{}_write_unavailable_s", i + 1), e.write_unavailable_s, SECONDS);
+        let mut m = at.figure(
+            "",
+            &format!("election_{}_write_unavailable_s", i + 1),
+            e.write_unavailable_s,
+            SECONDS,
+        );
         m.note = cause_phrase(e);
         out.push(m);
         if e.write_unavailable_one_in_flight_s.is_some() {
-            let mut m = at.figure("", &format!("election_{}_write_unavailable_one_in_flight_s", i + 1), e.write_unavailable_one_in_flight_s, SECONDS);
+            let mut m = at.figure(
+                "",
+                &format!("election_{}_write_unavailable_one_in_flight_s", i + 1),
+                e.write_unavailable_one_in_flight_s,
+                SECONDS,
+            );
             m.note = cause_phrase(e);
             out.push(m);
         }
@@ -174,8 +206,17 @@ fn election_figures(at: &Place, w: &WindowRecord) -> Vec<Measurement> {
         // No detail for a window that had elections: the causes are not known, not 0.
         let known = !detail.is_empty() || w.elections == Some(0);
         for cause in CAUSES {
-            let terms: u64 = detail.iter().filter(|d| d.cause == cause).map(|d| d.term_to.saturating_sub(d.term_from)).sum();
-            out.push(at.figure("", &format!("elections_{cause}"), known.then_some(terms as f64), TERMS));
+            let terms: u64 = detail
+                .iter()
+                .filter(|d| d.cause == cause)
+                .map(|d| d.term_to.saturating_sub(d.term_from))
+                .sum();
+            out.push(at.figure(
+                "",
+                &format!("elections_{cause}"),
+                known.then_some(terms as f64),
+                TERMS,
+            ));
         }
     }
     for (i, d) in detail.iter().enumerate() {
@@ -185,7 +226,8 @@ fn election_figures(at: &Place, w: &WindowRecord) -> Vec<Measurement> {
     }
     if !detail.is_empty() {
         // One unknown election makes the maximum unknown.
-        let max = detail.iter().map(|d| d.leaderless_s).try_fold(0.0_f64, |acc, v| v.map(|v| acc.max(v)));
+        let max =
+            detail.iter().map(|d| d.leaderless_s).try_fold(0.0_f64, |acc, v| v.map(|v| acc.max(v)));
         out.push(at.figure("", "leaderless_s_max", max, SECONDS));
     }
     out
@@ -196,7 +238,10 @@ fn election_figure(n: usize) -> String {
 }
 
 pub fn is_election_figure(figure: &str) -> bool {
-    figure.strip_prefix("election_").and_then(|r| r.strip_suffix("_leaderless_s")).is_some_and(|n| n.parse::<usize>().is_ok())
+    figure
+        .strip_prefix("election_")
+        .and_then(|r| r.strip_suffix("_leaderless_s"))
+        .is_some_and(|n| n.parse::<usize>().is_ok())
 }
 
 /// The highest threshold `figure` went over, if any.
@@ -286,7 +331,13 @@ fn recovery_figures(b: &Baseline, source: String, d: &Disruption) -> Vec<Measure
         out.push(at.figure("", "members_replaced", Some(m.members.len() as f64), COUNT));
         for (i, r) in m.members.iter().enumerate() {
             let mut f = at.figure(&r.member, "member_down_s", r.down_s, SECONDS);
-            f.note = format!("replaced {} of {}{}{}", i + 1, m.members.len(), if r.was_leader { ", the leader" } else { "" }, r.node.as_deref().map(|n| format!(", back on {n}")).unwrap_or_default());
+            f.note = format!(
+                "replaced {} of {}{}{}",
+                i + 1,
+                m.members.len(),
+                if r.was_leader { ", the leader" } else { "" },
+                r.node.as_deref().map(|n| format!(", back on {n}")).unwrap_or_default()
+            );
             out.push(f);
         }
     }
@@ -297,11 +348,12 @@ fn recovery_figures(b: &Baseline, source: String, d: &Disruption) -> Vec<Measure
 /// or thaw), from the disruptor's own instants: monotonic where recorded (schema 2).
 fn kept_down_s(d: &Disruption) -> Option<(f64, &'static str)> {
     let find = |kind: &str| d.ground_truth.iter().find(|g| g.kind == kind);
-    let (a, b, how) = match (find("exited"), find("restarted"), find("sigstop_sent"), find("continued")) {
-        (Some(a), Some(b), _, _) => (a, b, "exit → restart"),
-        (_, _, Some(a), Some(b)) => (a, b, "frozen: SIGSTOP → SIGCONT"),
-        _ => return None,
-    };
+    let (a, b, how) =
+        match (find("exited"), find("restarted"), find("sigstop_sent"), find("continued")) {
+            (Some(a), Some(b), _, _) => (a, b, "exit → restart"),
+            (_, _, Some(a), Some(b)) => (a, b, "frozen: SIGSTOP → SIGCONT"),
+            _ => return None,
+        };
     let secs = match (a.since_request_s, b.since_request_s) {
         (Some(x), Some(y)) => y - x,
         _ => (b.at - a.at).num_milliseconds() as f64 / 1000.0,
@@ -331,7 +383,9 @@ fn event_phrase(cause: Cause, e: &EventRef) -> String {
         (_, "eviction_accepted") => format!("the eviction of {m}"),
         (_, "delete_accepted") => format!("the deletion of {m}"),
         (_, "rollout_replacing") => format!("the rolling restart replacing {m}"),
-        (_, k) if k.ends_with("_sent") => format!("the {} of {m}", k.trim_end_matches("_sent").to_uppercase()),
+        (_, k) if k.ends_with("_sent") => {
+            format!("the {} of {m}", k.trim_end_matches("_sent").to_uppercase())
+        }
         (_, "pod_deleted" | "pod_deleting") => format!("the deletion of pod {m}"),
         (_, "disruption_target") => format!("DisruptionTarget on {m}"),
         // "<type> <reason>: <message>", as src/k8s/watch.rs writes it.
@@ -372,11 +426,12 @@ fn window_name(w: &WindowRecord, b: &Baseline) -> String {
             ),
             None => "leader changes during the disruption".to_owned(),
         },
-        WindowName::Settle => format!("leader changes after recovery ({:.0} s settle)", w.duration_s),
+        WindowName::Settle => {
+            format!("leader changes after recovery ({:.0} s settle)", w.duration_s)
+        }
         other => format!("leader changes, window {other}"),
     }
 }
-
 
 /// One line of `compare`: a figure in A and in B, and B − A.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -451,7 +506,11 @@ mod tests {
                 source: "local".to_owned(),
                 member: member.to_owned(),
                 kind: k.to_owned(),
-                detail: if k == "k8s_event" { "Normal Killing: Stopping container etcd".to_owned() } else { String::new() },
+                detail: if k == "k8s_event" {
+                    "Normal Killing: Stopping container etcd".to_owned()
+                } else {
+                    String::new()
+                },
             }),
             write_unavailable_s: None,
             write_unavailable_one_in_flight_s: None,
@@ -463,13 +522,22 @@ mod tests {
         let cases = [
             (detail(Cause::OwnDisruption, Some("sigkill_sent"), "m1", (2, 3)), "the SIGKILL of m1"),
             (detail(Cause::OwnDisruption, Some("sigterm_sent"), "m0", (2, 3)), "the SIGTERM of m0"),
-            (detail(Cause::OwnDisruption, Some("eviction_accepted"), "dlock-etcd-0", (2, 3)), "the eviction of dlock-etcd-0"),
-            (detail(Cause::Kubernetes, Some("k8s_event"), "dlock-etcd-1", (2, 3)), "Kubernetes Killing on dlock-etcd-1"),
+            (
+                detail(Cause::OwnDisruption, Some("eviction_accepted"), "dlock-etcd-0", (2, 3)),
+                "the eviction of dlock-etcd-0",
+            ),
+            (
+                detail(Cause::Kubernetes, Some("k8s_event"), "dlock-etcd-1", (2, 3)),
+                "Kubernetes Killing on dlock-etcd-1",
+            ),
             (detail(Cause::Restart, Some("process_restarted"), "m2", (2, 3)), "the restart of m2"),
             (detail(Cause::Unreachable, Some("unreachable"), "m2", (2, 3)), "unreachable m2"),
             (detail(Cause::Stress, Some("stress"), "m1", (2, 3)), "stress on m1"),
             (detail(Cause::Unexplained, None, "m1", (2, 3)), "unexplained"),
-            (detail(Cause::OwnDisruption, Some("sigstop_sent"), "m2", (2, 4)), "the SIGSTOP of m2, term 2 → 4"),
+            (
+                detail(Cause::OwnDisruption, Some("sigstop_sent"), "m2", (2, 4)),
+                "the SIGSTOP of m2, term 2 → 4",
+            ),
         ];
         for (d, want) in cases {
             assert_eq!(cause_phrase(&d), want);

@@ -44,7 +44,11 @@ fn solve(target: f64, f: impl Fn(f64) -> f64, mut lo: f64, mut hi: f64) -> f64 {
     }
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);
-        if f(mid) > target { lo = mid } else { hi = mid }
+        if f(mid) > target {
+            lo = mid
+        } else {
+            hi = mid
+        }
         if hi - lo <= 1e-12 * hi.max(1e-300) {
             break;
         }
@@ -97,7 +101,13 @@ mod tests {
     #[test]
     fn matches_published_values() {
         // Garwood 95 % limits for the expected count (standard tables, e.g. Ulm 1990).
-        for (k, lo, hi) in [(1, 0.0253, 5.5716), (2, 0.2422, 7.2247), (5, 1.6235, 11.6683), (10, 4.7954, 18.3904), (20, 12.2165, 30.8884)] {
+        for (k, lo, hi) in [
+            (1, 0.0253, 5.5716),
+            (2, 0.2422, 7.2247),
+            (5, 1.6235, 11.6683),
+            (10, 4.7954, 18.3904),
+            (20, 12.2165, 30.8884),
+        ] {
             let (l, h) = count_interval(k, 0.95);
             assert!(close(l, lo, 2e-3) && close(h, hi, 2e-4), "k={k}: ({l}, {h}) vs ({lo}, {hi})");
         }

@@ -25,9 +25,10 @@ pub const CUT_CAP: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 /// Events that start a disruption: ours (attribution's list) and Kubernetes taking a pod
 /// or node away (the watcher's kinds, and core/v1 Event reasons).
 fn starts_disruption(source: &str, kind: &str, detail: &str) -> bool {
-    OWN.contains(&kind) || kind == "disruption_requested" || crate::analysis::attribution::is_kubernetes_disruption(source, kind, detail)
+    OWN.contains(&kind)
+        || kind == "disruption_requested"
+        || crate::analysis::attribution::is_kubernetes_disruption(source, kind, detail)
 }
-
 
 /// Causes, grouped as the rate reports them.
 pub fn category(cause: Cause) -> &'static str {
@@ -42,7 +43,6 @@ pub fn category(cause: Cause) -> &'static str {
 
 /// Categories that are residual (counted in the rate), in report order.
 pub const RESIDUAL: [&str; 3] = ["unexplained", "node or pod events", "stress"];
-
 
 /// The pooled result.
 #[derive(Debug, Clone, Serialize)]
@@ -95,7 +95,10 @@ fn secs(v: &[(DateTime<Utc>, DateTime<Utc>)]) -> f64 {
 }
 
 /// `spans` minus `cuts` (both merged first).
-fn minus(spans: &[(DateTime<Utc>, DateTime<Utc>)], cuts: &[(DateTime<Utc>, DateTime<Utc>)]) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
+fn minus(
+    spans: &[(DateTime<Utc>, DateTime<Utc>)],
+    cuts: &[(DateTime<Utc>, DateTime<Utc>)],
+) -> Vec<(DateTime<Utc>, DateTime<Utc>)> {
     let cuts = union(cuts.to_vec());
     let mut out = Vec::new();
     for &(a, b) in &union(spans.to_vec()) {
@@ -128,14 +131,17 @@ fn inside(t: DateTime<Utc>, v: &[(DateTime<Utc>, DateTime<Utc>)]) -> bool {
 pub fn pool(sources: &[Source], confidence: f64) -> Rate {
     let mut quiet_all = 0.0;
     let mut cut_all = 0.0;
-    let mut elections: BTreeMap<String, u64> = RESIDUAL.iter().map(|c| ((*c).to_owned(), 0)).collect();
+    let mut elections: BTreeMap<String, u64> =
+        RESIDUAL.iter().map(|c| ((*c).to_owned(), 0)).collect();
     let mut excluded: BTreeMap<String, u64> = BTreeMap::new();
     let mut summaries = Vec::new();
     for s in sources {
         // Each election caused by a disruption also cuts the time from its cause to it.
         let mut cuts: Vec<_> = s.cuts.iter().map(|(a, b, _)| (*a, *b)).collect();
         for e in &s.elections {
-            if let (Some(c), "own disruption" | "kubernetes disruption") = (e.cause_at, category(e.cause)) {
+            if let (Some(c), "own disruption" | "kubernetes disruption") =
+                (e.cause_at, category(e.cause))
+            {
                 cuts.push((c.min(e.at), e.at));
             }
         }
@@ -146,11 +152,14 @@ pub fn pool(sources: &[Source], confidence: f64) -> Rate {
         for e in &s.elections {
             let cat = category(e.cause);
             if !inside(e.at, &spans) {
-                *excluded.entry("outside the quiet windows (a sitting's disruption window)".to_owned()).or_default() += e.terms;
+                *excluded
+                    .entry("outside the quiet windows (a sitting's disruption window)".to_owned())
+                    .or_default() += e.terms;
             } else if !RESIDUAL.contains(&cat) {
                 *excluded.entry(format!("caused by a {cat}")).or_default() += e.terms;
             } else if !inside(e.at, &quiet) {
-                *excluded.entry("while a disruption was in progress".to_owned()).or_default() += e.terms;
+                *excluded.entry("while a disruption was in progress".to_owned()).or_default() +=
+                    e.terms;
             } else {
                 *elections.entry(cat.to_owned()).or_default() += e.terms;
                 residual += e.terms;
@@ -158,18 +167,38 @@ pub fn pool(sources: &[Source], confidence: f64) -> Rate {
         }
         quiet_all += q;
         cut_all += total - q;
-        summaries.push(SourceSummary { path: s.path.clone(), kind: s.kind, environment: s.environment.clone(), exposure_s: q, cut_s: total - q, residual, notes: s.notes.clone() });
+        summaries.push(SourceSummary {
+            path: s.path.clone(),
+            kind: s.kind,
+            environment: s.environment.clone(),
+            exposure_s: q,
+            cut_s: total - q,
+            residual,
+            notes: s.notes.clone(),
+        });
     }
     let residual = elections.values().sum();
-    let bound = |unit_s: f64| {
-        crate::analysis::poisson::rate(residual, quiet_all / unit_s, confidence).map(|i| Bound { rate: i.rate, lower: i.lower, upper: i.upper })
-    };
+    let bound =
+        |unit_s: f64| {
+            crate::analysis::poisson::rate(residual, quiet_all / unit_s, confidence)
+                .map(|i| Bound { rate: i.rate, lower: i.lower, upper: i.upper })
+        };
     let from = sources.iter().flat_map(|s| s.spans.iter().map(|(a, _)| *a)).min();
     let to = sources.iter().flat_map(|s| s.spans.iter().map(|(_, b)| *b)).max();
-    Rate { sources: summaries, exposure_s: quiet_all, cut_s: cut_all, elections, residual, excluded, confidence, from, to, per_hour: bound(3600.0), per_day: bound(86_400.0) }
+    Rate {
+        sources: summaries,
+        exposure_s: quiet_all,
+        cut_s: cut_all,
+        elections,
+        residual,
+        excluded,
+        confidence,
+        from,
+        to,
+        per_hour: bound(3600.0),
+        per_day: bound(86_400.0),
+    }
 }
-
-
 
 /// Disruptions in progress from events.csv rows: from each disruption event to the
 /// member's next `back` or `health_true`, at most [`CUT_CAP`].
@@ -182,7 +211,11 @@ pub fn cuts_from(rows: &[EventRow]) -> Vec<(DateTime<Utc>, DateTime<Utc>, String
         let cap = r.ts + CUT_CAP;
         let end = rows[i + 1..]
             .iter()
-            .find(|e| e.member == r.member && (e.kind == "back" || e.kind == "health_true") && e.ts >= r.ts)
+            .find(|e| {
+                e.member == r.member
+                    && (e.kind == "back" || e.kind == "health_true")
+                    && e.ts >= r.ts
+            })
             .map_or(cap, |e| e.ts.min(cap));
         out.push((r.ts, end, format!("{} {} {}", r.source, r.kind, r.member)));
     }
@@ -194,7 +227,10 @@ pub fn cuts_from(rows: &[EventRow]) -> Vec<(DateTime<Utc>, DateTime<Utc>, String
 pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) -> Source {
     let mut notes = Vec::new();
     if !b.is_complete() {
-        notes.push(format!("incomplete sitting ({}): its windows count as far as they ran", b.incomplete_reason.as_deref().unwrap_or("no reason")));
+        notes.push(format!(
+            "incomplete sitting ({}): its windows count as far as they ran",
+            b.incomplete_reason.as_deref().unwrap_or("no reason")
+        ));
     }
     let mut spans = Vec::new();
     let mut elections = Vec::new();
@@ -203,14 +239,24 @@ pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) ->
             spans.push((w.start, w.end));
         }
         for d in &w.elections_detail {
-            elections.push(Election { at: d.observed_at, terms: d.term_to.saturating_sub(d.term_from).max(1), cause: d.cause, cause_at: d.cause_event.as_ref().map(|e| e.ts) });
+            elections.push(Election {
+                at: d.observed_at,
+                terms: d.term_to.saturating_sub(d.term_from).max(1),
+                cause: d.cause,
+                cause_at: d.cause_event.as_ref().map(|e| e.ts),
+            });
         }
         // Schema 1-2 windows have counts but no details: their elections have no cause.
         if w.elections_detail.is_empty() && w.elections.unwrap_or(0) > 0 {
             if w.name.is_quiet() {
                 notes.push(format!("{}: {} election(s) without causes (schema {}), counted as unexplained at the window's end", w.name, w.elections.unwrap_or(0), b.schema_version));
             }
-            elections.push(Election { at: w.end, terms: w.elections.unwrap_or(0), cause: Cause::Unexplained, cause_at: None });
+            elections.push(Election {
+                at: w.end,
+                terms: w.elections.unwrap_or(0),
+                cause: Cause::Unexplained,
+                cause_at: None,
+            });
         }
     }
     let cuts = match events {
@@ -220,14 +266,27 @@ pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) ->
             Vec::new()
         }
     };
-    Source { path: path.to_owned(), kind: SourceKind::Sitting, environment: b.environment.description.clone(), spans, cuts, elections, notes }
+    Source {
+        path: path.to_owned(),
+        kind: SourceKind::Sitting,
+        environment: b.environment.description.clone(),
+        spans,
+        cuts,
+        elections,
+        notes,
+    }
 }
 
 /// An `election` row as the rate needs it: from its columns, or, in files written before
 /// them, from its detail.
 pub fn election_of(r: &EventRow) -> Option<Election> {
     match r.election() {
-        Some(c) => Some(Election { at: r.ts, terms: c.term_to.saturating_sub(c.term_from).max(1), cause: c.cause, cause_at: c.cause_ts }),
+        Some(c) => Some(Election {
+            at: r.ts,
+            terms: c.term_to.saturating_sub(c.term_from).max(1),
+            cause: c.cause,
+            cause_at: c.cause_ts,
+        }),
         None => parse_election(r),
     }
 }
@@ -239,14 +298,29 @@ fn parse_election(r: &EventRow) -> Option<Election> {
     let (from, to): (u64, u64) = (from.trim().parse().ok()?, to.trim().parse().ok()?);
     let cause_part = r.detail.rsplit_once("; cause ")?.1;
     let cause = Cause::parse(cause_part.split_whitespace().next()?)?;
-    let cause_at = cause_part.split_once('(').and_then(|(_, p)| p.trim_end_matches(')').split_whitespace().last()).and_then(|t| t.parse().ok());
+    let cause_at = cause_part
+        .split_once('(')
+        .and_then(|(_, p)| p.trim_end_matches(')').split_whitespace().last())
+        .and_then(|t| t.parse().ok());
     Some(Election { at: r.ts, terms: to.saturating_sub(from).max(1), cause, cause_at })
 }
 
 /// The rate as rows of `report --format csv` (same columns, so the two concatenate).
 pub fn measurements(r: &Rate) -> Vec<Measurement> {
-    let env: Vec<&str> = r.sources.iter().map(|s| s.environment.as_str()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
-    let sources: Vec<String> = r.sources.iter().map(|s| s.path.display().to_string()).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    let env: Vec<&str> = r
+        .sources
+        .iter()
+        .map(|s| s.environment.as_str())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let sources: Vec<String> = r
+        .sources
+        .iter()
+        .map(|s| s.path.display().to_string())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
     // Pooled over runs: no run id, cluster-wide (no member), no threshold.
     let base = Measurement {
         source: sources.join(" "),
@@ -258,11 +332,25 @@ pub fn measurements(r: &Rate) -> Vec<Measurement> {
         window_s: Some(r.exposure_s),
         ..Default::default()
     };
-    let row = |figure: &str, value: Option<f64>, unit: &'static str, note: String| Measurement { figure: figure.to_owned(), value, unit, note, ..base.clone() };
+    let row = |figure: &str, value: Option<f64>, unit: &'static str, note: String| Measurement {
+        figure: figure.to_owned(),
+        value,
+        unit,
+        note,
+        ..base.clone()
+    };
     let conf = format!("exact Poisson, {:.0}% two-sided", r.confidence * 100.0);
-    let mut v = vec![row("quiet_exposure_s", Some(r.exposure_s), "s", String::new()), row("residual_elections", Some(r.residual as f64), "count", String::new())];
+    let mut v = vec![
+        row("quiet_exposure_s", Some(r.exposure_s), "s", String::new()),
+        row("residual_elections", Some(r.residual as f64), "count", String::new()),
+    ];
     for (c, n) in &r.elections {
-        v.push(row(&format!("residual_elections{{cause={c}}}"), Some(*n as f64), "count", String::new()));
+        v.push(row(
+            &format!("residual_elections{{cause={c}}}"),
+            Some(*n as f64),
+            "count",
+            String::new(),
+        ));
     }
     let b = r.per_day.as_ref();
     v.push(row("residual_rate_per_day", b.map(|b| b.rate), "per_day", String::new()));
@@ -279,14 +367,26 @@ mod tests {
         DateTime::from_timestamp(1_800_000_000 + s, 0).expect("ts")
     }
 
-    fn src(spans: &[(i64, i64)], cuts: &[(i64, i64)], elections: &[(i64, Cause, Option<i64>)]) -> Source {
+    fn src(
+        spans: &[(i64, i64)],
+        cuts: &[(i64, i64)],
+        elections: &[(i64, Cause, Option<i64>)],
+    ) -> Source {
         Source {
             path: "x".into(),
             kind: SourceKind::Sample,
             environment: "test".into(),
             spans: spans.iter().map(|(a, b)| (t(*a), t(*b))).collect(),
             cuts: cuts.iter().map(|(a, b)| (t(*a), t(*b), "cut".to_owned())).collect(),
-            elections: elections.iter().map(|(at, c, ca)| Election { at: t(*at), terms: 1, cause: *c, cause_at: ca.map(t) }).collect(),
+            elections: elections
+                .iter()
+                .map(|(at, c, ca)| Election {
+                    at: t(*at),
+                    terms: 1,
+                    cause: *c,
+                    cause_at: ca.map(t),
+                })
+                .collect(),
             notes: vec![],
         }
     }
@@ -303,7 +403,14 @@ mod tests {
         let s = src(
             &[(0, 1000)],
             &[(100, 200)],
-            &[(50, Cause::Unexplained, None), (150, Cause::Stress, None), (300, Cause::OwnDisruption, Some(290)), (400, Cause::Restart, None), (500, Cause::Stress, None), (2000, Cause::Unexplained, None)],
+            &[
+                (50, Cause::Unexplained, None),
+                (150, Cause::Stress, None),
+                (300, Cause::OwnDisruption, Some(290)),
+                (400, Cause::Restart, None),
+                (500, Cause::Stress, None),
+                (2000, Cause::Unexplained, None),
+            ],
         );
         let r = pool(&[s], 0.95);
         assert_eq!(r.residual, 3);
@@ -339,14 +446,33 @@ mod tests {
         let e = parse_election(&row).expect("parsed");
         assert_eq!((e.terms, e.cause), (2, Cause::OwnDisruption));
         assert_eq!(e.cause_at, "2026-11-30T13:24:35.123Z".parse().ok());
-        let plain = EventRow { detail: "term 5 -> 6, leader a -> unknown, leaderless unknown; cause unexplained".into(), ..row };
-        assert_eq!(parse_election(&plain).map(|e| (e.terms, e.cause, e.cause_at)), Some((1, Cause::Unexplained, None)));
+        let plain = EventRow {
+            detail: "term 5 -> 6, leader a -> unknown, leaderless unknown; cause unexplained"
+                .into(),
+            ..row
+        };
+        assert_eq!(
+            parse_election(&plain).map(|e| (e.terms, e.cause, e.cause_at)),
+            Some((1, Cause::Unexplained, None))
+        );
     }
 
     #[test]
     fn a_disruption_is_cut_until_its_member_is_back() {
-        let row = |s: i64, source: &str, member: &str, kind: &str| EventRow { ts: t(s), run_id: "r".into(), source: source.into(), member: member.into(), kind: kind.into(), ..EventRow::default() };
-        let rows = [row(10, "local", "m0", "sigterm_sent"), row(12, "leaderwatch", "m1", "back"), row(16, "leaderwatch", "m0", "back"), row(100, "kubernetes", "m2", "pod_deleting")];
+        let row = |s: i64, source: &str, member: &str, kind: &str| EventRow {
+            ts: t(s),
+            run_id: "r".into(),
+            source: source.into(),
+            member: member.into(),
+            kind: kind.into(),
+            ..EventRow::default()
+        };
+        let rows = [
+            row(10, "local", "m0", "sigterm_sent"),
+            row(12, "leaderwatch", "m1", "back"),
+            row(16, "leaderwatch", "m0", "back"),
+            row(100, "kubernetes", "m2", "pod_deleting"),
+        ];
         let cuts = cuts_from(&rows);
         assert_eq!(cuts.len(), 2);
         assert_eq!((cuts[0].0, cuts[0].1), (t(10), t(16)));
@@ -356,8 +482,18 @@ mod tests {
     #[test]
     fn an_election_at_a_window_boundary_belongs_to_the_window_before() {
         // at_rest (0, 60], disruption (60, 70] not quiet, settle (70, 100].
-        let r = pool(&[src(&[(0, 60), (70, 100)], &[], &[(60, Cause::Stress, None), (70, Cause::Stress, None)])], 0.95);
-        assert_eq!(r.residual, 1, "the one at 60 ends at_rest; the one at 70 ends the disruption window");
+        let r = pool(
+            &[src(
+                &[(0, 60), (70, 100)],
+                &[],
+                &[(60, Cause::Stress, None), (70, Cause::Stress, None)],
+            )],
+            0.95,
+        );
+        assert_eq!(
+            r.residual, 1,
+            "the one at 60 ends at_rest; the one at 70 ends the disruption window"
+        );
         assert_eq!(r.excluded.values().sum::<u64>(), 1);
     }
 }

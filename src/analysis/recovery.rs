@@ -62,7 +62,9 @@ pub fn resolve_target(target: &Target, round: &Round) -> Result<(MemberName, boo
         _ => None,
     };
     match target {
-        Target::Leader => leader.map(|l| (l, true)).ok_or_else(|| format!("no single leader in round {}", round.index)),
+        Target::Leader => leader
+            .map(|l| (l, true))
+            .ok_or_else(|| format!("no single leader in round {}", round.index)),
         Target::Follower => {
             let l = leader.ok_or_else(|| format!("no single leader in round {}", round.index))?;
             round
@@ -73,7 +75,9 @@ pub fn resolve_target(target: &Target, round: &Round) -> Result<(MemberName, boo
                 .ok_or_else(|| format!("no healthy follower in round {}", round.index))
         }
         Target::Name(n) => {
-            let o = round.observation(n).ok_or_else(|| format!("--target {n}: no answer from it in round {}", round.index))?;
+            let o = round.observation(n).ok_or_else(|| {
+                format!("--target {n}: no answer from it in round {}", round.index)
+            })?;
             Ok((n.clone(), self_leader(o)))
         }
     }
@@ -84,7 +88,11 @@ pub fn resolve_target(target: &Target, round: &Round) -> Result<(MemberName, boo
 /// non-zero leader id; exactly one says it is that leader; and `caught_up` (the disrupted
 /// member) has applied within [`CATCH_UP_BOUND`] entries of the leader. `Err` says what
 /// is missing.
-pub fn healthy_list(round: &Round, members: usize, caught_up: Option<&MemberName>) -> Result<(), String> {
+pub fn healthy_list(
+    round: &Round,
+    members: usize,
+    caught_up: Option<&MemberName>,
+) -> Result<(), String> {
     if let Some(s) = round.silent.first() {
         return Err(format!("{} silent (no answer within the round)", s.member));
     }
@@ -94,11 +102,14 @@ pub fn healthy_list(round: &Round, members: usize, caught_up: Option<&MemberName
     for o in &round.observations {
         match (o.health.ok(), o.status.ok()) {
             (Some(h), Some(_)) if h.healthy => {}
-            (Some(h), _) if !h.healthy => return Err(format!("{} unhealthy: {}", o.member, h.reason)),
+            (Some(h), _) if !h.healthy => {
+                return Err(format!("{} unhealthy: {}", o.member, h.reason));
+            }
             _ => return Err(format!("{} not answering: {}", o.member, o.error_summary())),
         }
     }
-    let statuses: Vec<_> = round.observations.iter().filter_map(|o| o.status.ok().map(|s| (o, s))).collect();
+    let statuses: Vec<_> =
+        round.observations.iter().filter_map(|o| o.status.ok().map(|s| (o, s))).collect();
     let Some(leader_id) = statuses.first().map(|(_, s)| s.leader_id) else {
         return Err("no member to check".to_owned());
     };
@@ -113,14 +124,19 @@ pub fn healthy_list(round: &Round, members: usize, caught_up: Option<&MemberName
         && let Some((_, s)) = statuses.iter().find(|(o, _)| &o.member == name)
         && s.raft_applied_index + CATCH_UP_BOUND < leader.raft_applied_index
     {
-        return Err(format!("{name} applied {} of the leader's {}", s.raft_applied_index, leader.raft_applied_index));
+        return Err(format!(
+            "{name} applied {} of the leader's {}",
+            s.raft_applied_index, leader.raft_applied_index
+        ));
     }
     Ok(())
 }
 
 /// The member answered this round, reachable and healthy.
 pub fn member_ok(round: &Round, name: &MemberName) -> bool {
-    round.observation(name).is_some_and(|o| o.reachable() && o.health.ok().is_some_and(|h| h.healthy))
+    round
+        .observation(name)
+        .is_some_and(|o| o.reachable() && o.health.ok().is_some_and(|h| h.healthy))
 }
 
 /// The highest raft term any member reported in this round.
@@ -147,7 +163,11 @@ pub enum Change {
     MemberLost(Mark),
     MemberBack(Mark),
     /// The agreed leader of this round has a higher term than before the request.
-    LeaderElected { at: Mark, leader: u64, term: u64 },
+    LeaderElected {
+        at: Mark,
+        leader: u64,
+        term: u64,
+    },
     HealthyList(Mark),
     TimedOut(Mark),
 }
@@ -179,7 +199,13 @@ pub struct RecoveryTracker {
 }
 
 impl RecoveryTracker {
-    pub fn new(target: MemberName, members: usize, requested: Stamp, term_before: Option<u64>, timeout: Duration) -> Self {
+    pub fn new(
+        target: MemberName,
+        members: usize,
+        requested: Stamp,
+        term_before: Option<u64>,
+        timeout: Duration,
+    ) -> Self {
         RecoveryTracker {
             target,
             members,
@@ -234,7 +260,12 @@ impl RecoveryTracker {
         if self.elected.is_none() {
             let view = r.view();
             if let (Some(leader), Some(before)) = (round_leader(&view.points), self.term_before) {
-                let term = view.points.values().filter(|p| p.leader_id == Some(leader)).filter_map(|p| p.raft_term).max();
+                let term = view
+                    .points
+                    .values()
+                    .filter(|p| p.leader_id == Some(leader))
+                    .filter_map(|p| p.raft_term)
+                    .max();
                 if let Some(term) = term.filter(|t| *t > before) {
                     self.elected = Some(Mark::of(r));
                     out.push(Change::LeaderElected { at: Mark::of(r), leader, term });

@@ -40,7 +40,17 @@ pub struct Windows {
 
 impl Windows {
     pub fn new(first: WindowName) -> Self {
-        Windows { closed: Vec::new(), open: Open { name: first, fold: Window::new(), health: BTreeMap::new(), client: ClientFold::default(), first: None, last: None } }
+        Windows {
+            closed: Vec::new(),
+            open: Open {
+                name: first,
+                fold: Window::new(),
+                health: BTreeMap::new(),
+                client: ClientFold::default(),
+                first: None,
+                last: None,
+            },
+        }
     }
 
     /// Seconds the open window spans so far, from its first round to its last (monotonic):
@@ -76,7 +86,14 @@ impl Windows {
     pub fn next(&mut self, full_length: bool, next: WindowName, peers: PeerName) {
         let health = self.open.health.iter().map(|(n, f)| (n.clone(), f.continue_from())).collect();
         let client = self.open.client.continue_from();
-        let open = Open { name: next, fold: self.open.fold.continue_from(), health, client, first: self.open.last, last: self.open.last };
+        let open = Open {
+            name: next,
+            fold: self.open.fold.continue_from(),
+            health,
+            client,
+            first: self.open.last,
+            last: self.open.last,
+        };
         let done = std::mem::replace(&mut self.open, open);
         self.closed.extend(record(done, full_length, peers));
     }
@@ -106,7 +123,10 @@ impl Windows {
     }
 
     /// The open window's member health so far (for `sample`'s summary).
-    pub fn health(&self, peers: PeerName) -> BTreeMap<String, crate::model::baseline::MemberHealth> {
+    pub fn health(
+        &self,
+        peers: PeerName,
+    ) -> BTreeMap<String, crate::model::baseline::MemberHealth> {
         self.open.health.iter().map(|(n, f)| (n.0.clone(), f.figures(peers))).collect()
     }
 
@@ -124,7 +144,14 @@ impl Windows {
 
 fn record(w: Open, full_length: bool, peers: PeerName) -> Option<WindowRecord> {
     let (first, last) = w.first.zip(w.last)?;
-    let mut r = WindowRecord::new(w.name, first, last, w.fold.rounds(), &w.fold.counts(), full_length && w.fold.rounds() > 0);
+    let mut r = WindowRecord::new(
+        w.name,
+        first,
+        last,
+        w.fold.rounds(),
+        &w.fold.counts(),
+        full_length && w.fold.rounds() > 0,
+    );
     r.health = w.health.iter().map(|(n, f)| (n.0.clone(), f.figures(peers))).collect();
     r.client = w.client.figures();
     Some(r)

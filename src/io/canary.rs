@@ -20,12 +20,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{Client, KvClient, LeaseClient, PutOptions};
-use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::Semaphore;
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::io::probe::{etcd_options, ProbeConfig};
+use crate::io::probe::{ProbeConfig, etcd_options};
 use crate::model::canary::{Kind, Op};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::member::Member;
@@ -36,7 +36,6 @@ pub const PREFIX: &str = "__leaderwatch/canary/";
 pub const LEASE_TTL_S: i64 = 30;
 /// A fresh lease this often (well inside the TTL), so no keep-alive is needed.
 pub const LEASE_RENEW: Duration = Duration::from_secs(10);
-
 
 #[derive(Debug, Clone)]
 pub struct CanaryConfig {
@@ -79,18 +78,32 @@ fn one_line(e: &etcd_client::Error) -> String {
 impl Canary {
     /// Connects one client to every member and starts the two loops. The key is
     /// `__leaderwatch/canary/<run_id>`.
-    pub async fn start(members: &[Member], probe: &ProbeConfig, cfg: CanaryConfig, run_id: &str, clock: Arc<dyn Clock>) -> Result<Canary, String> {
+    pub async fn start(
+        members: &[Member],
+        probe: &ProbeConfig,
+        cfg: CanaryConfig,
+        run_id: &str,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Canary, String> {
         let first = members.first().ok_or("the canary needs at least one member")?;
         let opts = etcd_options(&ProbeConfig { timeout: cfg.timeout, ..probe.clone() }, first)?;
         let urls: Vec<&str> = members.iter().map(|m| m.url.as_str()).collect();
         let client = tokio::time::timeout(cfg.timeout, Client::connect(urls, Some(opts)))
             .await
-            .map_err(|_| format!("canary: no connection within {}", humantime::format_duration(cfg.timeout)))?
+            .map_err(|_| {
+                format!("canary: no connection within {}", humantime::format_duration(cfg.timeout))
+            })?
             .map_err(|e| format!("canary: {}", one_line(&e)))?;
         let key = format!("{PREFIX}{run_id}");
         let leases = Arc::new(Mutex::new(Leases::default()));
         let (tx, rx) = mpsc::unbounded_channel();
-        let write = Writer { kv: client.kv_client(), lease: client.lease_client(), key: key.clone(), leases: leases.clone(), granting: Arc::new(tokio::sync::Mutex::new(())) };
+        let write = Writer {
+            kv: client.kv_client(),
+            lease: client.lease_client(),
+            key: key.clone(),
+            leases: leases.clone(),
+            granting: Arc::new(tokio::sync::Mutex::new(())),
+        };
         let read = Reader { kv: client.kv_client(), key: key.clone() };
         let loops = vec![
             tokio::spawn(run(Kind::Write, write, cfg.clone(), clock.clone(), tx.clone())),
@@ -128,11 +141,20 @@ impl Canary {
                 Ok(Ok(_)) => {}
                 // Already expired, or revoked with an earlier one: nothing left to delete.
                 Ok(Err(e)) if one_line(&e).contains("not found") => {}
-                Ok(Err(e)) => tracing::warn!("canary: revoking lease {id:x}: {} (it expires within {LEASE_TTL_S} s)", one_line(&e)),
-                Err(_) => tracing::warn!("canary: revoking lease {id:x} timed out (it expires within {LEASE_TTL_S} s)"),
+                Ok(Err(e)) => tracing::warn!(
+                    "canary: revoking lease {id:x}: {} (it expires within {LEASE_TTL_S} s)",
+                    one_line(&e)
+                ),
+                Err(_) => tracing::warn!(
+                    "canary: revoking lease {id:x} timed out (it expires within {LEASE_TTL_S} s)"
+                ),
             }
         }
-        if let Err(e) = tokio::time::timeout(t, kv.delete(self.key.clone(), None)).await.map_err(|_| "timed out".to_owned()).and_then(|r| r.map_err(|e| one_line(&e))) {
+        if let Err(e) = tokio::time::timeout(t, kv.delete(self.key.clone(), None))
+            .await
+            .map_err(|_| "timed out".to_owned())
+            .and_then(|r| r.map_err(|e| one_line(&e)))
+        {
             tracing::warn!("canary: deleting {}: {e}", self.key);
         }
         ops
@@ -165,7 +187,12 @@ struct Writer {
 impl Writer {
     /// The newest lease if it is fresh.
     fn fresh(&self) -> Option<i64> {
-        self.leases.lock().ok().and_then(|l| l.newest.is_some_and(|t| t.elapsed() < LEASE_RENEW).then(|| l.ids.last().copied()).flatten())
+        self.leases.lock().ok().and_then(|l| {
+            l.newest
+                .is_some_and(|t| t.elapsed() < LEASE_RENEW)
+                .then(|| l.ids.last().copied())
+                .flatten()
+        })
     }
 }
 
@@ -178,20 +205,28 @@ impl DoOp for Writer {
                 if let Some(id) = self.fresh() {
                     id
                 } else {
-                let g = self.lease.grant(LEASE_TTL_S, None).await.map_err(|e| format!("lease grant: {}", one_line(&e)))?;
-                if let Ok(mut l) = self.leases.lock() {
-                    l.ids.push(g.id());
-                    l.newest = Some(Instant::now());
-                    // Older leases carry no key any more (each Put moves it to the newest).
-                    let keep = l.ids.len().saturating_sub(8);
-                    l.ids.drain(..keep);
-                }
-                g.id()
+                    let g = self
+                        .lease
+                        .grant(LEASE_TTL_S, None)
+                        .await
+                        .map_err(|e| format!("lease grant: {}", one_line(&e)))?;
+                    if let Ok(mut l) = self.leases.lock() {
+                        l.ids.push(g.id());
+                        l.newest = Some(Instant::now());
+                        // Older leases carry no key any more (each Put moves it to the newest).
+                        let keep = l.ids.len().saturating_sub(8);
+                        l.ids.drain(..keep);
+                    }
+                    g.id()
                 }
             }
         };
         let value = crate::model::clock::ts(at.utc);
-        let r = self.kv.put(self.key.clone(), value, Some(PutOptions::new().with_lease(id))).await.map_err(|e| one_line(&e))?;
+        let r = self
+            .kv
+            .put(self.key.clone(), value, Some(PutOptions::new().with_lease(id)))
+            .await
+            .map_err(|e| one_line(&e))?;
         Ok(r.header().map_or(0, |h| h.member_id()))
     }
 }
@@ -213,7 +248,13 @@ impl DoOp for Reader {
 /// The loop of one kind: an op per tick, each bounded by the deadline, overlapping the
 /// ones still in flight up to [`in_flight_limit`]. Aborting the loop drops its `JoinSet`,
 /// which aborts the ops in flight.
-async fn run<D: DoOp>(kind: Kind, d: D, cfg: CanaryConfig, clock: Arc<dyn Clock>, tx: UnboundedSender<Op>) {
+async fn run<D: DoOp>(
+    kind: Kind,
+    d: D,
+    cfg: CanaryConfig,
+    clock: Arc<dyn Clock>,
+    tx: UnboundedSender<Op>,
+) {
     let mut tick = tokio::time::interval(cfg.every);
     tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let limit = Arc::new(Semaphore::new(in_flight_limit(&cfg)));
@@ -226,9 +267,14 @@ async fn run<D: DoOp>(kind: Kind, d: D, cfg: CanaryConfig, clock: Arc<dyn Clock>
         let Ok(permit) = limit.clone().acquire_owned().await else { return };
         let started = clock.stamp();
         let lag = started.mono.saturating_duration_since(due_at);
-        let due = Stamp { utc: started.utc - chrono::Duration::from_std(lag).unwrap_or_default(), mono: due_at };
-        let one_in_flight = busy.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok();
-        let (d, clock, sent, busy, timeout) = (d.clone(), clock.clone(), tx.clone(), busy.clone(), cfg.timeout);
+        let due = Stamp {
+            utc: started.utc - chrono::Duration::from_std(lag).unwrap_or_default(),
+            mono: due_at,
+        };
+        let one_in_flight =
+            busy.compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        let (d, clock, sent, busy, timeout) =
+            (d.clone(), clock.clone(), tx.clone(), busy.clone(), cfg.timeout);
         ops.spawn(async move {
             let result = match tokio::time::timeout(timeout, d.op(started)).await {
                 Ok(r) => r,
@@ -257,7 +303,10 @@ mod tests {
 
     #[test]
     fn the_in_flight_limit_covers_one_deadline_of_ticks() {
-        let c = |every: u64, timeout: u64| CanaryConfig { every: Duration::from_millis(every), timeout: Duration::from_millis(timeout) };
+        let c = |every: u64, timeout: u64| CanaryConfig {
+            every: Duration::from_millis(every),
+            timeout: Duration::from_millis(timeout),
+        };
         assert_eq!(in_flight_limit(&c(100, 1000)), 11);
         assert_eq!(in_flight_limit(&c(1000, 1000)), 2);
         assert_eq!(in_flight_limit(&c(300, 1000)), 5);

@@ -8,8 +8,8 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::Mutex;
+use tokio::sync::mpsc::UnboundedSender;
 
 use crate::Result;
 use crate::io::local::LocalCluster;
@@ -24,7 +24,11 @@ pub trait Disruptor: Send + 'static {
     /// Disrupts `member` once, reporting each step through `report`. Returns when the
     /// disruptor's own part is over (local: restarted or thawed; eviction: the old pod is
     /// gone). Taking `self` makes a second disruption in one run impossible.
-    fn disrupt(self, member: MemberName, report: Reporter) -> impl Future<Output = Result<()>> + Send + 'static;
+    fn disrupt(
+        self,
+        member: MemberName,
+        report: Reporter,
+    ) -> impl Future<Output = Result<()>> + Send + 'static;
 
     /// What puts the cluster back if the disruptor's task is cut short (a signal, a
     /// failure): a drain's uncordon. Taken before [`Disruptor::disrupt`]; the sitting runs
@@ -36,7 +40,8 @@ pub trait Disruptor: Send + 'static {
 }
 
 /// See [`Disruptor::undo`].
-pub type Undo = Box<dyn FnOnce(Reporter) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
+pub type Undo =
+    Box<dyn FnOnce(Reporter) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
 /// One report from a running disruptor.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,7 +68,13 @@ impl Reporter {
 
     pub fn event(&self, member: &MemberName, kind: &str, detail: impl Into<String>) {
         // The sitting may be gone (interrupted): nothing is left to tell.
-        let _ = self.tx.send(Report::Event(Event::stamped(self.clock.stamp(), self.source, &member.0, kind, detail)));
+        let _ = self.tx.send(Report::Event(Event::stamped(
+            self.clock.stamp(),
+            self.source,
+            &member.0,
+            kind,
+            detail,
+        )));
     }
 
     pub fn attempts(&self, attempts: u32, blocked_s: f64) {

@@ -16,7 +16,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
@@ -110,7 +110,11 @@ impl Exporter {
     /// `stale_after`.
     pub fn new(stale_after: Duration) -> (Exporter, Shared) {
         let mut r = Registry::default();
-        let live = Arc::new(Liveness { started: Instant::now(), last_round: Mutex::new(None), stale_after });
+        let live = Arc::new(Liveness {
+            started: Instant::now(),
+            last_round: Mutex::new(None),
+            stale_after,
+        });
         let e = Exporter {
             max_term: None,
             elections: Counter::default(),
@@ -134,24 +138,68 @@ impl Exporter {
         // Counters get `_total` from the crate, and every help text a final period.
         r.register("leaderwatch_elections", "Elections: increases of the highest raft term seen across the cluster since leaderwatch started. A member restart does not move it", e.elections.clone());
         r.register("leaderwatch_leader_transitions", "Changes of the leader the members agree on, between two rounds, since leaderwatch started", e.transitions.clone());
-        r.register("leaderwatch_raft_term", "Highest raft term reported in the last round (Status RPC)", e.raft_term.clone());
-        r.register("leaderwatch_member_up", "1 if the member answered any part of the last round's probe", e.up.clone());
-        r.register("leaderwatch_member_healthy", "1 if the member's /health said true in the last round", e.healthy.clone());
-        r.register("leaderwatch_member_is_leader", "1 if the member reported itself leader in the last round", e.is_leader.clone());
+        r.register(
+            "leaderwatch_raft_term",
+            "Highest raft term reported in the last round (Status RPC)",
+            e.raft_term.clone(),
+        );
+        r.register(
+            "leaderwatch_member_up",
+            "1 if the member answered any part of the last round's probe",
+            e.up.clone(),
+        );
+        r.register(
+            "leaderwatch_member_healthy",
+            "1 if the member's /health said true in the last round",
+            e.healthy.clone(),
+        );
+        r.register(
+            "leaderwatch_member_is_leader",
+            "1 if the member reported itself leader in the last round",
+            e.is_leader.clone(),
+        );
         r.register(
             "leaderwatch_member_leader_changes_seen",
             "The member's raw etcd_server_leader_changes_seen_total at its last /metrics read: restarts reset it, so it moves by more than the elections",
             e.leader_changes_seen.clone(),
         );
-        r.register("leaderwatch_round_duration_seconds", "Time from a round's start to its slowest member's answer", e.round_duration.clone());
-        r.register("leaderwatch_last_round_timestamp_seconds", "Unix time of the last round recorded", e.last_round.clone());
+        r.register(
+            "leaderwatch_round_duration_seconds",
+            "Time from a round's start to its slowest member's answer",
+            e.round_duration.clone(),
+        );
+        r.register(
+            "leaderwatch_last_round_timestamp_seconds",
+            "Unix time of the last round recorded",
+            e.last_round.clone(),
+        );
         r.register("leaderwatch_probe_failures", "Failed probe parts by member and part (metrics, health, status; round: no answer within the round)", e.probe_failures.clone());
         r.register("leaderwatch_canary_ops", "Canary ops (a linearizable write and read per interval) by kind and result (ok, error)", e.canary_ops.clone());
-        r.register("leaderwatch_canary_latency_seconds", "Canary op latency by kind", e.canary_latency.clone());
-        r.register("leaderwatch_member_wal_fsync_p99_seconds", "WAL fsync p99 over the last health interval (10 s)", e.wal_fsync_p99.clone());
-        r.register("leaderwatch_member_backend_commit_p99_seconds", "Backend commit p99 over the last health interval", e.backend_commit_p99.clone());
-        r.register("leaderwatch_member_db_size_bytes", "Backend database size at the end of the last health interval", e.db_size.clone());
-        r.register("leaderwatch_member_figures_over_threshold", "Member health figures above their documented thresholds in the last health interval", e.over.clone());
+        r.register(
+            "leaderwatch_canary_latency_seconds",
+            "Canary op latency by kind",
+            e.canary_latency.clone(),
+        );
+        r.register(
+            "leaderwatch_member_wal_fsync_p99_seconds",
+            "WAL fsync p99 over the last health interval (10 s)",
+            e.wal_fsync_p99.clone(),
+        );
+        r.register(
+            "leaderwatch_member_backend_commit_p99_seconds",
+            "Backend commit p99 over the last health interval",
+            e.backend_commit_p99.clone(),
+        );
+        r.register(
+            "leaderwatch_member_db_size_bytes",
+            "Backend database size at the end of the last health interval",
+            e.db_size.clone(),
+        );
+        r.register(
+            "leaderwatch_member_figures_over_threshold",
+            "Member health figures above their documented thresholds in the last health interval",
+            e.over.clone(),
+        );
         (e, Shared { registry: Arc::new(r), live })
     }
 
@@ -164,7 +212,9 @@ impl Exporter {
         self.max_term = max_term.or(self.max_term);
         self.transitions.inc_by(transitions as u64);
 
-        if let Some(t) = r.observations.iter().filter_map(|o| o.status.ok().map(|s| s.raft_term)).max() {
+        if let Some(t) =
+            r.observations.iter().filter_map(|o| o.status.ok().map(|s| s.raft_term)).max()
+        {
             self.raft_term.set(i64::try_from(t).unwrap_or(i64::MAX));
         }
         let mut slowest = 0.0f64;
@@ -172,14 +222,27 @@ impl Exporter {
             let l = MemberLabel { member: o.member.0.clone() };
             self.up.get_or_create(&l).set(i64::from(o.reachable()));
             self.healthy.get_or_create(&l).set(i64::from(o.health.ok().is_some_and(|h| h.healthy)));
-            let leader = o.status.ok().map(|s| s.member_id != 0 && s.member_id == s.leader_id).or_else(|| o.metrics.ok().and_then(|m| m.is_leader));
+            let leader = o
+                .status
+                .ok()
+                .map(|s| s.member_id != 0 && s.member_id == s.leader_id)
+                .or_else(|| o.metrics.ok().and_then(|m| m.is_leader));
             self.is_leader.get_or_create(&l).set(i64::from(leader.unwrap_or(false)));
             if let Some(v) = o.metrics.ok().and_then(|m| m.leader_changes_seen_total) {
                 self.leader_changes_seen.get_or_create(&l).set(v);
             }
-            for (part, failed) in [("metrics", o.metrics.err().is_some()), ("health", o.health.err().is_some()), ("status", o.status.err().is_some())] {
+            for (part, failed) in [
+                ("metrics", o.metrics.err().is_some()),
+                ("health", o.health.err().is_some()),
+                ("status", o.status.err().is_some()),
+            ] {
                 if failed {
-                    self.probe_failures.get_or_create(&PartLabels { member: l.member.clone(), part: part.to_owned() }).inc();
+                    self.probe_failures
+                        .get_or_create(&PartLabels {
+                            member: l.member.clone(),
+                            part: part.to_owned(),
+                        })
+                        .inc();
                 }
             }
             // A probe started in an earlier round answered `age` earlier in its own time.
@@ -190,7 +253,9 @@ impl Exporter {
             self.up.get_or_create(&l).set(0);
             self.healthy.get_or_create(&l).set(0);
             self.is_leader.get_or_create(&l).set(0);
-            self.probe_failures.get_or_create(&PartLabels { member: l.member, part: "round".to_owned() }).inc();
+            self.probe_failures
+                .get_or_create(&PartLabels { member: l.member, part: "round".to_owned() })
+                .inc();
             slowest = slowest.max(s.in_flight.as_secs_f64());
         }
         self.round_duration.observe(slowest);
@@ -205,7 +270,11 @@ impl Exporter {
         for row in rows {
             let l = MemberLabel { member: row.member.clone() };
             let h = &row.health;
-            for (family, v) in [(&self.wal_fsync_p99, h.wal_fsync_p99_s), (&self.backend_commit_p99, h.backend_commit_p99_s), (&self.db_size, h.db_size_bytes)] {
+            for (family, v) in [
+                (&self.wal_fsync_p99, h.wal_fsync_p99_s),
+                (&self.backend_commit_p99, h.backend_commit_p99_s),
+                (&self.db_size, h.db_size_bytes),
+            ] {
                 match v.filter(|v| v.is_finite()) {
                     Some(v) => {
                         family.get_or_create(&l).set(v);
@@ -223,9 +292,16 @@ impl Exporter {
     pub fn canary(&mut self, ops: &[Op]) {
         for op in ops {
             let kind = op.kind.as_str().to_owned();
-            self.canary_ops.get_or_create(&OpLabels { kind: kind.clone(), result: if op.ok { "ok" } else { "error" }.to_owned() }).inc();
+            self.canary_ops
+                .get_or_create(&OpLabels {
+                    kind: kind.clone(),
+                    result: if op.ok { "ok" } else { "error" }.to_owned(),
+                })
+                .inc();
             if op.ok {
-                self.canary_latency.get_or_create(&KindLabel { kind }).observe(op.latency_ms() / 1000.0);
+                self.canary_latency
+                    .get_or_create(&KindLabel { kind })
+                    .observe(op.latency_ms() / 1000.0);
             }
         }
     }
@@ -250,8 +326,16 @@ fn healthz(live: &Liveness) -> (StatusCode, String) {
     if since <= live.stale_after {
         (StatusCode::OK, "ok\n".to_owned())
     } else {
-        let what = if last.is_some() { "last round recorded" } else { "started, no round recorded yet," };
-        (StatusCode::SERVICE_UNAVAILABLE, format!("stale: {what} {:.0} s ago (limit {:.0} s)\n", since.as_secs_f64(), live.stale_after.as_secs_f64()))
+        let what =
+            if last.is_some() { "last round recorded" } else { "started, no round recorded yet," };
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "stale: {what} {:.0} s ago (limit {:.0} s)\n",
+                since.as_secs_f64(),
+                live.stale_after.as_secs_f64()
+            ),
+        )
     }
 }
 
@@ -262,7 +346,11 @@ fn answer(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
             let (s, b) = healthz(&shared.live);
             (s, "text/plain; charset=utf-8", b)
         }
-        ("GET" | "HEAD", _) => (StatusCode::NOT_FOUND, "text/plain; charset=utf-8", "not found: try /metrics or /healthz\n".to_owned()),
+        ("GET" | "HEAD", _) => (
+            StatusCode::NOT_FOUND,
+            "text/plain; charset=utf-8",
+            "not found: try /metrics or /healthz\n".to_owned(),
+        ),
         _ => (StatusCode::METHOD_NOT_ALLOWED, "text/plain; charset=utf-8", "GET only\n".to_owned()),
     };
     let mut resp = Response::new(Full::new(Bytes::from(body)));
@@ -278,7 +366,9 @@ fn answer(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
 /// (30 s at least). A taken or foreign address is bad input: nothing has run yet.
 pub async fn start(addr: SocketAddr, interval: Duration) -> crate::Result<(Exporter, SocketAddr)> {
     let (e, shared) = Exporter::new((interval * 10).max(Duration::from_secs(30)));
-    let bound = serve(addr, shared).await.map_err(|err| crate::Error::Usage(format!("--metrics-addr {addr}: {err}")))?;
+    let bound = serve(addr, shared)
+        .await
+        .map_err(|err| crate::Error::Usage(format!("--metrics-addr {addr}: {err}")))?;
     tracing::info!("serving http://{bound}/metrics and /healthz");
     Ok((e, bound))
 }
@@ -328,11 +418,23 @@ mod tests {
     fn obs(name: &str, id: u64, leader: u64, term: u64) -> Observation {
         let at = Stamp { utc: chrono::Utc::now(), mono: Instant::now() };
         let healthy = Part::Ok { value: Health { healthy: true, reason: String::new() }, ms: 1.0 };
-        Observation::new(MemberName(name.to_owned()), format!("http://{name}"), at, Part::Skipped, healthy, Part::Ok { value: Status::of(id, leader, term), ms: 1.0 })
+        Observation::new(
+            MemberName(name.to_owned()),
+            format!("http://{name}"),
+            at,
+            Part::Skipped,
+            healthy,
+            Part::Ok { value: Status::of(id, leader, term), ms: 1.0 },
+        )
     }
 
     fn round(i: u64, leader: u64, term: u64) -> Round {
-        Round { index: i, started: Stamp { utc: chrono::Utc::now(), mono: Instant::now() }, observations: (1..=3).map(|id| obs(&format!("m{id}"), id, leader, term)).collect(), silent: vec![] }
+        Round {
+            index: i,
+            started: Stamp { utc: chrono::Utc::now(), mono: Instant::now() },
+            observations: (1..=3).map(|id| obs(&format!("m{id}"), id, leader, term)).collect(),
+            silent: vec![],
+        }
     }
 
     fn value(text: &str, series: &str) -> Option<f64> {

@@ -8,16 +8,18 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{kill, Signal};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::io::metrics;
-use crate::io::probe::{http_client, ProbeConfig, TlsFiles};
+use crate::io::probe::{ProbeConfig, TlsFiles, http_client};
 use crate::model::member::{Member, MemberName};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
-    #[error("no etcd binary found: set ETCD_BIN or --etcd-bin, run `make deps` (installs .tools/bin/etcd), or put etcd on PATH")]
+    #[error(
+        "no etcd binary found: set ETCD_BIN or --etcd-bin, run `make deps` (installs .tools/bin/etcd), or put etcd on PATH"
+    )]
     NoEtcd,
     #[error("etcd binary {0}: not an executable file")]
     NotExecutable(PathBuf),
@@ -161,7 +163,12 @@ impl LocalCluster {
         let bin = find_etcd(opts.etcd_bin.as_deref())?;
         let mut last = None;
         for _attempt in 0..3 {
-            let mut c = Self::spawn_all(&bin, opts.members, opts.tls.clone(), (opts.heartbeat_ms, opts.election_ms))?;
+            let mut c = Self::spawn_all(
+                &bin,
+                opts.members,
+                opts.tls.clone(),
+                (opts.heartbeat_ms, opts.election_ms),
+            )?;
             match c.wait_healthy(opts.startup_timeout).await {
                 Ok(()) => return Ok(c),
                 Err(e) => {
@@ -172,7 +179,10 @@ impl LocalCluster {
                         let kept = c.dir.path().to_path_buf();
                         c.kill_all();
                         c.dir.disable_cleanup(true);
-                        return Err(LocalError::NotHealthy { timeout: opts.startup_timeout, logs: kept.display().to_string() });
+                        return Err(LocalError::NotHealthy {
+                            timeout: opts.startup_timeout,
+                            logs: kept.display().to_string(),
+                        });
                     }
                 }
             }
@@ -181,7 +191,10 @@ impl LocalCluster {
     }
 
     fn spawn_all(bin: &Path, n: usize, tls: Option<TlsFiles>, timing: (u64, u64)) -> Result<Self> {
-        let dir = tempfile::Builder::new().prefix("leaderwatch-etcd-").tempdir().map_err(io("create a temp dir"))?;
+        let dir = tempfile::Builder::new()
+            .prefix("leaderwatch-etcd-")
+            .tempdir()
+            .map_err(io("create a temp dir"))?;
         let ports = free_ports(2 * n)?;
         let members = (0..n)
             .map(|i| LocalMember {
@@ -197,8 +210,13 @@ impl LocalCluster {
             .collect();
         let token = format!("leaderwatch-{}", ports[0]);
         // The cluster's own health checks use the same client set-up as the prober.
-        let probe = ProbeConfig { timeout: Duration::from_millis(800), tls: tls.clone().unwrap_or_default(), with_metrics: true };
-        let http = http_client(&probe).map_err(|e| io("HTTP client for the local cluster")(std::io::Error::other(e)))?;
+        let probe = ProbeConfig {
+            timeout: Duration::from_millis(800),
+            tls: tls.clone().unwrap_or_default(),
+            with_metrics: true,
+        };
+        let http = http_client(&probe)
+            .map_err(|e| io("HTTP client for the local cluster")(std::io::Error::other(e)))?;
         let mut c = LocalCluster { bin: bin.to_owned(), token, timing, tls, members, http, dir };
         for i in 0..n {
             c.spawn(i)?;
@@ -207,14 +225,20 @@ impl LocalCluster {
     }
 
     fn initial_cluster(&self) -> String {
-        self.members.iter().map(|m| format!("{}={}", m.name, m.peer_url())).collect::<Vec<_>>().join(",")
+        self.members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.peer_url()))
+            .collect::<Vec<_>>()
+            .join(",")
     }
 
     fn spawn(&mut self, i: usize) -> Result<()> {
         let initial = self.initial_cluster();
         let mut tls_args = Vec::new();
         if let Some(t) = &self.tls {
-            let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+            let path = |p: &Option<PathBuf>| {
+                p.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+            };
             tls_args = vec![
                 format!("--cert-file={}", path(&t.cert)),
                 format!("--key-file={}", path(&t.key)),
@@ -223,7 +247,11 @@ impl LocalCluster {
             ];
         }
         let m = self.members.get_mut(i).ok_or(LocalError::NoMember(i))?;
-        let log = File::options().create(true).append(true).open(&m.log).map_err(io(format!("open {}", m.log.display())))?;
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&m.log)
+            .map_err(io(format!("open {}", m.log.display())))?;
         let log2 = log.try_clone().map_err(io("clone log handle"))?;
         let child = Command::new(&self.bin)
             .args([
@@ -252,12 +280,17 @@ impl LocalCluster {
     }
 
     fn logs_contain(&self, needle: &str) -> bool {
-        self.members.iter().any(|m| std::fs::read_to_string(&m.log).is_ok_and(|t| t.contains(needle)))
+        self.members
+            .iter()
+            .any(|m| std::fs::read_to_string(&m.log).is_ok_and(|t| t.contains(needle)))
     }
 
     /// The members as leaderwatch probes them: `m0=http://127.0.0.1:PORT`, ...
     pub fn members(&self) -> Vec<Member> {
-        self.members.iter().map(|m| Member { name: MemberName(m.name.clone()), url: m.client_url() }).collect()
+        self.members
+            .iter()
+            .map(|m| Member { name: MemberName(m.name.clone()), url: m.client_url() })
+            .collect()
     }
 
     pub fn len(&self) -> usize {
@@ -388,7 +421,10 @@ impl LocalCluster {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(LocalError::NotHealthy { timeout, logs: self.dir.path().display().to_string() });
+                return Err(LocalError::NotHealthy {
+                    timeout,
+                    logs: self.dir.path().display().to_string(),
+                });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -400,7 +436,9 @@ impl LocalCluster {
             if m.frozen || m.child.is_none() {
                 continue;
             }
-            let Ok(r) = self.http.get(format!("{}/metrics", m.client_url())).send().await else { continue };
+            let Ok(r) = self.http.get(format!("{}/metrics", m.client_url())).send().await else {
+                continue;
+            };
             let Ok(text) = r.text().await else { continue };
             if metrics::extract(&text).ok().and_then(|x| x.is_leader) == Some(true) {
                 return Some(i);

@@ -46,7 +46,6 @@ const WANTED: [&str; 12] = [
 /// The histograms behind member health, read by [`bucket_line`] (not prometheus-parse).
 const BUCKETS: [&str; 3] = [WAL_FSYNC_BUCKET, BACKEND_COMMIT_BUCKET, PEER_RTT_BUCKET];
 
-
 /// Why a page yielded nothing useful.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum MetricsError {
@@ -158,7 +157,8 @@ impl Extractor {
         }
         // Parsing from in-memory lines cannot fail with an I/O error.
         let lines = self.wanted.into_iter().map(Ok::<_, io::Error>);
-        let scrape = Scrape::parse(lines).unwrap_or(Scrape { docs: Default::default(), samples: vec![] });
+        let scrape =
+            Scrape::parse(lines).unwrap_or(Scrape { docs: Default::default(), samples: vec![] });
         let mut m = MemberMetrics::default();
         for ((name, peer), b) in self.buckets {
             let h = Histogram::new(b);
@@ -247,7 +247,9 @@ mod tests {
     #[test]
     fn crlf_lines_and_bytes_that_are_not_utf8_elsewhere_do_not_matter() {
         let mut page = b"# HELP go_x \xff\xfe not UTF-8\r\ngo_x{a=\"\xff\"} 1\r\n".to_vec();
-        page.extend_from_slice(b"etcd_server_leader_changes_seen_total 3\r\netcd_server_is_leader 1\r\n");
+        page.extend_from_slice(
+            b"etcd_server_leader_changes_seen_total 3\r\netcd_server_is_leader 1\r\n",
+        );
         page.extend_from_slice(b"etcd_disk_wal_fsync_duration_seconds_bucket{le=\"0.001\"} 5\r\n");
         page.extend_from_slice(b"etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 6\r\n");
         page.extend_from_slice(b"etcd_server_has_leader \xff1\n"); // a wanted line, not UTF-8: skipped
@@ -261,8 +263,18 @@ mod tests {
     #[test]
     fn bucket_lines_in_etcds_forms_only() {
         assert_eq!(bucket_line(r#"x_bucket{le="0.001"} 12"#), Some(("", 0.001, 12.0)));
-        assert_eq!(bucket_line(r#"x_bucket{To="ab12",le="+Inf"} 3"#), Some(("ab12", f64::INFINITY, 3.0)));
-        for bad in [r#"x_bucket{le=0.1} 1"#, r#"x_bucket{le="a"} 1"#, r#"x_bucket{le="1"} NaN"#, r#"x_bucket{other="1",le="1"} 1"#, "x_bucket{le=\"1\"", r#"x_bucket{To="p"} 1"#] {
+        assert_eq!(
+            bucket_line(r#"x_bucket{To="ab12",le="+Inf"} 3"#),
+            Some(("ab12", f64::INFINITY, 3.0))
+        );
+        for bad in [
+            r#"x_bucket{le=0.1} 1"#,
+            r#"x_bucket{le="a"} 1"#,
+            r#"x_bucket{le="1"} NaN"#,
+            r#"x_bucket{other="1",le="1"} 1"#,
+            "x_bucket{le=\"1\"",
+            r#"x_bucket{To="p"} 1"#,
+        ] {
             assert_eq!(bucket_line(bad), None, "{bad}");
         }
     }

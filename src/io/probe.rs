@@ -68,10 +68,13 @@ pub struct ProbeConfig {
 
 impl Default for ProbeConfig {
     fn default() -> Self {
-        ProbeConfig { timeout: Duration::from_secs(2), tls: TlsFiles::default(), with_metrics: true }
+        ProbeConfig {
+            timeout: Duration::from_secs(2),
+            tls: TlsFiles::default(),
+            with_metrics: true,
+        }
     }
 }
-
 
 /// Probes one member. Owns that member's etcd client: a multi-endpoint client would
 /// balance across members and hide who answered. Shared (`&self`) so that each member's
@@ -100,7 +103,8 @@ pub fn http_client(cfg: &ProbeConfig) -> Result<reqwest::Client, String> {
         .pool_max_idle_per_host(2)
         .user_agent(concat!("leaderwatch/", env!("CARGO_PKG_VERSION")));
     if let Some(ca) = &tls.ca {
-        let certs = reqwest::Certificate::from_pem_bundle(ca).map_err(|e| format!("--cacert: {e}"))?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(ca).map_err(|e| format!("--cacert: {e}"))?;
         if certs.is_empty() {
             return Err("--cacert: no certificate in the file".to_owned());
         }
@@ -120,9 +124,7 @@ pub fn http_client(cfg: &ProbeConfig) -> Result<reqwest::Client, String> {
 
 /// Connect options for an etcd client of `member` (TLS from `cfg` for an https:// member).
 pub(crate) fn etcd_options(cfg: &ProbeConfig, member: &Member) -> Result<ConnectOptions, String> {
-    let mut o = ConnectOptions::new()
-        .with_connect_timeout(cfg.timeout)
-        .with_timeout(cfg.timeout);
+    let mut o = ConnectOptions::new().with_connect_timeout(cfg.timeout).with_timeout(cfg.timeout);
     if member.is_tls() {
         let tls = cfg.tls.load()?;
         let mut t = TlsOptions::new();
@@ -162,7 +164,12 @@ fn http_error(e: &reqwest::Error, timeout: Duration) -> String {
 
 /// Hands each chunk of the body to `each` as it arrives; more than `cap` bytes in all is
 /// an error, not a truncation.
-async fn read_chunks(mut resp: reqwest::Response, cap: usize, timeout: Duration, mut each: impl FnMut(&[u8])) -> Result<(), String> {
+async fn read_chunks(
+    mut resp: reqwest::Response,
+    cap: usize,
+    timeout: Duration,
+    mut each: impl FnMut(&[u8]),
+) -> Result<(), String> {
     let mut read = 0;
     while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
         read += chunk.len();
@@ -175,7 +182,11 @@ async fn read_chunks(mut resp: reqwest::Response, cap: usize, timeout: Duration,
 }
 
 /// Reads at most `cap` bytes of the body; more is an error, not a truncation.
-async fn read_capped(resp: reqwest::Response, cap: usize, timeout: Duration) -> Result<Vec<u8>, String> {
+async fn read_capped(
+    resp: reqwest::Response,
+    cap: usize,
+    timeout: Duration,
+) -> Result<Vec<u8>, String> {
     let mut body = Vec::with_capacity(resp.content_length().map_or(1024, |n| n as usize).min(cap));
     read_chunks(resp, cap, timeout, |chunk| body.extend_from_slice(chunk)).await?;
     Ok(body)
@@ -195,14 +206,28 @@ fn ms_since(t: Instant) -> f64 {
 }
 
 impl Prober {
-    pub fn new(member: Member, http: reqwest::Client, cfg: ProbeConfig, clock: Arc<dyn Clock>) -> Result<Self, String> {
+    pub fn new(
+        member: Member,
+        http: reqwest::Client,
+        cfg: ProbeConfig,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self, String> {
         let etcd_options = etcd_options(&cfg, &member)?;
         let url = |path: &str| {
             let u = format!("{}{path}", member.url);
             reqwest::Url::parse(&u).map_err(|e| format!("{}: {u} is not a URL ({e})", member.name))
         };
         let (metrics_url, health_url) = (url("/metrics")?, url("/health")?);
-        Ok(Prober { member, http, metrics_url, health_url, etcd: std::sync::Mutex::new(None), etcd_options, cfg, clock })
+        Ok(Prober {
+            member,
+            http,
+            metrics_url,
+            health_url,
+            etcd: std::sync::Mutex::new(None),
+            etcd_options,
+            cfg,
+            clock,
+        })
     }
 
     pub fn member(&self) -> &Member {
@@ -219,9 +244,7 @@ impl Prober {
         let stamp = self.clock.stamp();
         let client = self.etcd_client().await;
         let (metrics, health, status) = tokio::join!(
-            async {
-                if with_metrics { self.metrics().await } else { Part::Skipped }
-            },
+            async { if with_metrics { self.metrics().await } else { Part::Skipped } },
             self.health(),
             Self::status(client, self.cfg.timeout),
         );
@@ -251,14 +274,22 @@ impl Prober {
                 Ok(c)
             }
             Ok(Err(e)) => Err(format!("connect: {}", error_chain(&e))),
-            Err(_) => Err(format!("connect timed out after {}", humantime::format_duration(self.cfg.timeout))),
+            Err(_) => Err(format!(
+                "connect timed out after {}",
+                humantime::format_duration(self.cfg.timeout)
+            )),
         }
     }
 
     /// `GET url` with the probe's timeout; the body is the caller's to read.
     async fn send(&self, url: &reqwest::Url) -> Result<reqwest::Response, String> {
         let timeout = self.cfg.timeout;
-        self.http.get(url.clone()).timeout(timeout).send().await.map_err(|e| http_error(&e, timeout))
+        self.http
+            .get(url.clone())
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| http_error(&e, timeout))
     }
 
     /// The page is extracted as its chunks arrive: the ~160 KB body is never held whole.
@@ -307,7 +338,10 @@ impl Prober {
 }
 
 /// Runs one part of a probe under `timeout` and records how long it took.
-async fn timed<T>(timeout: Duration, part: impl std::future::Future<Output = Result<T, String>>) -> Part<T> {
+async fn timed<T>(
+    timeout: Duration,
+    part: impl std::future::Future<Output = Result<T, String>>,
+) -> Part<T> {
     let t = Instant::now();
     let value = match tokio::time::timeout(timeout, part).await {
         Ok(v) => v,
@@ -353,7 +387,8 @@ mod tests {
     fn health_parses_3_5_and_3_4_bodies() {
         let h = parse_health(200, br#"{"health":"true","reason":""}"#).expect("3.5 ok");
         assert!(h.healthy);
-        let h = parse_health(503, br#"{"health":"false","reason":"RAFT NO LEADER"}"#).expect("3.5 503");
+        let h =
+            parse_health(503, br#"{"health":"false","reason":"RAFT NO LEADER"}"#).expect("3.5 503");
         assert_eq!(h, Health { healthy: false, reason: "RAFT NO LEADER".into() });
         let h = parse_health(200, br#"{"health":"true"}"#).expect("3.4 has no reason");
         assert!(h.healthy && h.reason.is_empty());

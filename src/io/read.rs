@@ -19,10 +19,15 @@ use crate::model::rate::{BaselineFile, Election, Residual, Source, SourceKind};
 /// Reads and checks one baseline.json.
 pub fn baseline(path: &Path) -> Result<Baseline, Error> {
     let text = std::fs::read(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
-    let b: Baseline =
-        serde_json::from_slice(&text).map_err(|e| Error::Usage(format!("{}: not a leaderwatch baseline.json: {e}", path.display())))?;
+    let b: Baseline = serde_json::from_slice(&text).map_err(|e| {
+        Error::Usage(format!("{}: not a leaderwatch baseline.json: {e}", path.display()))
+    })?;
     if !(1..=crate::model::baseline::SCHEMA_VERSION).contains(&b.schema_version) {
-        return Err(Error::Usage(format!("{}: schema_version {} is not supported", path.display(), b.schema_version)));
+        return Err(Error::Usage(format!(
+            "{}: schema_version {} is not supported",
+            path.display(),
+            b.schema_version
+        )));
     }
     Ok(b)
 }
@@ -48,7 +53,9 @@ pub fn written_since(path: &Path, since: std::time::SystemTime) -> Option<Baseli
 /// events.csv: its rows, by column name (files from before the election columns read
 /// too), and how many rows could not be read (skipped).
 pub fn events(path: &Path) -> Result<(Vec<EventRow>, usize), Error> {
-    let mut r = csv::ReaderBuilder::new().from_path(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    let mut r = csv::ReaderBuilder::new()
+        .from_path(path)
+        .map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
     let mut rows = Vec::new();
     let mut bad = 0;
     for row in r.deserialize::<EventRow>() {
@@ -103,11 +110,17 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
             // first) says how long it ran; at rest its last event can be hours earlier.
             match last_row(dir, id, *last) {
                 Some(t) if t > *last => {
-                    notes.push(format!("run {id} has no run_ended (killed?): counted to its last samples row, {}", ts(t)));
+                    notes.push(format!(
+                        "run {id} has no run_ended (killed?): counted to its last samples row, {}",
+                        ts(t)
+                    ));
                     t
                 }
                 _ => {
-                    notes.push(format!("run {id} has no run_ended (killed?): counted to its last event, {}", ts(*last)));
+                    notes.push(format!(
+                        "run {id} has no run_ended (killed?): counted to its last event, {}",
+                        ts(*last)
+                    ));
                     *last
                 }
             }
@@ -119,13 +132,31 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
         match election_of(r) {
             Some(e) => elections.push(e),
             None => {
-                notes.push(format!("election row at {} not understood ({:?}): counted as 1, unexplained", ts(r.ts), r.detail));
-                elections.push(Election { at: r.ts, terms: 1, cause: Cause::Unexplained, cause_at: None });
+                notes.push(format!(
+                    "election row at {} not understood ({:?}): counted as 1, unexplained",
+                    ts(r.ts),
+                    r.detail
+                ));
+                elections.push(Election {
+                    at: r.ts,
+                    terms: 1,
+                    cause: Cause::Unexplained,
+                    cause_at: None,
+                });
             }
         }
     }
-    let environment = if endpoints.is_empty() { "sample".to_owned() } else { format!("sample of {endpoints}") };
-    Ok(Source { path: dir.to_owned(), kind: SourceKind::Sample, environment, spans, cuts: cuts_from(&rows), elections, notes })
+    let environment =
+        if endpoints.is_empty() { "sample".to_owned() } else { format!("sample of {endpoints}") };
+    Ok(Source {
+        path: dir.to_owned(),
+        kind: SourceKind::Sample,
+        environment,
+        spans,
+        cuts: cuts_from(&rows),
+        elections,
+        notes,
+    })
 }
 
 /// Reads every PATH (see [`source`]); a directory that is neither a sitting nor a sample
@@ -166,7 +197,8 @@ fn last_row(dir: &Path, id: &str, since: DateTime<Utc>) -> Option<DateTime<Utc>>
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let (live, day, _) = crate::io::rotate::parse_closed(&name)?;
-            (live == crate::io::record::SAMPLES && day >= since.date_naive()).then(|| (day, e.path()))
+            (live == crate::io::record::SAMPLES && day >= since.date_naive())
+                .then(|| (day, e.path()))
         })
         .collect();
     files.sort();
@@ -185,7 +217,13 @@ fn last_row(dir: &Path, id: &str, since: DateTime<Utc>) -> Option<DateTime<Utc>>
         }
         // Rows start `ts,run_id,`; the last one of this run wins.
         let of_run = |l: &&str| l.find(',').is_some_and(|i| l[i..].starts_with(&tag[..]));
-        if let Some(t) = text.lines().rev().find(of_run).and_then(|l| l.split(',').next()).and_then(|t| t.parse().ok()) {
+        if let Some(t) = text
+            .lines()
+            .rev()
+            .find(of_run)
+            .and_then(|l| l.split(',').next())
+            .and_then(|t| t.parse().ok())
+        {
             return Some(t);
         }
     }
@@ -203,7 +241,10 @@ pub fn source(path: &Path) -> Result<Source, Error> {
         if path.join(EVENTS).exists() {
             return from_sample(path);
         }
-        return Err(Error::Usage(format!("{}: neither a sitting (baseline.json) nor a sample run directory (events.csv), nor a directory of them", path.display())));
+        return Err(Error::Usage(format!(
+            "{}: neither a sitting (baseline.json) nor a sample run directory (events.csv), nor a directory of them",
+            path.display()
+        )));
     }
     if path.file_name().is_some_and(|n| n == "summary.json") {
         return from_sample(path.parent().unwrap_or(Path::new(".")));
@@ -211,13 +252,21 @@ pub fn source(path: &Path) -> Result<Source, Error> {
     from_sitting(path, &baseline(path)?)
 }
 
-
 /// The residual rate over every `sample` run in `dir` (its events.csv), for summary.json.
 pub fn residual(dir: &Path, confidence: f64) -> Result<Residual, Error> {
     let s = from_sample(dir)?;
     let runs = s.spans.len();
     let r = pool(std::slice::from_ref(&s), confidence);
-    Ok(Residual { runs, exposure_s: r.exposure_s, cut_s: r.cut_s, residual: r.residual, by_cause: r.elections, confidence, per_hour: r.per_hour, per_day: r.per_day })
+    Ok(Residual {
+        runs,
+        exposure_s: r.exposure_s,
+        cut_s: r.cut_s,
+        residual: r.residual,
+        by_cause: r.elections,
+        confidence,
+        per_hour: r.per_hour,
+        per_day: r.per_day,
+    })
 }
 
 #[cfg(test)]
@@ -234,17 +283,35 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let at: DateTime<Utc> = "2026-12-01T10:00:00.250Z".parse().expect("ts");
         let cause_ts: DateTime<Utc> = "2026-12-01T09:59:59.100Z".parse().expect("ts");
-        let mut e = Event::new(at, "leaderwatch", "m0", "election", "term 7 -> 9, leader m0 -> m1, leaderless 0.200 s; cause kubernetes (kubernetes pod_deleting 2026-12-01T09:59:59.100Z)");
-        e.election = Some(ElectionColumns { term_from: 7, term_to: 9, cause: Cause::Kubernetes, cause_ts: Some(cause_ts) });
+        let mut e = Event::new(
+            at,
+            "leaderwatch",
+            "m0",
+            "election",
+            "term 7 -> 9, leader m0 -> m1, leaderless 0.200 s; cause kubernetes (kubernetes pod_deleting 2026-12-01T09:59:59.100Z)",
+        );
+        e.election = Some(ElectionColumns {
+            term_from: 7,
+            term_to: 9,
+            cause: Cause::Kubernetes,
+            cause_ts: Some(cause_ts),
+        });
         let mut run = RunDir::open(dir.path(), "run-1").expect("run dir");
-        run.append_events(&[Event::new(at, "local", "m0", "sigterm_sent", "a, \"quoted\" detail"), e]).expect("append");
+        run.append_events(&[
+            Event::new(at, "local", "m0", "sigterm_sent", "a, \"quoted\" detail"),
+            e,
+        ])
+        .expect("append");
         drop(run);
         let (rows, bad) = events(&dir.path().join(EVENTS)).expect("read");
         assert_eq!((rows.len(), bad), (2, 0));
         assert_eq!(rows[0].detail, "a, \"quoted\" detail");
         assert_eq!(rows[0].election(), None, "not an election row");
         let el = crate::analysis::rate::election_of(&rows[1]).expect("election");
-        assert_eq!((el.at, el.terms, el.cause, el.cause_at), (at, 2, Cause::Kubernetes, Some(cause_ts)));
+        assert_eq!(
+            (el.at, el.terms, el.cause, el.cause_at),
+            (at, 2, Cause::Kubernetes, Some(cause_ts))
+        );
     }
 
     /// An events.csv of the old format (no election columns) is upgraded when a run

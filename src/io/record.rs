@@ -20,7 +20,18 @@ pub const EVENTS: &str = "events.csv";
 pub const HEALTH: &str = "health.csv";
 pub const CANARY: &str = "canary.csv";
 
-pub const CANARY_HEADER: [&str; 10] = ["started", "run_id", "window", "kind", "delay_ms", "latency_ms", "ok", "error", "member", "done"];
+pub const CANARY_HEADER: [&str; 10] = [
+    "started",
+    "run_id",
+    "window",
+    "kind",
+    "delay_ms",
+    "latency_ms",
+    "ok",
+    "error",
+    "member",
+    "done",
+];
 
 /// One canary op as canary.csv writes it.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,7 +75,18 @@ pub const SAMPLES_HEADER: [&str; 30] = [
     "age_ms",
 ];
 
-pub const EVENTS_HEADER: [&str; 10] = ["ts", "run_id", "source", "member", "kind", "detail", "term_from", "term_to", "cause", "cause_ts"];
+pub const EVENTS_HEADER: [&str; 10] = [
+    "ts",
+    "run_id",
+    "source",
+    "member",
+    "kind",
+    "detail",
+    "term_from",
+    "term_to",
+    "cause",
+    "cause_ts",
+];
 /// events.csv before the election columns: reopened, such a file gains them (empty).
 const EVENTS_HEADER_V1: [&str; 6] = ["ts", "run_id", "source", "member", "kind", "detail"];
 
@@ -143,7 +165,6 @@ fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
     move |source| RecordError::Io { path: path.to_owned(), source }
 }
 
-
 #[derive(Serialize)]
 struct SampleRow<'a> {
     ts: String,
@@ -188,7 +209,12 @@ fn ms(v: f64) -> String {
     format!("{v:.1}")
 }
 
-fn sample_row<'a>(o: &'a Observation, round: &Round, run_id: &'a str, phase: &'a str) -> SampleRow<'a> {
+fn sample_row<'a>(
+    o: &'a Observation,
+    round: &Round,
+    run_id: &'a str,
+    phase: &'a str,
+) -> SampleRow<'a> {
     let m = o.metrics.ok();
     let h = o.health.ok();
     let s = o.status.ok();
@@ -290,7 +316,12 @@ fn upgrade(path: &Path, old: &[&str], new: &[&str]) -> Result<(), RecordError> {
         out.push(b'\n');
     }
     out.extend_from_slice(&body[complete..]);
-    tracing::info!("{}: added the columns {} to its {} row(s)", path.display(), new[old.len()..].join(", "), body[..complete].iter().filter(|b| **b == b'\n').count());
+    tracing::info!(
+        "{}: added the columns {} to its {} row(s)",
+        path.display(),
+        new[old.len()..].join(", "),
+        body[..complete].iter().filter(|b| **b == b'\n').count()
+    );
     write_atomic(path, &out)
 }
 
@@ -318,7 +349,11 @@ impl CsvFile {
 
     /// Like [`CsvFile::open`]; a file with the `older` header, a prefix of `header`, is
     /// first rewritten (atomically) with the new columns empty on every row.
-    fn open_upgrading(path: PathBuf, header: &[&str], older: Option<&[&str]>) -> Result<(Self, Reopened), RecordError> {
+    fn open_upgrading(
+        path: PathBuf,
+        header: &[&str],
+        older: Option<&[&str]>,
+    ) -> Result<(Self, Reopened), RecordError> {
         if let Some(old) = older {
             upgrade(&path, old, header)?;
         }
@@ -352,7 +387,8 @@ impl CsvFile {
         let day = crate::io::rotate::first_row_day(&text);
         let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(f);
         if needs_header {
-            w.write_record(header).map_err(|source| RecordError::Csv { path: path.clone(), source })?;
+            w.write_record(header)
+                .map_err(|source| RecordError::Csv { path: path.clone(), source })?;
             w.flush().map_err(io_err(&path))?;
         }
         Ok((CsvFile { path, w, day }, found))
@@ -360,7 +396,12 @@ impl CsvFile {
 
     /// Before rows of `day` are written: with rotation on and a live file of an earlier
     /// day, closes it (renamed to its day) and starts a new one. Returns the closed file.
-    fn roll(&mut self, rotation: Option<Rotation>, day: NaiveDate, header: &[&str]) -> Result<Option<PathBuf>, RecordError> {
+    fn roll(
+        &mut self,
+        rotation: Option<Rotation>,
+        day: NaiveDate,
+        header: &[&str],
+    ) -> Result<Option<PathBuf>, RecordError> {
         let prev = self.day.get_or_insert(day);
         if rotation.is_none() || day <= *prev {
             return Ok(None);
@@ -369,7 +410,8 @@ impl CsvFile {
         self.flush()?;
         self.w.get_ref().sync_all().map_err(io_err(&self.path))?;
         let dir = self.path.parent().unwrap_or(Path::new(".")).to_owned();
-        let live = self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let live =
+            self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let closed = crate::io::rotate::close(&dir, &live, prev).map_err(io_err(&self.path))?;
         let (mut next, _) = CsvFile::open(self.path.clone(), header)?;
         next.day = Some(day);
@@ -414,7 +456,8 @@ impl RunDir {
     pub fn open(dir: &Path, run_id: &str) -> Result<Self, RecordError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let (samples, rs) = CsvFile::open(dir.join(SAMPLES), &SAMPLES_HEADER)?;
-        let (events, re) = CsvFile::open_upgrading(dir.join(EVENTS), &EVENTS_HEADER, Some(&EVENTS_HEADER_V1))?;
+        let (events, re) =
+            CsvFile::open_upgrading(dir.join(EVENTS), &EVENTS_HEADER, Some(&EVENTS_HEADER_V1))?;
         let (health, rh) = CsvFile::open(dir.join(HEALTH), &HEALTH_HEADER)?;
         Ok(RunDir {
             dir: dir.to_owned(),
@@ -435,7 +478,11 @@ impl RunDir {
     /// Turns daily rotation on at `now`: a live file of an earlier day (a restart after
     /// midnight) is closed at once, and closed files are compressed and pruned now and at
     /// every rotation.
-    pub fn rotate_daily(&mut self, rotation: Rotation, now: DateTime<Utc>) -> Result<(), RecordError> {
+    pub fn rotate_daily(
+        &mut self,
+        rotation: Rotation,
+        now: DateTime<Utc>,
+    ) -> Result<(), RecordError> {
         self.rotation = Some(rotation);
         if self.canary.is_none() && self.dir.join(CANARY).exists() {
             // A canary.csv of an earlier run rotates too, even if this run writes none.
@@ -472,8 +519,15 @@ impl RunDir {
             None => None,
         };
         if let Some(closed) = closed {
-            let name = closed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            self.notes.push(Event::new(ts, "record", "", "rotated", format!("{which}: the rows before {day} are in {name}")));
+            let name =
+                closed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            self.notes.push(Event::new(
+                ts,
+                "record",
+                "",
+                "rotated",
+                format!("{which}: the rows before {day} are in {name}"),
+            ));
             self.housekeeping_due = Some(day);
         }
         self.housekeep();
@@ -489,22 +543,42 @@ impl RunDir {
         if self.housekeeping.is_some() {
             return;
         }
-        let (Some(rotation), Some(due)) = (self.rotation, self.housekeeping_due.take()) else { return };
+        let (Some(rotation), Some(due)) = (self.rotation, self.housekeeping_due.take()) else {
+            return;
+        };
         let dir = self.dir.clone();
-        self.housekeeping = Some(std::thread::spawn(move || crate::io::rotate::housekeep(&dir, &ROTATED, due, rotation)));
+        self.housekeeping = Some(std::thread::spawn(move || {
+            crate::io::rotate::housekeep(&dir, &ROTATED, due, rotation)
+        }));
     }
 
     fn collect(&mut self) {
         let Some(h) = self.housekeeping.take() else { return };
         // Stamped with the newest row's time: the recorder's clock, not the system's.
         let ts = self.last_ts.unwrap_or_else(Utc::now);
-        let done = h.join().unwrap_or_else(|_| crate::io::rotate::Done { failed: vec!["housekeeping panicked".into()], ..Default::default() });
-        let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let done = h.join().unwrap_or_else(|_| crate::io::rotate::Done {
+            failed: vec!["housekeeping panicked".into()],
+            ..Default::default()
+        });
+        let name =
+            |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         for (from, from_len, to, to_len) in &done.compressed {
-            self.notes.push(Event::new(ts, "record", "", "compressed", format!("{} ({from_len} bytes) -> {} ({to_len} bytes)", name(from), name(to))));
+            self.notes.push(Event::new(
+                ts,
+                "record",
+                "",
+                "compressed",
+                format!("{} ({from_len} bytes) -> {} ({to_len} bytes)", name(from), name(to)),
+            ));
         }
         for p in &done.deleted {
-            self.notes.push(Event::new(ts, "record", "", "deleted", format!("{} (older than --retain)", name(p))));
+            self.notes.push(Event::new(
+                ts,
+                "record",
+                "",
+                "deleted",
+                format!("{} (older than --retain)", name(p)),
+            ));
         }
         for f in &done.failed {
             tracing::warn!("housekeeping: {f}");
@@ -543,11 +617,17 @@ impl RunDir {
         let path = &self.samples.path;
         for o in &round.observations {
             let row = sample_row(o, round, &self.run_id, phase);
-            self.samples.w.serialize(row).map_err(|source| RecordError::Csv { path: path.clone(), source })?;
+            self.samples
+                .w
+                .serialize(row)
+                .map_err(|source| RecordError::Csv { path: path.clone(), source })?;
         }
         for s in &round.silent {
             let row = silent_row(s, round, &self.run_id, phase);
-            self.samples.w.serialize(row).map_err(|source| RecordError::Csv { path: path.clone(), source })?;
+            self.samples
+                .w
+                .serialize(row)
+                .map_err(|source| RecordError::Csv { path: path.clone(), source })?;
         }
         self.samples.flush()
     }
@@ -598,7 +678,11 @@ impl RunDir {
                 wal_fsync_p99_s: opt(h.wal_fsync_p99_s),
                 backend_commits: h.backend_commits,
                 backend_commit_p99_s: opt(h.backend_commit_p99_s),
-                peer_rtt_p99_max_s: h.peer_rtt_p99_s.values().filter_map(|v| opt(*v)).reduce(f64::max),
+                peer_rtt_p99_max_s: h
+                    .peer_rtt_p99_s
+                    .values()
+                    .filter_map(|v| opt(*v))
+                    .reduce(f64::max),
                 heartbeat_send_failures: h.heartbeat_send_failures,
                 slow_applies: h.slow_applies,
                 proposals_failed: h.proposals_failed,
@@ -606,9 +690,18 @@ impl RunDir {
                 db_size_bytes: h.db_size_bytes,
                 quota_bytes: h.quota_bytes,
                 restarts: h.restarts,
-                over: one_line(&h.over.iter().map(|f| format!("{} {} > {}", f.figure, f.value, f.threshold)).collect::<Vec<_>>().join("; ")),
+                over: one_line(
+                    &h.over
+                        .iter()
+                        .map(|f| format!("{} {} > {}", f.figure, f.value, f.threshold))
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                ),
             };
-            self.health.w.serialize(row).map_err(|source| RecordError::Csv { path: self.health.path.clone(), source })?;
+            self.health
+                .w
+                .serialize(row)
+                .map_err(|source| RecordError::Csv { path: self.health.path.clone(), source })?;
         }
         self.health.flush()
     }
@@ -621,7 +714,10 @@ impl RunDir {
         if self.canary.is_none() {
             let (f, found) = CsvFile::open(self.dir.join(CANARY), &CANARY_HEADER)?;
             if found.torn_bytes > 0 {
-                tracing::warn!("{CANARY}: cut a torn last line of {} byte(s) left by an earlier crash", found.torn_bytes);
+                tracing::warn!(
+                    "{CANARY}: cut a torn last line of {} byte(s) left by an earlier crash",
+                    found.torn_bytes
+                );
             }
             self.canary = Some(f);
         }
@@ -642,7 +738,8 @@ impl RunDir {
                 r.member.clone(),
                 ts(o.done.utc),
             ];
-            f.w.write_record(&rec).map_err(|source| RecordError::Csv { path: f.path.clone(), source })?;
+            f.w.write_record(&rec)
+                .map_err(|source| RecordError::Csv { path: f.path.clone(), source })?;
         }
         f.flush()
     }
@@ -655,7 +752,8 @@ impl RunDir {
         if let Some(c) = self.canary.as_mut() {
             c.flush()?;
         }
-        for f in [&self.samples, &self.events, &self.health].into_iter().chain(self.canary.as_ref()) {
+        for f in [&self.samples, &self.events, &self.health].into_iter().chain(self.canary.as_ref())
+        {
             f.w.get_ref().sync_all().map_err(io_err(&f.path))?;
         }
         Ok(())
@@ -669,7 +767,8 @@ impl RunDir {
 
 /// Writes JSON so that a reader sees the old file or the new one, never half of one.
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<PathBuf, RecordError> {
-    let mut body = serde_json::to_vec_pretty(value).map_err(|e| RecordError::Io { path: path.to_owned(), source: e.into() })?;
+    let mut body = serde_json::to_vec_pretty(value)
+        .map_err(|e| RecordError::Io { path: path.to_owned(), source: e.into() })?;
     body.push(b'\n');
     write_atomic(path, &body)?;
     Ok(path.to_owned())
@@ -699,7 +798,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join(EVENTS);
         let header = EVENTS_HEADER.join(",");
-        fs::write(&p, format!("{header}\n2026-01-01T00:00:00.000Z,r1,leaderwatch,m0,back,\n2026-01-01T00:00:01.0")).expect("write");
+        fs::write(
+            &p,
+            format!(
+                "{header}\n2026-01-01T00:00:00.000Z,r1,leaderwatch,m0,back,\n2026-01-01T00:00:01.0"
+            ),
+        )
+        .expect("write");
         let (mut f, found) = CsvFile::open(p.clone(), &EVENTS_HEADER).expect("reopen");
         assert_eq!(found.torn_bytes, "2026-01-01T00:00:01.0".len() as u64);
         f.w.write_record(["t", "r2", "s", "m", "k", "d"]).expect("write");
@@ -714,7 +819,10 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join(EVENTS);
         fs::write(&p, "a,b,c\n1,2,3\n").expect("write");
-        assert!(matches!(CsvFile::open(p.clone(), &EVENTS_HEADER), Err(RecordError::Schema { .. })));
+        assert!(matches!(
+            CsvFile::open(p.clone(), &EVENTS_HEADER),
+            Err(RecordError::Schema { .. })
+        ));
         assert_eq!(fs::read_to_string(&p).expect("read"), "a,b,c\n1,2,3\n");
     }
 }

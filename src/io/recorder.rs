@@ -80,18 +80,40 @@ impl Recorder {
     /// events.csv. `first_window` names the first window (`sample`, `at_rest`); `members`
     /// is the cluster size (a quorum is a majority of it); causes of elections are looked
     /// for `horizon` back.
-    pub fn open(out: &Path, run_id: &str, clock: &dyn Clock, first_window: WindowName, members: usize, horizon: Duration) -> Result<Self, RecordError> {
+    pub fn open(
+        out: &Path,
+        run_id: &str,
+        clock: &dyn Clock,
+        first_window: WindowName,
+        members: usize,
+        horizon: Duration,
+    ) -> Result<Self, RecordError> {
         let dir = RunDir::open(out, run_id)?;
         let now = clock.now();
         let mut startup = Vec::new();
         let [(_, s), (_, e), _] = dir.reopened.clone();
         if s.rows > 0 || e.rows > 0 {
-            startup.push(Event::new(now, "record", "", "reopened", format!("{} sample row(s), {} event row(s) from earlier runs kept", s.rows, e.rows)));
+            startup.push(Event::new(
+                now,
+                "record",
+                "",
+                "reopened",
+                format!("{} sample row(s), {} event row(s) from earlier runs kept", s.rows, e.rows),
+            ));
         }
         for (file, r) in dir.reopened.clone() {
             if r.torn_bytes > 0 {
-                tracing::warn!("{file}: cut a torn last line of {} byte(s) left by an earlier crash", r.torn_bytes);
-                startup.push(Event::new(now, "record", "", "repaired", format!("{file}: cut a torn last line of {} byte(s)", r.torn_bytes)));
+                tracing::warn!(
+                    "{file}: cut a torn last line of {} byte(s) left by an earlier crash",
+                    r.torn_bytes
+                );
+                startup.push(Event::new(
+                    now,
+                    "record",
+                    "",
+                    "repaired",
+                    format!("{file}: cut a torn last line of {} byte(s)", r.torn_bytes),
+                ));
             }
         }
         let mut rec = Recorder {
@@ -117,7 +139,11 @@ impl Recorder {
     }
 
     /// `sample`'s daily files (record.rs, rotate.rs), from `now` on.
-    pub fn rotate_daily(&mut self, rotation: crate::io::rotate::Rotation, now: chrono::DateTime<chrono::Utc>) -> Result<(), RecordError> {
+    pub fn rotate_daily(
+        &mut self,
+        rotation: crate::io::rotate::Rotation,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(), RecordError> {
         self.dir.rotate_daily(rotation, now)?;
         self.notes()
     }
@@ -130,9 +156,20 @@ impl Recorder {
 
     /// From now on, every round, health interval and canary op also goes to `e`; the
     /// address it serves on goes to events.csv.
-    pub fn export_to(&mut self, e: Exporter, bound: std::net::SocketAddr, at: Stamp) -> Result<(), RecordError> {
+    pub fn export_to(
+        &mut self,
+        e: Exporter,
+        bound: std::net::SocketAddr,
+        at: Stamp,
+    ) -> Result<(), RecordError> {
         self.exporter = Some(e);
-        self.event(Event::stamped(at, "leaderwatch", "", "metrics_serving", format!("http://{bound}/metrics")))
+        self.event(Event::stamped(
+            at,
+            "leaderwatch",
+            "",
+            "metrics_serving",
+            format!("http://{bound}/metrics"),
+        ))
     }
 
     /// Rounds recorded so far in this run.
@@ -145,14 +182,21 @@ impl Recorder {
         self.dir.append_round(r, self.windows.current().as_str())?;
         self.notes()?;
         self.rounds += 1;
-        let mut events: Vec<Event> = r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
+        let mut events: Vec<Event> =
+            r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
         events.extend(r.silent.iter().filter_map(|s| self.tracker.silent(s)));
         let transitions = self.windows.push(r);
         if let Some(e) = self.exporter.as_mut() {
             e.round(r, transitions.len(), self.windows.max_term());
         }
         for t in transitions {
-            events.push(Event::new(t.ts, "leaderwatch", "", "leader_transition", format!("{} -> {} (round {})", t.from, t.to, t.round)));
+            events.push(Event::new(
+                t.ts,
+                "leaderwatch",
+                "",
+                "leader_transition",
+                format!("{} -> {} (round {})", t.from, t.to, t.round),
+            ));
         }
         for v in r.observations.iter().filter_map(|o| o.status.ok().map(|s| s.version.clone())) {
             if !self.versions.contains(&v) {
@@ -178,7 +222,9 @@ impl Recorder {
 
     /// Writes health.csv rows for the interval up to the last round, and starts the next.
     fn health_rows(&mut self) -> Result<(), RecordError> {
-        let (Some(since), Some(last)) = (self.series.since, self.series.last) else { return Ok(()) };
+        let (Some(since), Some(last)) = (self.series.since, self.series.last) else {
+            return Ok(());
+        };
         if since.secs_to(&last) <= 0.0 {
             return Ok(());
         }
@@ -198,7 +244,8 @@ impl Recorder {
                 health: f.figures(peers),
             })
             .collect();
-        self.series.folds = self.series.folds.iter().map(|(n, f)| (n.clone(), f.continue_from())).collect();
+        self.series.folds =
+            self.series.folds.iter().map(|(n, f)| (n.clone(), f.continue_from())).collect();
         self.series.since = Some(last);
         if let Some(e) = self.exporter.as_mut() {
             e.health(&rows);
@@ -219,11 +266,16 @@ impl Recorder {
             let mut d = self.elections.detail(&p, evidence, self.horizon);
             if let Some(c) = &self.canary {
                 d.write_unavailable_s = c.all.unavailable_over(p.after, p.observed, c.cadence_s);
-                d.write_unavailable_one_in_flight_s = c.one_in_flight.unavailable_over(p.after, p.observed, c.cadence_s);
+                d.write_unavailable_one_in_flight_s =
+                    c.one_in_flight.unavailable_over(p.after, p.observed, c.cadence_s);
             }
-            let pointer = d.cause_event.as_ref().map_or(String::new(), |e| format!(" ({} {} {})", e.source, e.kind, crate::model::clock::ts(e.ts)));
+            let pointer = d.cause_event.as_ref().map_or(String::new(), |e| {
+                format!(" ({} {} {})", e.source, e.kind, crate::model::clock::ts(e.ts))
+            });
             let writes = match (d.write_unavailable_s, d.write_unavailable_one_in_flight_s) {
-                (Some(w), Some(one)) => format!(", writes unavailable {w:.3} s (one op in flight {one:.3} s)"),
+                (Some(w), Some(one)) => {
+                    format!(", writes unavailable {w:.3} s (one op in flight {one:.3} s)")
+                }
                 (Some(w), None) => format!(", writes unavailable {w:.3} s"),
                 _ => String::new(),
             };
@@ -236,8 +288,19 @@ impl Recorder {
                 d.leaderless_s.map_or("unknown".to_owned(), |s| format!("{s:.3} s")),
                 d.cause
             );
-            let mut row = Event::stamped(p.observed, "leaderwatch", d.old_leader.as_deref().unwrap_or(""), "election", detail);
-            row.election = Some(ElectionColumns { term_from: d.term_from, term_to: d.term_to, cause: d.cause, cause_ts: d.cause_event.as_ref().map(|e| e.ts) });
+            let mut row = Event::stamped(
+                p.observed,
+                "leaderwatch",
+                d.old_leader.as_deref().unwrap_or(""),
+                "election",
+                detail,
+            );
+            row.election = Some(ElectionColumns {
+                term_from: d.term_from,
+                term_to: d.term_to,
+                cause: d.cause,
+                cause_ts: d.cause_event.as_ref().map(|e| e.ts),
+            });
             rows.push(row);
             self.details.push((p.window, d));
         }
@@ -246,7 +309,11 @@ impl Recorder {
 
     /// The canary starts now, one op of each kind every `cadence`: its intervals start here.
     pub fn canary_started(&mut self, at: Stamp, cadence: Duration) {
-        self.canary = Some(CanaryWrites { cadence_s: cadence.as_secs_f64(), all: WriteTrail::new(at), one_in_flight: WriteTrail::new(at) });
+        self.canary = Some(CanaryWrites {
+            cadence_s: cadence.as_secs_f64(),
+            all: WriteTrail::new(at),
+            one_in_flight: WriteTrail::new(at),
+        });
         self.windows.canary_started(at, cadence.as_secs_f64());
     }
 
@@ -296,13 +363,22 @@ impl Recorder {
         }
         self.dir.append_events(events)?;
         // Keep what can name a cause: older than horizon + wait it can no longer.
-        let keep = chrono::Duration::from_std(self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).unwrap_or(chrono::Duration::MAX);
-        let bound = |e: &Event| attribution::OPEN.contains(&e.kind.as_str()) || attribution::CLOSE.contains(&e.kind.as_str());
-        for e in events.iter().filter(|e| (!e.member.is_empty() || bound(e)) && e.kind != "election") {
+        let keep =
+            chrono::Duration::from_std(self.horizon + EVIDENCE_WAIT + Duration::from_secs(60))
+                .unwrap_or(chrono::Duration::MAX);
+        let bound = |e: &Event| {
+            attribution::OPEN.contains(&e.kind.as_str())
+                || attribution::CLOSE.contains(&e.kind.as_str())
+        };
+        for e in
+            events.iter().filter(|e| (!e.member.is_empty() || bound(e)) && e.kind != "election")
+        {
             self.evidence.push_back(e.clone());
         }
         if let Some(newest) = self.evidence.iter().map(|e| e.ts).max() {
-            while self.evidence.front().is_some_and(|e| newest - e.ts > keep) || self.evidence.len() > EVIDENCE_CAP {
+            while self.evidence.front().is_some_and(|e| newest - e.ts > keep)
+                || self.evidence.len() > EVIDENCE_CAP
+            {
                 self.evidence.pop_front();
             }
         }
@@ -342,7 +418,8 @@ impl Recorder {
         }
         let el = &self.elections;
         let peers = |hex: &str| el.peer_name(hex);
-        let mut windows = std::mem::replace(&mut self.windows, Windows::new(WindowName::Sample)).finish(full_length, &peers);
+        let mut windows = std::mem::replace(&mut self.windows, Windows::new(WindowName::Sample))
+            .finish(full_length, &peers);
         for (name, d) in &self.details {
             if let Some(w) = windows.iter_mut().rev().find(|w| w.name == *name) {
                 w.elections_detail.push(d.clone());
@@ -374,7 +451,11 @@ impl Recorder {
     }
 
     /// Flushes both CSV files to disk, then writes `name` atomically.
-    pub fn write_json<T: Serialize>(&mut self, name: &str, value: &T) -> Result<PathBuf, RecordError> {
+    pub fn write_json<T: Serialize>(
+        &mut self,
+        name: &str,
+        value: &T,
+    ) -> Result<PathBuf, RecordError> {
         self.dir.finish_housekeeping();
         self.notes()?;
         self.dir.sync()?;

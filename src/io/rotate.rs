@@ -34,7 +34,8 @@ pub fn parse_closed(name: &str) -> Option<(String, NaiveDate, bool)> {
     // stem-YYYY-MM-DD, or stem-YYYY-MM-DD-N
     let split = |head: &str| -> Option<(String, NaiveDate)> {
         // A file name in the directory may be anything: cut only on a char boundary.
-        let (stem, dash_day) = head.split_at(head.len().checked_sub(11).filter(|c| head.is_char_boundary(*c))?);
+        let (stem, dash_day) =
+            head.split_at(head.len().checked_sub(11).filter(|c| head.is_char_boundary(*c))?);
         let day = NaiveDate::parse_from_str(dash_day.strip_prefix('-')?, "%Y-%m-%d").ok()?;
         (!stem.is_empty()).then(|| (stem.to_owned(), day))
     };
@@ -92,7 +93,10 @@ pub fn housekeep(dir: &Path, lives: &[&str], today: NaiveDate, rot: Rotation) ->
             return done;
         }
     };
-    let mut names: Vec<String> = entries.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     let oldest_kept = today - chrono::Days::new(u64::from(rot.retain_days));
     for name in &names {
@@ -133,7 +137,10 @@ fn gzip(path: &Path) -> io::Result<(u64, PathBuf, u64)> {
     let tmp = dir.join(format!(".{name}.gz.tmp"));
     let out = dir.join(format!("{name}.gz"));
     let from = fs::metadata(path)?.len();
-    let mut enc = flate2::write::GzEncoder::new(BufWriter::new(File::create(&tmp)?), flate2::Compression::default());
+    let mut enc = flate2::write::GzEncoder::new(
+        BufWriter::new(File::create(&tmp)?),
+        flate2::Compression::default(),
+    );
     io::copy(&mut BufReader::new(File::open(path)?), &mut enc)?;
     let mut w = enc.finish()?;
     w.flush()?;
@@ -177,7 +184,10 @@ mod tests {
 
     #[test]
     fn first_row_day_reads_the_first_row() {
-        assert_eq!(first_row_day(b"ts,a\n2026-11-30T23:59:59.900Z,1\n2026-12-01T00:00:00.100Z,2\n"), Some(day("2026-11-30")));
+        assert_eq!(
+            first_row_day(b"ts,a\n2026-11-30T23:59:59.900Z,1\n2026-12-01T00:00:00.100Z,2\n"),
+            Some(day("2026-11-30"))
+        );
         assert_eq!(first_row_day(b"ts,a\n"), None);
         assert_eq!(first_row_day(b""), None);
     }
@@ -196,13 +206,33 @@ mod tests {
         fs::write(p.join("other-2026-01-01.csv"), b"not ours").expect("write");
         fs::write(p.join(".samples-2026-11-28.csv.gz.tmp"), b"torn").expect("write");
         fs::write(p.join("samples.csv"), b"ts,x\n").expect("write");
-        let done = housekeep(p, &["samples.csv", "health.csv"], day("2026-11-30"), Rotation { retain_days: 31 });
+        let done = housekeep(
+            p,
+            &["samples.csv", "health.csv"],
+            day("2026-11-30"),
+            Rotation { retain_days: 31 },
+        );
         assert!(done.failed.is_empty(), "{:?}", done.failed);
-        let mut left: Vec<String> = fs::read_dir(p).expect("ls").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+        let mut left: Vec<String> = fs::read_dir(p)
+            .expect("ls")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .collect();
         left.sort();
-        assert_eq!(left, ["health-2026-10-30.csv.gz", "other-2026-01-01.csv", "samples-2026-11-29.csv.gz", "samples.csv"]);
+        assert_eq!(
+            left,
+            [
+                "health-2026-10-30.csv.gz",
+                "other-2026-01-01.csv",
+                "samples-2026-11-29.csv.gz",
+                "samples.csv"
+            ]
+        );
         let mut back = String::new();
-        flate2::read::GzDecoder::new(File::open(p.join("samples-2026-11-29.csv.gz")).expect("open")).read_to_string(&mut back).expect("gunzip");
+        flate2::read::GzDecoder::new(
+            File::open(p.join("samples-2026-11-29.csv.gz")).expect("open"),
+        )
+        .read_to_string(&mut back)
+        .expect("gunzip");
         assert_eq!(back, body);
         assert_eq!(done.deleted.len(), 2);
         assert_eq!(done.compressed.len(), 1);

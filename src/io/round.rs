@@ -9,12 +9,11 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::task::JoinHandle;
 
-use crate::{Error, Result};
-use crate::io::probe::{http_client, ProbeConfig, Prober};
+use crate::io::probe::{ProbeConfig, Prober, http_client};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::member::Member;
 use crate::model::observation::{Observation, Round, Silent};
-
+use crate::{Error, Result};
 
 /// How many rounds of `round_every` make one read of `/metrics` every `page_every` (at
 /// least 1): the page is what costs etcd the most to serve, so it may be read less often.
@@ -23,11 +22,17 @@ pub fn rounds_per_page(page_every: Duration, round_every: Duration) -> u64 {
 }
 
 /// Builds one prober per member (bad TLS files are reported here, before any round).
-pub fn probers(members: &[Member], cfg: &ProbeConfig, clock: &Arc<dyn Clock>) -> Result<Vec<Prober>> {
+pub fn probers(
+    members: &[Member],
+    cfg: &ProbeConfig,
+    clock: &Arc<dyn Clock>,
+) -> Result<Vec<Prober>> {
     let http = http_client(cfg).map_err(Error::Usage)?;
     members
         .iter()
-        .map(|m| Prober::new(m.clone(), http.clone(), cfg.clone(), clock.clone()).map_err(Error::Usage))
+        .map(|m| {
+            Prober::new(m.clone(), http.clone(), cfg.clone(), clock.clone()).map_err(Error::Usage)
+        })
         .collect()
 }
 
@@ -48,7 +53,8 @@ pub struct Sampler {
 impl Sampler {
     pub fn new(probers: Vec<Prober>, clock: Arc<dyn Clock>) -> Self {
         let with_metrics = probers.first().is_none_or(|p| p.default_with_metrics());
-        let slots = probers.into_iter().map(|p| Slot { prober: Arc::new(p), inflight: None }).collect();
+        let slots =
+            probers.into_iter().map(|p| Slot { prober: Arc::new(p), inflight: None }).collect();
         Sampler { slots, next: 0, with_metrics, clock }
     }
 
@@ -79,7 +85,8 @@ impl Sampler {
                 let p = slot.prober.clone();
                 let with_metrics = self.with_metrics;
                 let stamp = self.clock.stamp();
-                slot.inflight = Some((tokio::spawn(async move { p.probe(with_metrics).await }), stamp));
+                slot.inflight =
+                    Some((tokio::spawn(async move { p.probe(with_metrics).await }), stamp));
             }
         }
         let done = join_all(self.slots.iter_mut().map(|slot| async move {
@@ -98,7 +105,9 @@ impl Sampler {
             match got {
                 Some(Ok(o)) => observations.push(o),
                 // The probe task panicked or was cancelled: record it as a failed probe.
-                Some(Err(e)) => observations.push(lost_probe(&slot.prober, &e.to_string(), &started)),
+                Some(Err(e)) => {
+                    observations.push(lost_probe(&slot.prober, &e.to_string(), &started))
+                }
                 None => {
                     let since = slot.inflight.as_ref().map_or(started, |(_, s)| *s);
                     silent.push(Silent {

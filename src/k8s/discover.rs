@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::forward::{forward, Forwarder};
-use super::{call, KubeError, KubeOptions};
+use super::forward::{Forwarder, forward};
+use super::{KubeError, KubeOptions, call};
 use crate::model::member::{Member, MemberName};
 
 /// How to reach a member from where leaderwatch runs.
@@ -52,11 +52,21 @@ pub fn member_of(pod: &Pod, reach: Reach) -> Result<Member, String> {
     let port = client_port(pod);
     let host = match reach {
         Reach::Dns => {
-            let sub = pod.spec.as_ref().and_then(|s| s.subdomain.clone()).ok_or_else(|| format!("pod {name} has no subdomain (headless Service)"))?;
+            let sub = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.subdomain.clone())
+                .ok_or_else(|| format!("pod {name} has no subdomain (headless Service)"))?;
             format!("{name}.{sub}.{ns}.svc.cluster.local")
         }
-        Reach::PodIp => pod.status.as_ref().and_then(|s| s.pod_ip.clone()).ok_or_else(|| format!("pod {name} has no IP yet"))?,
-        Reach::PortForward => return Err(format!("pod {name}: port-forward members come from `connect`")),
+        Reach::PodIp => pod
+            .status
+            .as_ref()
+            .and_then(|s| s.pod_ip.clone())
+            .ok_or_else(|| format!("pod {name} has no IP yet"))?,
+        Reach::PortForward => {
+            return Err(format!("pod {name}: port-forward members come from `connect`"));
+        }
     };
     Ok(Member { name: MemberName(name), url: format!("http://{host}:{port}") })
 }
@@ -64,7 +74,9 @@ pub fn member_of(pod: &Pod, reach: Reach) -> Result<Member, String> {
 /// The member pods, sorted by name.
 pub async fn pods(client: &Client, o: &KubeOptions) -> Result<Vec<Pod>, KubeError> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &o.namespace);
-    let list = call("list pods", o.request_timeout, api.list(&ListParams::default().labels(&o.selector))).await?;
+    let list =
+        call("list pods", o.request_timeout, api.list(&ListParams::default().labels(&o.selector)))
+            .await?;
     let mut pods = list.items;
     pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     Ok(pods)
@@ -78,15 +90,25 @@ pub struct Connected {
 }
 
 /// The members, one per pod; fails when no pod matches.
-pub async fn connect(client: &Client, o: &KubeOptions, reach: Reach) -> Result<Connected, KubeError> {
+pub async fn connect(
+    client: &Client,
+    o: &KubeOptions,
+    reach: Reach,
+) -> Result<Connected, KubeError> {
     let pods = pods(client, o).await?;
     if pods.is_empty() {
-        return Err(KubeError::Api { what: "list pods".into(), message: format!("no pod matches {} in namespace {}", o.selector, o.namespace) });
+        return Err(KubeError::Api {
+            what: "list pods".into(),
+            message: format!("no pod matches {} in namespace {}", o.selector, o.namespace),
+        });
     }
     if reach != Reach::PortForward {
         let members = pods
             .iter()
-            .map(|p| member_of(p, reach).map_err(|m| KubeError::Api { what: "discover members".into(), message: m }))
+            .map(|p| {
+                member_of(p, reach)
+                    .map_err(|m| KubeError::Api { what: "discover members".into(), message: m })
+            })
             .collect::<Result<_, _>>()?;
         return Ok(Connected { members, forwarders: vec![] });
     }
@@ -96,9 +118,10 @@ pub async fn connect(client: &Client, o: &KubeOptions, reach: Reach) -> Result<C
     for p in &pods {
         let name = p.metadata.name.clone().unwrap_or_default();
         let port = u16::try_from(client_port(p)).unwrap_or(2379);
-        let f = forward(api.clone(), &name, port)
-            .await
-            .map_err(|e| KubeError::Api { what: "port-forward listener".into(), message: e.to_string() })?;
+        let f = forward(api.clone(), &name, port).await.map_err(|e| KubeError::Api {
+            what: "port-forward listener".into(),
+            message: e.to_string(),
+        })?;
         members.push(Member { name: MemberName(name), url: format!("http://{}", f.local) });
         forwarders.push(f);
     }

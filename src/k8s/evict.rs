@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::Eviction;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
-use kube::api::PostParams;
 use kube::Api;
+use kube::api::PostParams;
 
-use super::{api_error, call, KubeError};
-use crate::{Error, Result};
+use super::{KubeError, api_error, call};
 use crate::io::disrupt::{Disruptor, Reporter};
 use crate::model::baseline::KubeMethod;
 use crate::model::clock::Clock;
 use crate::model::member::MemberName;
+use crate::{Error, Result};
 
 /// `kubectl drain` waits this long between blocked attempts.
 pub const RETRY_EVERY: Duration = Duration::from_secs(5);
@@ -41,27 +41,64 @@ pub struct KubeEvictor {
 }
 
 impl KubeEvictor {
-    pub fn new(pods: Api<Pod>, namespace: &str, request_timeout: Duration, evict_timeout: Duration, dry_run: bool, clock: Arc<dyn Clock>) -> Self {
-        KubeEvictor { pods, namespace: namespace.to_owned(), request_timeout, evict_timeout, dry_run, retry_every: RETRY_EVERY, clock, method: KubeMethod::Evict }
+    pub fn new(
+        pods: Api<Pod>,
+        namespace: &str,
+        request_timeout: Duration,
+        evict_timeout: Duration,
+        dry_run: bool,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        KubeEvictor {
+            pods,
+            namespace: namespace.to_owned(),
+            request_timeout,
+            evict_timeout,
+            dry_run,
+            retry_every: RETRY_EVERY,
+            clock,
+            method: KubeMethod::Evict,
+        }
     }
-
 }
 
 /// The policy/v1 Eviction of `namespace/pod` (a server-side dry run with `dry_run`).
 pub fn eviction(namespace: &str, pod: &str, dry_run: bool) -> Eviction {
     Eviction {
-        metadata: ObjectMeta { name: Some(pod.to_owned()), namespace: Some(namespace.to_owned()), ..ObjectMeta::default() },
-        delete_options: Some(DeleteOptions { dry_run: dry_run.then(|| vec!["All".to_owned()]), ..DeleteOptions::default() }),
+        metadata: ObjectMeta {
+            name: Some(pod.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            ..ObjectMeta::default()
+        },
+        delete_options: Some(DeleteOptions {
+            dry_run: dry_run.then(|| vec!["All".to_owned()]),
+            ..DeleteOptions::default()
+        }),
     }
 }
 
 impl KubeEvictor {
     /// One DELETE with the pod's own grace period; never retried (it may have landed).
-    async fn delete(&self, member: &MemberName, uid: Option<String>, report: &Reporter) -> Result<()> {
-        let dp = kube::api::DeleteParams { dry_run: self.dry_run, preconditions: uid.clone().map(|u| kube::api::Preconditions { uid: Some(u), resource_version: None }), ..Default::default() };
+    async fn delete(
+        &self,
+        member: &MemberName,
+        uid: Option<String>,
+        report: &Reporter,
+    ) -> Result<()> {
+        let dp = kube::api::DeleteParams {
+            dry_run: self.dry_run,
+            preconditions: uid
+                .clone()
+                .map(|u| kube::api::Preconditions { uid: Some(u), resource_version: None }),
+            ..Default::default()
+        };
         report.attempts(1, 0.0);
         call("delete pod", self.request_timeout, self.pods.delete(&member.0, &dp)).await?;
-        report.event(member, "delete_accepted", format!("grace period: the pod's own{}", if self.dry_run { " (dry run)" } else { "" }));
+        report.event(
+            member,
+            "delete_accepted",
+            format!("grace period: the pod's own{}", if self.dry_run { " (dry run)" } else { "" }),
+        );
         if !self.dry_run {
             let how = self.wait_gone(member, uid, report).await?;
             report.event(member, "old_pod_gone", how);
@@ -70,17 +107,29 @@ impl KubeEvictor {
     }
 
     /// Waits until the evicted pod is gone or replaced (another uid); says which.
-    async fn wait_gone(&self, member: &MemberName, uid: Option<String>, report: &Reporter) -> std::result::Result<&'static str, KubeError> {
+    async fn wait_gone(
+        &self,
+        member: &MemberName,
+        uid: Option<String>,
+        report: &Reporter,
+    ) -> std::result::Result<&'static str, KubeError> {
         let deadline = Instant::now() + self.evict_timeout;
         let mut unreachable = false;
         loop {
             // The eviction is done; this only watches it happen. An API server that does not
             // answer for a while (a control-plane upgrade) is waited out, up to the deadline.
-            let p = match call("get pod", self.request_timeout, self.pods.get_opt(&member.0)).await {
+            let p = match call("get pod", self.request_timeout, self.pods.get_opt(&member.0)).await
+            {
                 Ok(p) => p,
-                Err(e @ (KubeError::Timeout { .. } | KubeError::Api { .. })) if Instant::now() < deadline => {
+                Err(e @ (KubeError::Timeout { .. } | KubeError::Api { .. }))
+                    if Instant::now() < deadline =>
+                {
                     if !unreachable {
-                        report.event(member, "api_unreachable", format!("waiting for the old pod to go: {e}; retrying"));
+                        report.event(
+                            member,
+                            "api_unreachable",
+                            format!("waiting for the old pod to go: {e}; retrying"),
+                        );
                         unreachable = true;
                     }
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -93,13 +142,15 @@ impl KubeEvictor {
                 return Ok(if p.is_some() { "replaced (new uid)" } else { "deleted" });
             }
             if Instant::now() >= deadline {
-                return Err(KubeError::Timeout { what: format!("pod {member} to go after its eviction"), timeout: self.evict_timeout });
+                return Err(KubeError::Timeout {
+                    what: format!("pod {member} to go after its eviction"),
+                    timeout: self.evict_timeout,
+                });
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }
-
 
 /// The request never reached the API server: its connection was refused.
 fn never_sent(e: &kube::Error) -> bool {
@@ -122,7 +173,13 @@ fn connect_refused_text(message: &str) -> bool {
 
 /// "needs N healthy pods and has M" from a 429's causes, else its message.
 fn blocked_cause(s: &kube::core::Status) -> String {
-    let causes: Vec<String> = s.details.iter().flat_map(|d| &d.causes).map(|c| c.message.clone()).filter(|m| !m.is_empty()).collect();
+    let causes: Vec<String> = s
+        .details
+        .iter()
+        .flat_map(|d| &d.causes)
+        .map(|c| c.message.clone())
+        .filter(|m| !m.is_empty())
+        .collect();
     if causes.is_empty() { s.message.clone() } else { causes.join("; ") }
 }
 
@@ -140,8 +197,15 @@ impl Disruptor for KubeEvictor {
         let uid = loop {
             match call("get pod", self.request_timeout, self.pods.get(&member.0)).await {
                 Ok(p) => break p.metadata.uid,
-                Err(KubeError::Api { message, .. }) if connect_refused_text(&message) && first.elapsed() + self.retry_every <= self.evict_timeout => {
-                    report.event(member, "api_unreachable", format!("get pod before the eviction: {message}; retrying"));
+                Err(KubeError::Api { message, .. })
+                    if connect_refused_text(&message)
+                        && first.elapsed() + self.retry_every <= self.evict_timeout =>
+                {
+                    report.event(
+                        member,
+                        "api_unreachable",
+                        format!("get pod before the eviction: {message}; retrying"),
+                    );
                     tokio::time::sleep(self.retry_every).await;
                 }
                 Err(e) => return Err(e.into()),
@@ -155,12 +219,21 @@ impl Disruptor for KubeEvictor {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let req = self.pods.create_subresource::<_, kube::core::Status>("eviction", &member.0, &pp, &body);
+            let req = self
+                .pods
+                .create_subresource::<_, kube::core::Status>("eviction", &member.0, &pp, &body);
             let answer = tokio::time::timeout(self.request_timeout, req).await;
             report.attempts(attempt, if attempt > 1 { first.elapsed().as_secs_f64() } else { 0.0 });
             match answer {
                 Ok(Ok(_)) => {
-                    report.event(member, "eviction_accepted", format!("attempt {attempt}{}", if self.dry_run { " (dry run)" } else { "" }));
+                    report.event(
+                        member,
+                        "eviction_accepted",
+                        format!(
+                            "attempt {attempt}{}",
+                            if self.dry_run { " (dry run)" } else { "" }
+                        ),
+                    );
                     if !self.dry_run {
                         let how = self.wait_gone(member, uid, &report).await?;
                         report.event(member, "old_pod_gone", how);
@@ -174,19 +247,34 @@ impl Disruptor for KubeEvictor {
                     if first.elapsed() + self.retry_every > self.evict_timeout {
                         return Err(Error::Incomplete(format!(
                             "eviction of {member} still blocked after {attempt} attempts ({}): {cause}",
-                            humantime::format_duration(Duration::from_secs(first.elapsed().as_secs()))
+                            humantime::format_duration(Duration::from_secs(
+                                first.elapsed().as_secs()
+                            ))
                         )));
                     }
                     tokio::time::sleep(self.retry_every).await;
                 }
                 // Never sent (the connection was refused): nothing was evicted, so asking again
                 // cannot take a second member. A timeout is not retried: it may have landed.
-                Ok(Err(e)) if never_sent(&e) && first.elapsed() + self.retry_every <= self.evict_timeout => {
-                    report.event(member, "api_unreachable", format!("attempt {attempt}: {e}; nothing sent, retrying"));
+                Ok(Err(e))
+                    if never_sent(&e)
+                        && first.elapsed() + self.retry_every <= self.evict_timeout =>
+                {
+                    report.event(
+                        member,
+                        "api_unreachable",
+                        format!("attempt {attempt}: {e}; nothing sent, retrying"),
+                    );
                     tokio::time::sleep(self.retry_every).await;
                 }
                 Ok(Err(e)) => return Err(api_error("create pods/eviction", e).into()),
-                Err(_) => return Err(KubeError::Timeout { what: "create pods/eviction".into(), timeout: self.request_timeout }.into()),
+                Err(_) => {
+                    return Err(KubeError::Timeout {
+                        what: "create pods/eviction".into(),
+                        timeout: self.request_timeout,
+                    }
+                    .into());
+                }
             }
         }
     }

@@ -38,10 +38,14 @@ pub async fn forward(pods: Api<Pod>, pod: &str, port: u16) -> std::io::Result<Fo
             let Ok((mut sock, _)) = listener.accept().await else { continue };
             let (pods, name) = (pods.clone(), name.clone());
             tokio::spawn(async move {
-                let pf = match tokio::time::timeout(OPEN_TIMEOUT, pods.portforward(&name, &[port])).await {
+                let pf = match tokio::time::timeout(OPEN_TIMEOUT, pods.portforward(&name, &[port]))
+                    .await
+                {
                     Ok(Ok(pf)) => pf,
                     Ok(Err(e)) => return tracing::debug!(pod = %name, "port-forward: {e}"),
-                    Err(_) => return tracing::debug!(pod = %name, "port-forward: no answer within {OPEN_TIMEOUT:?}"),
+                    Err(_) => {
+                        return tracing::debug!(pod = %name, "port-forward: no answer within {OPEN_TIMEOUT:?}");
+                    }
                 };
                 let mut pf = pf;
                 if let Some(mut upstream) = pf.take_stream(port) {

@@ -21,12 +21,12 @@ use serde_json::json;
 
 use super::evict::RETRY_EVERY;
 use super::preflight::ready;
-use super::{api_error, call, KubeError, KubeOptions};
-use crate::{Error, Result};
+use super::{KubeError, KubeOptions, api_error, call};
 use crate::analysis::maintenance::{GONE, READY};
 use crate::io::disrupt::{Disruptor, Reporter, Undo};
 use crate::model::baseline::KubeMethod;
 use crate::model::member::MemberName;
+use crate::{Error, Result};
 
 /// How often the operation's progress is polled: fine enough for the per-member times at
 /// the sitting's usual 100 ms cadence, cheap for the API server (one list per poll).
@@ -77,8 +77,22 @@ struct Replacements {
 
 impl Replacements {
     fn new(pods: &[Pod], names: &[String], terminating_kind: Option<&'static str>) -> Self {
-        let old = names.iter().map(|n| (n.clone(), pods.iter().find(|p| p.metadata.name.as_deref() == Some(n)).and_then(|p| p.metadata.uid.clone()))).collect();
-        Replacements { old, stage: names.iter().map(|n| (n.clone(), Stage::Old)).collect(), terminating_kind }
+        let old = names
+            .iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    pods.iter()
+                        .find(|p| p.metadata.name.as_deref() == Some(n))
+                        .and_then(|p| p.metadata.uid.clone()),
+                )
+            })
+            .collect();
+        Replacements {
+            old,
+            stage: names.iter().map(|n| (n.clone(), Stage::Old)).collect(),
+            terminating_kind,
+        }
     }
 
     fn all(&self, s: Stage) -> bool {
@@ -86,7 +100,12 @@ impl Replacements {
     }
 
     fn waiting(&self) -> String {
-        let w: Vec<String> = self.stage.iter().filter(|(_, s)| **s != Stage::Ready).map(|(n, s)| format!("{n} ({s:?})")).collect();
+        let w: Vec<String> = self
+            .stage
+            .iter()
+            .filter(|(_, s)| **s != Stage::Ready)
+            .map(|(n, s)| format!("{n} ({s:?})"))
+            .collect();
         if w.is_empty() { "nothing".to_owned() } else { w.join(", ") }
     }
 
@@ -108,20 +127,32 @@ impl Replacements {
             let p = pods.iter().find(|p| p.metadata.name.as_deref() == Some(name.as_str()));
             let is_old = p.is_some_and(|p| p.metadata.uid == Some(old.clone().unwrap_or_default()));
             let member = MemberName(name.clone());
-            if *stage == Stage::Old && (p.is_none() || !is_old || p.is_some_and(|p| p.metadata.deletion_timestamp.is_some())) {
+            if *stage == Stage::Old
+                && (p.is_none()
+                    || !is_old
+                    || p.is_some_and(|p| p.metadata.deletion_timestamp.is_some()))
+            {
                 if let Some(kind) = self.terminating_kind {
                     report.event(&member, kind, "its old pod is terminating");
                 }
                 *stage = Stage::Terminating;
             }
             if *stage == Stage::Terminating && !is_old {
-                report.event(&member, GONE, if p.is_some() { "replaced (new uid)" } else { "deleted" });
+                report.event(
+                    &member,
+                    GONE,
+                    if p.is_some() { "replaced (new uid)" } else { "deleted" },
+                );
                 *stage = Stage::Gone;
             }
             if *stage == Stage::Gone
                 && let Some(p) = p.filter(|p| !is_old && ready(p))
             {
-                let node = p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_else(|| "an unknown node".to_owned());
+                let node = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_else(|| "an unknown node".to_owned());
                 report.event(&member, READY, format!("on {node}"));
                 *stage = Stage::Ready;
             }
@@ -148,7 +179,11 @@ impl Wait {
         match e {
             KubeError::Timeout { .. } | KubeError::Api { .. } if Instant::now() < self.deadline => {
                 if !self.said {
-                    report.event(&MemberName(String::new()), "api_unreachable", format!("waiting for {}: {e}; retrying", self.what));
+                    report.event(
+                        &MemberName(String::new()),
+                        "api_unreachable",
+                        format!("waiting for {}: {e}; retrying", self.what),
+                    );
                     self.said = true;
                 }
                 Ok(())
@@ -160,7 +195,12 @@ impl Wait {
     /// Sleeps until the next poll; fails once the deadline has passed.
     async fn next(&self, waiting_for: impl FnOnce() -> String) -> Result<()> {
         if Instant::now() >= self.deadline {
-            return Err(Error::Incomplete(format!("{}: not within {} (waiting for {})", self.what, humantime::format_duration(self.timeout), waiting_for())));
+            return Err(Error::Incomplete(format!(
+                "{}: not within {} (waiting for {})",
+                self.what,
+                humantime::format_duration(self.timeout),
+                waiting_for()
+            )));
         }
         tokio::time::sleep(POLL).await;
         Ok(())
@@ -204,7 +244,11 @@ fn rollout_complete(s: &StatefulSet) -> Option<String> {
 
 impl Disruptor for RollingRestart {
     fn method(&self) -> String {
-        format!("{}{}", KubeMethod::RollingRestart.recorded(), if self.scope.dry_run { "-dry-run" } else { "" })
+        format!(
+            "{}{}",
+            KubeMethod::RollingRestart.recorded(),
+            if self.scope.dry_run { "-dry-run" } else { "" }
+        )
     }
 
     /// Nothing can be put back: the rollout is the controller's now. Says so.
@@ -223,16 +267,27 @@ impl Disruptor for RollingRestart {
         let sc = &self.scope;
         let t = sc.kube.request_timeout;
         let pods = super::discover::pods(&sc.client, &sc.kube).await?;
-        let name = super::timing::owning_statefulset(&pods, &sc.kube).map_err(|message| KubeError::Api { what: "find the members' StatefulSet".into(), message })?;
+        let name = super::timing::owning_statefulset(&pods, &sc.kube).map_err(|message| {
+            KubeError::Api { what: "find the members' StatefulSet".into(), message }
+        })?;
         let names: Vec<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
         let mut track = Replacements::new(&pods, &names, Some("rollout_replacing"));
         let sts: Api<StatefulSet> = Api::namespaced(sc.client.clone(), &sc.kube.namespace);
         let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-        let patch = json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: at}}}}});
-        let pp = PatchParams { dry_run: sc.dry_run, field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() };
+        let patch =
+            json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: at}}}}});
+        let pp = PatchParams {
+            dry_run: sc.dry_run,
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PatchParams::default()
+        };
         call("patch statefulset", t, sts.patch(&name, &pp, &Patch::Strategic(&patch))).await?;
         let all = MemberName(String::new());
-        report.event(&all, "rollout_requested", format!("statefulset/{name} {RESTARTED_AT}={at}{}", sc.dry()));
+        report.event(
+            &all,
+            "rollout_requested",
+            format!("statefulset/{name} {RESTARTED_AT}={at}{}", sc.dry()),
+        );
         if sc.dry_run {
             return Ok(());
         }
@@ -255,7 +310,15 @@ impl Disruptor for RollingRestart {
             wait.next(|| track.waiting()).await?;
         };
         set(&self.running, None);
-        report.event(&all, "rollout_complete", format!("revision {revision}: {} members replaced, one at a time, in {:.1} s", names.len(), started.elapsed().as_secs_f64()));
+        report.event(
+            &all,
+            "rollout_complete",
+            format!(
+                "revision {revision}: {} members replaced, one at a time, in {:.1} s",
+                names.len(),
+                started.elapsed().as_secs_f64()
+            ),
+        );
         Ok(())
     }
 }
@@ -282,13 +345,35 @@ impl Drain {
 }
 
 /// Sets or clears `spec.unschedulable`, as `kubectl cordon` / `uncordon` do.
-async fn set_unschedulable(nodes: &Api<Node>, node: &str, on: bool, dry_run: bool, t: Duration) -> std::result::Result<(), KubeError> {
-    let pp = PatchParams { dry_run, field_manager: Some(FIELD_MANAGER.to_owned()), ..PatchParams::default() };
-    call(if on { "cordon node" } else { "uncordon node" }, t, nodes.patch(node, &pp, &Patch::Merge(&json!({"spec": {"unschedulable": on}})))).await.map(|_| ())
+async fn set_unschedulable(
+    nodes: &Api<Node>,
+    node: &str,
+    on: bool,
+    dry_run: bool,
+    t: Duration,
+) -> std::result::Result<(), KubeError> {
+    let pp = PatchParams {
+        dry_run,
+        field_manager: Some(FIELD_MANAGER.to_owned()),
+        ..PatchParams::default()
+    };
+    call(
+        if on { "cordon node" } else { "uncordon node" },
+        t,
+        nodes.patch(node, &pp, &Patch::Merge(&json!({"spec": {"unschedulable": on}}))),
+    )
+    .await
+    .map(|_| ())
 }
 
 /// Uncordons `node` if it is still the one we cordoned; reports it.
-async fn uncordon(cordoned: &Mutex<Option<String>>, nodes: &Api<Node>, t: Duration, report: &Reporter, why: &str) {
+async fn uncordon(
+    cordoned: &Mutex<Option<String>>,
+    nodes: &Api<Node>,
+    t: Duration,
+    report: &Reporter,
+    why: &str,
+) {
     let Some(node) = cordoned.lock().ok().and_then(|g| g.clone()) else { return };
     match set_unschedulable(nodes, &node, false, false, t).await {
         Ok(()) => {
@@ -299,7 +384,11 @@ async fn uncordon(cordoned: &Mutex<Option<String>>, nodes: &Api<Node>, t: Durati
         }
         Err(e) => {
             tracing::error!("node {node} is still cordoned: {e}; run `kubectl uncordon {node}`");
-            report.event(&MemberName(String::new()), "uncordon_failed", format!("{node}: {e}; run kubectl uncordon {node}"));
+            report.event(
+                &MemberName(String::new()),
+                "uncordon_failed",
+                format!("{node}: {e}; run kubectl uncordon {node}"),
+            );
         }
     }
 }
@@ -307,8 +396,17 @@ async fn uncordon(cordoned: &Mutex<Option<String>>, nodes: &Api<Node>, t: Durati
 /// What a drain evicts: every pod but DaemonSet pods (they would come straight back) and
 /// mirror pods (the kubelet's own), as `--ignore-daemonsets` does.
 fn evictable(p: &Pod) -> bool {
-    let daemon = p.metadata.owner_references.iter().flatten().any(|o| o.controller == Some(true) && o.kind == "DaemonSet");
-    let mirror = p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let daemon = p
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet");
+    let mirror = p
+        .metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
     !daemon && !mirror
 }
 
@@ -319,12 +417,24 @@ fn key(p: &Pod) -> (String, String) {
 
 impl Disruptor for Drain {
     fn method(&self) -> String {
-        format!("{}{}", KubeMethod::Drain.recorded(), if self.scope.dry_run { "-dry-run" } else { "" })
+        format!(
+            "{}{}",
+            KubeMethod::Drain.recorded(),
+            if self.scope.dry_run { "-dry-run" } else { "" }
+        )
     }
 
     fn undo(&self) -> Option<Undo> {
-        let (cordoned, nodes, t) = (self.cordoned.clone(), Api::<Node>::all(self.scope.client.clone()), self.scope.kube.request_timeout);
-        Some(Box::new(move |report: Reporter| Box::pin(async move { uncordon(&cordoned, &nodes, t, &report, "the drain is over").await })))
+        let (cordoned, nodes, t) = (
+            self.cordoned.clone(),
+            Api::<Node>::all(self.scope.client.clone()),
+            self.scope.kube.request_timeout,
+        );
+        Some(Box::new(move |report: Reporter| {
+            Box::pin(
+                async move { uncordon(&cordoned, &nodes, t, &report, "the drain is over").await },
+            )
+        }))
     }
 
     async fn disrupt(self, member: MemberName, report: Reporter) -> Result<()> {
@@ -332,16 +442,28 @@ impl Disruptor for Drain {
         let t = sc.kube.request_timeout;
         let started = Instant::now();
         let pod = call("get pod", t, sc.pods().get(&member.0)).await?;
-        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).ok_or_else(|| Error::Preflight(format!("{member} is not scheduled on a node: nothing to drain")))?;
+        let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).ok_or_else(|| {
+            Error::Preflight(format!("{member} is not scheduled on a node: nothing to drain"))
+        })?;
         let all_pods: Api<Pod> = Api::all(sc.client.clone());
         let on_node = |node: &str| ListParams::default().fields(&format!("spec.nodeName={node}"));
         let here = call("list pods on the node", t, all_pods.list(&on_node(&node))).await?.items;
         // Never two members down by our hand: a node with two members is not drained.
         let members = super::discover::pods(&sc.client, &sc.kube).await?;
-        let member_names: Vec<String> = members.iter().filter_map(|p| p.metadata.name.clone()).collect();
-        let ours: Vec<&String> = here.iter().filter(|p| p.metadata.namespace.as_deref() == Some(sc.kube.namespace.as_str())).filter_map(|p| p.metadata.name.as_ref()).filter(|n| member_names.contains(n)).collect();
+        let member_names: Vec<String> =
+            members.iter().filter_map(|p| p.metadata.name.clone()).collect();
+        let ours: Vec<&String> = here
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some(sc.kube.namespace.as_str()))
+            .filter_map(|p| p.metadata.name.as_ref())
+            .filter(|n| member_names.contains(n))
+            .collect();
         if ours.len() > 1 {
-            return Err(Error::Preflight(format!("node {node} holds {} members ({}): a drain would take more than one down; nothing was cordoned", ours.len(), ours.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))));
+            return Err(Error::Preflight(format!(
+                "node {node} holds {} members ({}): a drain would take more than one down; nothing was cordoned",
+                ours.len(),
+                ours.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            )));
         }
         let nodes: Api<Node> = Api::all(sc.client.clone());
         set_unschedulable(&nodes, &node, true, sc.dry_run, t).await?;
@@ -355,7 +477,8 @@ impl Disruptor for Drain {
 
         // Evict every pod on it; a blocked one (429: its PDB) is asked again every 5 s.
         let mut pending: Vec<Pod> = here.into_iter().filter(evictable).collect();
-        let uids: BTreeMap<(String, String), Option<String>> = pending.iter().map(|p| (key(p), p.metadata.uid.clone())).collect();
+        let uids: BTreeMap<(String, String), Option<String>> =
+            pending.iter().map(|p| (key(p), p.metadata.uid.clone())).collect();
         let mut attempt = 0u32;
         let first = Instant::now();
         while !pending.is_empty() {
@@ -367,23 +490,48 @@ impl Disruptor for Drain {
                 let body = super::evict::eviction(&ns, &name, sc.dry_run);
                 let pp = PostParams { dry_run: sc.dry_run, field_manager: None };
                 let who = MemberName(name.clone());
-                match tokio::time::timeout(t, api.create_subresource::<_, kube::core::Status>("eviction", &name, &pp, &body)).await {
-                    Ok(Ok(_)) => report.event(&who, "eviction_accepted", format!("{ns}/{name} from node {node}, attempt {attempt}{}", sc.dry())),
-                    Ok(Err(kube::Error::Api(s))) if s.code == 404 => report.event(&who, GONE, format!("{ns}/{name} already gone")),
+                match tokio::time::timeout(
+                    t,
+                    api.create_subresource::<_, kube::core::Status>("eviction", &name, &pp, &body),
+                )
+                .await
+                {
+                    Ok(Ok(_)) => report.event(
+                        &who,
+                        "eviction_accepted",
+                        format!("{ns}/{name} from node {node}, attempt {attempt}{}", sc.dry()),
+                    ),
+                    Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+                        report.event(&who, GONE, format!("{ns}/{name} already gone"))
+                    }
                     Ok(Err(kube::Error::Api(s))) if s.code == 429 => {
-                        report.event(&who, "eviction_blocked", format!("{ns}/{name} attempt {attempt}: {}", s.message));
+                        report.event(
+                            &who,
+                            "eviction_blocked",
+                            format!("{ns}/{name} attempt {attempt}: {}", s.message),
+                        );
                         blocked.push(p);
                     }
                     Ok(Err(e)) => return Err(api_error("create pods/eviction", e).into()),
-                    Err(_) => return Err(KubeError::Timeout { what: "create pods/eviction".into(), timeout: t }.into()),
+                    Err(_) => {
+                        return Err(KubeError::Timeout {
+                            what: "create pods/eviction".into(),
+                            timeout: t,
+                        }
+                        .into());
+                    }
                 }
             }
             report.attempts(attempt, if attempt > 1 { first.elapsed().as_secs_f64() } else { 0.0 });
             pending = blocked;
             if !pending.is_empty() {
                 if first.elapsed() + self.retry_every > sc.timeout {
-                    let names: Vec<String> = pending.iter().map(|p| format!("{}/{}", key(p).0, key(p).1)).collect();
-                    return Err(Error::Incomplete(format!("drain of {node}: evictions of {} still blocked after {attempt} attempts", names.join(", "))));
+                    let names: Vec<String> =
+                        pending.iter().map(|p| format!("{}/{}", key(p).0, key(p).1)).collect();
+                    return Err(Error::Incomplete(format!(
+                        "drain of {node}: evictions of {} still blocked after {attempt} attempts",
+                        names.join(", ")
+                    )));
                 }
                 tokio::time::sleep(self.retry_every).await;
             }
@@ -396,11 +544,18 @@ impl Disruptor for Drain {
         // the member's replacement is followed until Ready.
         let mut track = Replacements::new(&members, std::slice::from_ref(&member.0), None);
         let lp = ListParams::default().labels(&sc.kube.selector);
-        let gone = |items: &[Pod]| uids.iter().all(|(k, uid)| !items.iter().any(|p| key(p) == *k && p.metadata.uid == *uid));
-        let mut wait = Wait::new(format!("the pods evicted from {node} to go"), sc.timeout.saturating_sub(started.elapsed()));
+        let gone = |items: &[Pod]| {
+            uids.iter()
+                .all(|(k, uid)| !items.iter().any(|p| key(p) == *k && p.metadata.uid == *uid))
+        };
+        let mut wait = Wait::new(
+            format!("the pods evicted from {node} to go"),
+            sc.timeout.saturating_sub(started.elapsed()),
+        );
         loop {
             let step = async {
-                let items = call("list pods on the node", t, all_pods.list(&on_node(&node))).await?.items;
+                let items =
+                    call("list pods on the node", t, all_pods.list(&on_node(&node))).await?.items;
                 let m = call("list pods", t, sc.pods().list(&lp)).await?.items;
                 track.observe(&m, &report);
                 Ok::<_, KubeError>(gone(&items))
@@ -412,12 +567,23 @@ impl Disruptor for Drain {
             }
             wait.next(|| "the evicted pods".to_owned()).await?;
         }
-        report.event(&all, "node_drained", format!("{node}: {} pods evicted and gone in {:.1} s", uids.len(), started.elapsed().as_secs_f64()));
+        report.event(
+            &all,
+            "node_drained",
+            format!(
+                "{node}: {} pods evicted and gone in {:.1} s",
+                uids.len(),
+                started.elapsed().as_secs_f64()
+            ),
+        );
 
         // The member back: on another node of its zone if there is one, else on this one
         // once it is uncordoned after --down.
         let drained = Instant::now();
-        let mut wait = Wait::new(format!("{member} Ready again after the drain of {node}"), self.down + sc.timeout);
+        let mut wait = Wait::new(
+            format!("{member} Ready again after the drain of {node}"),
+            self.down + sc.timeout,
+        );
         loop {
             match call("list pods", t, sc.pods().list(&lp)).await {
                 Ok(l) => {
@@ -429,7 +595,10 @@ impl Disruptor for Drain {
                 Err(e) => wait.tolerate(e, &report)?,
             }
             if drained.elapsed() >= self.down {
-                let why = format!("after --down {} with {member} not back (no other node in its zone took it)", humantime::format_duration(self.down));
+                let why = format!(
+                    "after --down {} with {member} not back (no other node in its zone took it)",
+                    humantime::format_duration(self.down)
+                );
                 uncordon(&self.cordoned, &nodes, t, &report, &why).await;
             }
             wait.next(|| track.waiting()).await?;

@@ -32,7 +32,9 @@ pub struct KubeOptions {
 pub enum KubeError {
     #[error("Kubernetes config: {0}")]
     Config(String),
-    #[error("Kubernetes API {what}: forbidden ({message}); the Role in deploy/k8s/leaderwatch lists what leaderwatch needs")]
+    #[error(
+        "Kubernetes API {what}: forbidden ({message}); the Role in deploy/k8s/leaderwatch lists what leaderwatch needs"
+    )]
     Forbidden { what: String, message: String },
     #[error("Kubernetes API {what}: {message}")]
     Api { what: String, message: String },
@@ -51,10 +53,15 @@ pub async fn client(o: &KubeOptions) -> Result<Client, KubeError> {
     let opts = KubeConfigOptions { context: o.context.clone(), ..KubeConfigOptions::default() };
     let cfg = match &o.kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| KubeError::Config(format!("{}: {}", path.display(), first_line(e))))?;
-            Config::from_custom_kubeconfig(kc, &opts).await.map_err(|e| KubeError::Config(format!("{}: {}", path.display(), first_line(e))))?
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| KubeError::Config(format!("{}: {}", path.display(), first_line(e))))?;
+            Config::from_custom_kubeconfig(kc, &opts)
+                .await
+                .map_err(|e| KubeError::Config(format!("{}: {}", path.display(), first_line(e))))?
         }
-        None if o.context.is_some() => Config::from_kubeconfig(&opts).await.map_err(|e| KubeError::Config(first_line(e)))?,
+        None if o.context.is_some() => {
+            Config::from_kubeconfig(&opts).await.map_err(|e| KubeError::Config(first_line(e)))?
+        }
         None => Config::infer().await.map_err(|e| KubeError::Config(first_line(e)))?,
     };
     from_config(cfg, o.request_timeout)
@@ -68,7 +75,11 @@ pub fn from_config(mut cfg: Config, timeout: Duration) -> Result<Client, KubeErr
 }
 
 /// Runs one API request under `timeout` and names it in any error.
-pub async fn call<T>(what: &str, timeout: Duration, req: impl Future<Output = kube::Result<T>>) -> Result<T, KubeError> {
+pub async fn call<T>(
+    what: &str,
+    timeout: Duration,
+    req: impl Future<Output = kube::Result<T>>,
+) -> Result<T, KubeError> {
     match tokio::time::timeout(timeout, req).await {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(api_error(what, e)),
@@ -78,8 +89,13 @@ pub async fn call<T>(what: &str, timeout: Duration, req: impl Future<Output = ku
 
 pub fn api_error(what: &str, e: kube::Error) -> KubeError {
     match e {
-        kube::Error::Api(s) if s.code == 403 => KubeError::Forbidden { what: what.to_owned(), message: s.message.clone() },
-        kube::Error::Api(s) => KubeError::Api { what: what.to_owned(), message: format!("HTTP {}: {}", s.code, s.message) },
+        kube::Error::Api(s) if s.code == 403 => {
+            KubeError::Forbidden { what: what.to_owned(), message: s.message.clone() }
+        }
+        kube::Error::Api(s) => KubeError::Api {
+            what: what.to_owned(),
+            message: format!("HTTP {}: {}", s.code, s.message),
+        },
         other => {
             let mut msg = other.to_string();
             let mut src = std::error::Error::source(&other);

@@ -9,11 +9,11 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::{Api, Client};
 use serde::Serialize;
 
-use super::discover::{pods, Reach};
-use super::{call, KubeError, KubeOptions};
+use super::discover::{Reach, pods};
+use super::{KubeError, KubeOptions, call};
 use crate::analysis::recovery::healthy_list;
 use crate::io::probe::ProbeConfig;
-use crate::io::round::{probers, Sampler};
+use crate::io::round::{Sampler, probers};
 use crate::model::clock::Clock;
 
 const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
@@ -58,7 +58,10 @@ impl Default for PreflightOptions {
 
 /// The pod's Ready condition is True.
 pub fn ready(p: &Pod) -> bool {
-    p.status.iter().flat_map(|s| s.conditions.iter().flatten()).any(|c| c.type_ == "Ready" && c.status == "True")
+    p.status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == "Ready" && c.status == "True")
 }
 
 fn name(p: &Pod) -> String {
@@ -66,7 +69,12 @@ fn name(p: &Pod) -> String {
 }
 
 /// Runs every check; API failures are errors, failed criteria are FAIL lines.
-pub async fn run(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock: Arc<dyn Clock>) -> Result<Vec<Check>, KubeError> {
+pub async fn run(
+    client: &Client,
+    o: &KubeOptions,
+    po: &PreflightOptions,
+    clock: Arc<dyn Clock>,
+) -> Result<Vec<Check>, KubeError> {
     let pods = pods(client, o).await?;
     let mut checks = members(client, o, po, &pods).await?;
     checks.push(pvcs(client, o, po, &pods).await?);
@@ -76,39 +84,74 @@ pub async fn run(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock:
 }
 
 /// 2. n/n Running on n distinct nodes in n distinct zones.
-async fn members(client: &Client, o: &KubeOptions, po: &PreflightOptions, pods: &[Pod]) -> Result<Vec<Check>, KubeError> {
+async fn members(
+    client: &Client,
+    o: &KubeOptions,
+    po: &PreflightOptions,
+    pods: &[Pod],
+) -> Result<Vec<Check>, KubeError> {
     let (t, n) = (o.request_timeout, po.members);
     let mut checks = Vec::new();
     let running: Vec<String> = pods
         .iter()
         .map(|p| {
-            let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Unknown".into());
+            let phase =
+                p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Unknown".into());
             format!("{} {phase}{}", name(p), if ready(p) { " Ready" } else { " NotReady" })
         })
         .collect();
-    let ok = pods.len() == n && pods.iter().all(|p| ready(p) && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"));
-    checks.push(Check::new("members-running", 2, ok, format!("{}/{n}: {}", pods.iter().filter(|p| ready(p)).count(), running.join(", "))));
+    let ok = pods.len() == n
+        && pods.iter().all(|p| {
+            ready(p) && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        });
+    checks.push(Check::new(
+        "members-running",
+        2,
+        ok,
+        format!("{}/{n}: {}", pods.iter().filter(|p| ready(p)).count(), running.join(", ")),
+    ));
 
-    let nodes: Vec<(String, String)> = pods.iter().map(|p| (name(p), p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default())).collect();
-    let distinct: BTreeSet<&str> = nodes.iter().map(|(_, n)| n.as_str()).filter(|n| !n.is_empty()).collect();
-    let ev: Vec<String> = nodes.iter().map(|(p, n)| format!("{p} on {}", if n.is_empty() { "(unscheduled)" } else { n })).collect();
+    let nodes: Vec<(String, String)> = pods
+        .iter()
+        .map(|p| (name(p), p.spec.as_ref().and_then(|s| s.node_name.clone()).unwrap_or_default()))
+        .collect();
+    let distinct: BTreeSet<&str> =
+        nodes.iter().map(|(_, n)| n.as_str()).filter(|n| !n.is_empty()).collect();
+    let ev: Vec<String> = nodes
+        .iter()
+        .map(|(p, n)| format!("{p} on {}", if n.is_empty() { "(unscheduled)" } else { n }))
+        .collect();
     checks.push(Check::new("distinct-nodes", 2, distinct.len() == n, ev.join(", ")));
 
     let node_api: Api<Node> = Api::all(client.clone());
     let mut zones = Vec::new();
     for node in &distinct {
         let nd = call("get node", t, node_api.get(node)).await?;
-        let zone = nd.metadata.labels.as_ref().and_then(|l| l.get(ZONE_LABEL).cloned()).unwrap_or_else(|| "(no zone label)".into());
+        let zone = nd
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(ZONE_LABEL).cloned())
+            .unwrap_or_else(|| "(no zone label)".into());
         zones.push(format!("{node} in {zone}"));
     }
-    let distinct_zones: BTreeSet<&str> = zones.iter().filter_map(|z| z.split(" in ").nth(1)).filter(|z| !z.starts_with('(')).collect();
+    let distinct_zones: BTreeSet<&str> = zones
+        .iter()
+        .filter_map(|z| z.split(" in ").nth(1))
+        .filter(|z| !z.starts_with('('))
+        .collect();
     checks.push(Check::new("distinct-zones", 2, distinct_zones.len() == n, zones.join(", ")));
 
     Ok(checks)
 }
 
 /// 3. n PVCs, of the class and size asked for, Bound.
-async fn pvcs(client: &Client, o: &KubeOptions, po: &PreflightOptions, pods: &[Pod]) -> Result<Check, KubeError> {
+async fn pvcs(
+    client: &Client,
+    o: &KubeOptions,
+    po: &PreflightOptions,
+    pods: &[Pod],
+) -> Result<Check, KubeError> {
     let (t, n) = (o.request_timeout, po.members);
     let pvc_api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &o.namespace);
     let claims: Vec<String> = pods
@@ -125,7 +168,11 @@ async fn pvcs(client: &Client, o: &KubeOptions, po: &PreflightOptions, pods: &[P
                 pvc_ev.push(format!("{c} missing"));
             }
             Some(pvc) => {
-                let class = pvc.spec.as_ref().and_then(|s| s.storage_class_name.clone()).unwrap_or_default();
+                let class = pvc
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.storage_class_name.clone())
+                    .unwrap_or_default();
                 let phase = pvc.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
                 let cap = pvc
                     .status
@@ -139,12 +186,25 @@ async fn pvcs(client: &Client, o: &KubeOptions, po: &PreflightOptions, pods: &[P
             }
         }
     }
-    Ok(Check::new("pvcs", 3, pvc_ok, if pvc_ev.is_empty() { "no PVC mounted by the member pods".into() } else { pvc_ev.join(", ") }))
-
+    Ok(Check::new(
+        "pvcs",
+        3,
+        pvc_ok,
+        if pvc_ev.is_empty() {
+            "no PVC mounted by the member pods".into()
+        } else {
+            pvc_ev.join(", ")
+        },
+    ))
 }
 
 /// 4. n endpoints with exactly one leader (one probe round).
-async fn endpoints(client: &Client, o: &KubeOptions, po: &PreflightOptions, clock: Arc<dyn Clock>) -> Check {
+async fn endpoints(
+    client: &Client,
+    o: &KubeOptions,
+    po: &PreflightOptions,
+    clock: Arc<dyn Clock>,
+) -> Check {
     let n = po.members;
     match super::discover::connect(client, o, po.reach).await {
         Err(e) => Check::new("endpoints", 4, false, e.to_string()),
@@ -155,17 +215,25 @@ async fn endpoints(client: &Client, o: &KubeOptions, po: &PreflightOptions, cloc
                 let leaders: Vec<String> = round
                     .observations
                     .iter()
-                    .filter(|o| o.status.ok().is_some_and(|s| s.leader_id != 0 && s.leader_id == s.member_id))
+                    .filter(|o| {
+                        o.status
+                            .ok()
+                            .is_some_and(|s| s.leader_id != 0 && s.leader_id == s.member_id)
+                    })
                     .map(|o| o.member.0.clone())
                     .collect();
                 match healthy_list(&round, n, None) {
-                    Ok(()) => Check::new("endpoints", 4, true, format!("{n} healthy endpoints, leader {}", leaders.join(","))),
+                    Ok(()) => Check::new(
+                        "endpoints",
+                        4,
+                        true,
+                        format!("{n} healthy endpoints, leader {}", leaders.join(",")),
+                    ),
                     Err(why) => Check::new("endpoints", 4, false, why),
                 }
             }
         },
     }
-
 }
 
 /// 5. The PDB allows exactly one disruption.
@@ -178,7 +246,10 @@ async fn pdb(client: &Client, o: &KubeOptions, po: &PreflightOptions) -> Result<
             "pdb",
             5,
             s.disruptions_allowed == 1,
-            format!("{}: allowed disruptions {} (healthy {}/{} desired)", po.pdb, s.disruptions_allowed, s.current_healthy, s.desired_healthy),
+            format!(
+                "{}: allowed disruptions {} (healthy {}/{} desired)",
+                po.pdb, s.disruptions_allowed, s.current_healthy, s.desired_healthy
+            ),
         ),
         None => Check::new("pdb", 5, false, format!("{} not found or has no status", po.pdb)),
     })
@@ -188,7 +259,15 @@ async fn pdb(client: &Client, o: &KubeOptions, po: &PreflightOptions) -> Result<
 pub fn render(checks: &[Check]) -> String {
     checks
         .iter()
-        .map(|c| format!("{} {:<16} (criterion {}) {}", if c.pass { "PASS" } else { "FAIL" }, c.name, c.criterion, c.evidence))
+        .map(|c| {
+            format!(
+                "{} {:<16} (criterion {}) {}",
+                if c.pass { "PASS" } else { "FAIL" },
+                c.name,
+                c.criterion,
+                c.evidence
+            )
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }

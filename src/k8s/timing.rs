@@ -10,7 +10,7 @@ use kube::{Api, Client};
 use serde::{Deserialize, Serialize};
 
 use super::discover::pods;
-use super::{call, KubeError, KubeOptions};
+use super::{KubeError, KubeOptions, call};
 
 /// The two values baseline.json records, and where they were read.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -28,35 +28,55 @@ struct Setting {
     default: u64,
 }
 
-const HEARTBEAT: Setting = Setting { flag: "heartbeat-interval", env: "ETCD_HEARTBEAT_INTERVAL", default: 100 };
-const ELECTION: Setting = Setting { flag: "election-timeout", env: "ETCD_ELECTION_TIMEOUT", default: 1000 };
+const HEARTBEAT: Setting =
+    Setting { flag: "heartbeat-interval", env: "ETCD_HEARTBEAT_INTERVAL", default: 100 };
+const ELECTION: Setting =
+    Setting { flag: "election-timeout", env: "ETCD_ELECTION_TIMEOUT", default: 1000 };
 const DEFAULT_SOURCE: &str = "etcd default";
 
 /// The election timing of the etcd container `container` (else the one that runs etcd)
 /// of `sts`: flags in command/args win over `ETCD_*` env vars, which win over etcd's
 /// defaults, as in etcd itself. A value the spec alone cannot tell is an error, never a default.
-pub fn from_statefulset(sts: &StatefulSet, container: Option<&str>) -> Result<ElectionTiming, String> {
+pub fn from_statefulset(
+    sts: &StatefulSet,
+    container: Option<&str>,
+) -> Result<ElectionTiming, String> {
     let name = sts.metadata.name.as_deref().unwrap_or("(unnamed)");
     let sts_name = match sts.metadata.namespace.as_deref() {
         Some(ns) => format!("StatefulSet {ns}/{name}"),
         None => format!("StatefulSet {name}"),
     };
-    let containers = sts.spec.as_ref().and_then(|s| s.template.spec.as_ref()).map(|p| p.containers.as_slice()).unwrap_or_default();
+    let containers = sts
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|p| p.containers.as_slice())
+        .unwrap_or_default();
     let c = etcd_container(containers, container).map_err(|m| format!("{sts_name}: {m}"))?;
     let at = format!("{sts_name} container {}", c.name);
     let env = Env::of(c);
     let tokens = tokens(c);
     // With a config file etcd ignores its flags and env vars; the values are in that file.
     if let Some((v, _)) = find_flag(&tokens, "config-file").map_err(|m| format!("{at}: {m}"))? {
-        return Err(format!("{at}: etcd reads --config-file {v} (its flags and env are then ignored); the timing is in that file, not in the StatefulSet"));
+        return Err(format!(
+            "{at}: etcd reads --config-file {v} (its flags and env are then ignored); the timing is in that file, not in the StatefulSet"
+        ));
     }
     if env.vars.contains_key("ETCD_CONFIG_FILE") {
-        return Err(format!("{at}: etcd reads the file named by env ETCD_CONFIG_FILE; the timing is in that file, not in the StatefulSet"));
+        return Err(format!(
+            "{at}: etcd reads the file named by env ETCD_CONFIG_FILE; the timing is in that file, not in the StatefulSet"
+        ));
     }
     let (heartbeat_ms, h) = resolve(&HEARTBEAT, &tokens, &env).map_err(|m| format!("{at}: {m}"))?;
     let (election_ms, e) = resolve(&ELECTION, &tokens, &env).map_err(|m| format!("{at}: {m}"))?;
-    let describe = |w: &Option<String>| w.as_ref().map_or_else(|| DEFAULT_SOURCE.to_owned(), |w| format!("{at} {w}"));
-    let source = if h == e { describe(&h) } else { format!("heartbeat: {}; election: {}", describe(&h), describe(&e)) };
+    let describe = |w: &Option<String>| {
+        w.as_ref().map_or_else(|| DEFAULT_SOURCE.to_owned(), |w| format!("{at} {w}"))
+    };
+    let source = if h == e {
+        describe(&h)
+    } else {
+        format!("heartbeat: {}; election: {}", describe(&h), describe(&e))
+    };
     Ok(ElectionTiming { heartbeat_ms, election_ms, source })
 }
 
@@ -64,10 +84,16 @@ pub fn from_statefulset(sts: &StatefulSet, container: Option<&str>) -> Result<El
 /// Uses `list pods` and `get statefulsets`, each under the request timeout.
 pub async fn read(client: &Client, kube: &KubeOptions) -> Result<ElectionTiming, KubeError> {
     let pods = pods(client, kube).await?;
-    let name = owning_statefulset(&pods, kube).map_err(|message| KubeError::Api { what: "find the members' StatefulSet".into(), message })?;
+    let name = owning_statefulset(&pods, kube).map_err(|message| KubeError::Api {
+        what: "find the members' StatefulSet".into(),
+        message,
+    })?;
     let api: Api<StatefulSet> = Api::namespaced(client.clone(), &kube.namespace);
     let sts = call("get statefulset", kube.request_timeout, api.get(&name)).await?;
-    from_statefulset(&sts, None).map_err(|message| KubeError::Api { what: format!("election timing of statefulset {name}"), message })
+    from_statefulset(&sts, None).map_err(|message| KubeError::Api {
+        what: format!("election timing of statefulset {name}"),
+        message,
+    })
 }
 
 /// The one StatefulSet controlling all of `pods`. By owner, not by a label match: a
@@ -91,8 +117,14 @@ pub(crate) fn owning_statefulset(pods: &[Pod], kube: &KubeOptions) -> Result<Str
     match owners.keys().collect::<Vec<_>>().as_slice() {
         [one] => Ok((*one).clone()),
         _ => {
-            let all: Vec<String> = owners.iter().map(|(s, p)| format!("{s} ({})", p.join(", "))).collect();
-            Err(format!("the pods matching {} belong to {} StatefulSets: {}; narrow --selector to one", kube.selector, owners.len(), all.join(", ")))
+            let all: Vec<String> =
+                owners.iter().map(|(s, p)| format!("{s} ({})", p.join(", "))).collect();
+            Err(format!(
+                "the pods matching {} belong to {} StatefulSets: {}; narrow --selector to one",
+                kube.selector,
+                owners.len(),
+                all.join(", ")
+            ))
         }
     }
 }
@@ -103,7 +135,11 @@ fn owner(p: &Pod) -> Option<String> {
         .owner_references
         .iter()
         .flatten()
-        .find(|o| o.controller == Some(true) && o.kind == "StatefulSet" && o.api_version.starts_with("apps/"))
+        .find(|o| {
+            o.controller == Some(true)
+                && o.kind == "StatefulSet"
+                && o.api_version.starts_with("apps/")
+        })
         .map(|o| o.name.clone())
 }
 
@@ -127,9 +163,18 @@ fn etcd_container<'a>(cs: &'a [Container], name: Option<&str>) -> Result<&'a Con
             format!("no container named {n} (containers: {})", names.join(", "))
         });
     }
-    let runs = |c: &&Container| c.command.as_ref().and_then(|v| v.first()).is_some_and(|p| basename(p) == "etcd");
+    let runs = |c: &&Container| {
+        c.command.as_ref().and_then(|v| v.first()).is_some_and(|p| basename(p) == "etcd")
+    };
     let image = |c: &&Container| c.image.as_deref().is_some_and(|i| image_name(i) == "etcd");
-    let mentions = |c: &&Container| c.command.iter().chain(c.args.iter()).flatten().chain(c.image.iter()).any(|s| s.contains("etcd"));
+    let mentions = |c: &&Container| {
+        c.command
+            .iter()
+            .chain(c.args.iter())
+            .flatten()
+            .chain(c.image.iter())
+            .any(|s| s.contains("etcd"))
+    };
     cs.iter()
         .find(runs)
         .or_else(|| cs.iter().find(image))
@@ -157,11 +202,19 @@ impl Env {
     /// The container's env as the kubelet builds it: in order, a later entry replacing an
     /// earlier one, each `$(VAR)` resolved against the entries before it.
     fn of(c: &Container) -> Env {
-        let env_from = c.env_from.as_ref().filter(|v| !v.is_empty()).map(|v| serde_json::to_string(v).unwrap_or_default());
+        let env_from = c
+            .env_from
+            .as_ref()
+            .filter(|v| !v.is_empty())
+            .map(|v| serde_json::to_string(v).unwrap_or_default());
         let mut env = Env { vars: BTreeMap::new(), env_from };
         for e in c.env.iter().flatten() {
             let v = match (&e.value_from, &e.value) {
-                (Some(from), _) => EnvValue::Unreadable(format!("env {} is set by valueFrom {}", e.name, serde_json::to_string(from).unwrap_or_default())),
+                (Some(from), _) => EnvValue::Unreadable(format!(
+                    "env {} is set by valueFrom {}",
+                    e.name,
+                    serde_json::to_string(from).unwrap_or_default()
+                )),
                 (None, Some(v)) => match env.expand(v) {
                     Ok((value, via)) => EnvValue::Literal { value, via },
                     Err(why) => EnvValue::Unreadable(format!("env {}: {why}", e.name)),
@@ -195,7 +248,8 @@ impl Env {
             if let Some(r) = after.strip_prefix('$') {
                 out.push('$');
                 rest = r;
-            } else if let Some((name, r)) = after.strip_prefix('(').and_then(|r| r.split_once(')')) {
+            } else if let Some((name, r)) = after.strip_prefix('(').and_then(|r| r.split_once(')'))
+            {
                 match self.lookup(name)? {
                     Some(v) => {
                         out.push_str(&v);
@@ -224,7 +278,9 @@ impl Env {
             let (name, r) = match after.strip_prefix('{').and_then(|r| r.split_once('}')) {
                 Some((n, r)) => (n, r),
                 None => {
-                    let end = after.find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_')).unwrap_or(after.len());
+                    let end = after
+                        .find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+                        .unwrap_or(after.len());
                     (&after[..end], &after[end..])
                 }
             };
@@ -238,7 +294,9 @@ impl Env {
                     out.push_str(&v);
                     via.push(name.to_owned());
                 }
-                None => return Err(format!("shell variable ${name} is not in the container's env")),
+                None => {
+                    return Err(format!("shell variable ${name} is not in the container's env"));
+                }
             }
             rest = r;
         }
@@ -275,10 +333,22 @@ impl Token {
 /// command + args; with `sh -c SCRIPT` the script is replaced by its words.
 fn tokens(c: &Container) -> Vec<Token> {
     let tok = |part| move |s: &String| Token { text: s.clone(), part, script: false };
-    let mut t: Vec<Token> = c.command.iter().flatten().map(tok(Part::Command)).chain(c.args.iter().flatten().map(tok(Part::Args))).collect();
-    let shell = t.first().is_some_and(|f| matches!(basename(&f.text), "sh" | "bash" | "ash" | "dash" | "zsh" | "ksh"));
+    let mut t: Vec<Token> = c
+        .command
+        .iter()
+        .flatten()
+        .map(tok(Part::Command))
+        .chain(c.args.iter().flatten().map(tok(Part::Args)))
+        .collect();
+    let shell = t.first().is_some_and(|f| {
+        matches!(basename(&f.text), "sh" | "bash" | "ash" | "dash" | "zsh" | "ksh")
+    });
     // `-c`, `-ec`, `-xc`...: the next word is the script.
-    let dash_c = t.iter().position(|x| x.text.strip_prefix('-').is_some_and(|o| o.contains('c') && o.len() <= 4 && o.chars().all(|ch| ch.is_ascii_lowercase())));
+    let dash_c = t.iter().position(|x| {
+        x.text.strip_prefix('-').is_some_and(|o| {
+            o.contains('c') && o.len() <= 4 && o.chars().all(|ch| ch.is_ascii_lowercase())
+        })
+    });
     if let (true, Some(i)) = (shell, dash_c)
         && let Some(script) = t.get(i + 1).cloned()
     {
@@ -300,11 +370,15 @@ fn tokens(c: &Container) -> Vec<Token> {
 fn find_flag<'a>(tokens: &'a [Token], flag: &str) -> Result<Option<(String, &'a Token)>, String> {
     let mut found = None;
     for (i, t) in tokens.iter().enumerate() {
-        let Some(bare) = t.text.strip_prefix("--").or_else(|| t.text.strip_prefix('-')) else { continue };
+        let Some(bare) = t.text.strip_prefix("--").or_else(|| t.text.strip_prefix('-')) else {
+            continue;
+        };
         if let Some(v) = bare.strip_prefix(flag).and_then(|r| r.strip_prefix('=')) {
             found = Some((v.to_owned(), t));
         } else if bare == flag {
-            let v = tokens.get(i + 1).ok_or_else(|| format!("--{flag} is the last word, with no value"))?;
+            let v = tokens
+                .get(i + 1)
+                .ok_or_else(|| format!("--{flag} is the last word, with no value"))?;
             found = Some((v.text.clone(), t));
         }
     }
@@ -313,8 +387,14 @@ fn find_flag<'a>(tokens: &'a [Token], flag: &str) -> Result<Option<(String, &'a 
 
 /// One setting's value and where it was set (`None`: etcd's default).
 fn resolve(s: &Setting, tokens: &[Token], env: &Env) -> Result<(u64, Option<String>), String> {
-    let parse = |v: &str, place: &str| v.parse::<u64>().map_err(|_| format!("--{} {v:?} ({place}) is not a whole number of milliseconds", s.flag));
-    let with_via = |place: String, via: &[String]| if via.is_empty() { place } else { format!("{place} via env {}", via.join(", ")) };
+    let parse = |v: &str, place: &str| {
+        v.parse::<u64>().map_err(|_| {
+            format!("--{} {v:?} ({place}) is not a whole number of milliseconds", s.flag)
+        })
+    };
+    let with_via = |place: String, via: &[String]| {
+        if via.is_empty() { place } else { format!("{place} via env {}", via.join(", ")) }
+    };
     if let Some((raw, t)) = find_flag(tokens, s.flag)? {
         let unreadable = |why: String| format!("--{} {raw:?} ({}): {why}", s.flag, t.place());
         let (mut v, mut via) = env.expand(&raw).map_err(unreadable)?;
@@ -327,16 +407,24 @@ fn resolve(s: &Setting, tokens: &[Token], env: &Env) -> Result<(u64, Option<Stri
         return Ok((parse(&v, &place)?, Some(place)));
     }
     if tokens.iter().any(|t| t.script && t.text.contains(&format!("{}=", s.env))) {
-        return Err(format!("--{}: the shell script assigns {}, which the spec cannot tell", s.flag, s.env));
+        return Err(format!(
+            "--{}: the shell script assigns {}, which the spec cannot tell",
+            s.flag, s.env
+        ));
     }
     match env.vars.get(s.env) {
         Some(EnvValue::Literal { value, via }) => {
             let place = with_via(format!("env {}", s.env), via);
             Ok((parse(value, &place)?, Some(place)))
         }
-        Some(EnvValue::Unreadable(why)) => Err(format!("--{}: {why}, not readable from the StatefulSet", s.flag)),
+        Some(EnvValue::Unreadable(why)) => {
+            Err(format!("--{}: {why}, not readable from the StatefulSet", s.flag))
+        }
         None => match &env.env_from {
-            Some(from) => Err(format!("--{}: not set in command, args or env, and envFrom {from} may set {}; not readable from the StatefulSet", s.flag, s.env)),
+            Some(from) => Err(format!(
+                "--{}: not set in command, args or env, and envFrom {from} may set {}; not readable from the StatefulSet",
+                s.flag, s.env
+            )),
             None => Ok((s.default, None)),
         },
     }
@@ -358,13 +446,22 @@ mod tests {
     }
 
     fn etcd(command: &[&str], args: &[&str], env: &[(&str, &str)]) -> Container {
-        let strings = |v: &[&str]| (!v.is_empty()).then(|| v.iter().map(|s| s.to_string()).collect());
+        let strings =
+            |v: &[&str]| (!v.is_empty()).then(|| v.iter().map(|s| s.to_string()).collect());
         Container {
             name: "etcd".into(),
             image: Some("gcr.io/etcd-development/etcd:v3.6.14".into()),
             command: strings(command),
             args: strings(args),
-            env: (!env.is_empty()).then(|| env.iter().map(|(n, v)| EnvVar { name: n.to_string(), value: Some(v.to_string()), value_from: None }).collect()),
+            env: (!env.is_empty()).then(|| {
+                env.iter()
+                    .map(|(n, v)| EnvVar {
+                        name: n.to_string(),
+                        value: Some(v.to_string()),
+                        value_from: None,
+                    })
+                    .collect()
+            }),
             ..Container::default()
         }
     }
@@ -379,39 +476,77 @@ mod tests {
 
     #[test]
     fn flag_equals_value_in_args() {
-        let c = etcd(&["/usr/local/bin/etcd"], &["--heartbeat-interval=250", "--election-timeout=2500"], &[]);
+        let c = etcd(
+            &["/usr/local/bin/etcd"],
+            &["--heartbeat-interval=250", "--election-timeout=2500"],
+            &[],
+        );
         assert_eq!(timing(c), ok(250, 2500, &format!("{AT} args")));
     }
 
     #[test]
     fn flag_space_value_in_command_and_the_last_occurrence_wins() {
-        let c = etcd(&["etcd", "--heartbeat-interval", "50", "-election-timeout", "500", "--heartbeat-interval", "60"], &[], &[]);
+        let c = etcd(
+            &[
+                "etcd",
+                "--heartbeat-interval",
+                "50",
+                "-election-timeout",
+                "500",
+                "--heartbeat-interval",
+                "60",
+            ],
+            &[],
+            &[],
+        );
         assert_eq!(timing(c), ok(60, 500, &format!("{AT} command")));
     }
 
     #[test]
     fn env_literal() {
-        let c = etcd(&[], &[], &[("ETCD_HEARTBEAT_INTERVAL", "200"), ("ETCD_ELECTION_TIMEOUT", "2000")]);
+        let c = etcd(
+            &[],
+            &[],
+            &[("ETCD_HEARTBEAT_INTERVAL", "200"), ("ETCD_ELECTION_TIMEOUT", "2000")],
+        );
         let t = timing(c).expect("timing");
         assert_eq!((t.heartbeat_ms, t.election_ms), (200, 2000));
-        assert_eq!(t.source, format!("heartbeat: {AT} env ETCD_HEARTBEAT_INTERVAL; election: {AT} env ETCD_ELECTION_TIMEOUT"));
+        assert_eq!(
+            t.source,
+            format!(
+                "heartbeat: {AT} env ETCD_HEARTBEAT_INTERVAL; election: {AT} env ETCD_ELECTION_TIMEOUT"
+            )
+        );
     }
 
     #[test]
     fn a_flag_wins_over_its_env_var() {
-        let c = etcd(&["etcd"], &["--heartbeat-interval=300"], &[("ETCD_HEARTBEAT_INTERVAL", "999")]);
+        let c =
+            etcd(&["etcd"], &["--heartbeat-interval=300"], &[("ETCD_HEARTBEAT_INTERVAL", "999")]);
         assert_eq!(timing(c).map(|t| t.heartbeat_ms), Ok(300));
     }
 
     #[test]
     fn var_references_are_expanded_like_the_kubelet() {
-        let c = etcd(&["etcd"], &["--heartbeat-interval=$(HB)", "--election-timeout=$(EL)"], &[("HB", "150"), ("BASE", "15"), ("EL", "$(BASE)00")]);
+        let c = etcd(
+            &["etcd"],
+            &["--heartbeat-interval=$(HB)", "--election-timeout=$(EL)"],
+            &[("HB", "150"), ("BASE", "15"), ("EL", "$(BASE)00")],
+        );
         let t = timing(c).expect("timing");
         assert_eq!((t.heartbeat_ms, t.election_ms), (150, 1500));
-        assert_eq!(t.source, format!("heartbeat: {AT} args via env HB; election: {AT} args via env EL"));
+        assert_eq!(
+            t.source,
+            format!("heartbeat: {AT} args via env HB; election: {AT} args via env EL")
+        );
         // `$$(HB)` is the escape for a literal `$(HB)`, which etcd cannot parse.
         let c = etcd(&["etcd"], &["--heartbeat-interval=$$(HB)"], &[("HB", "150")]);
-        assert_eq!(timing(c), Err(format!("{AT}: --heartbeat-interval \"$(HB)\" (args) is not a whole number of milliseconds")));
+        assert_eq!(
+            timing(c),
+            Err(format!(
+                "{AT}: --heartbeat-interval \"$(HB)\" (args) is not a whole number of milliseconds"
+            ))
+        );
     }
 
     #[test]
@@ -419,18 +554,31 @@ mod tests {
         let mut c = etcd(&["etcd"], &["--election-timeout=$(EL)"], &[]);
         c.env = Some(vec![serde_json::from_value(serde_json::json!({"name": "EL", "valueFrom": {"configMapKeyRef": {"name": "t", "key": "el"}}})).expect("env")]);
         let err = timing(c.clone()).expect_err("valueFrom");
-        assert!(err.contains("--election-timeout \"$(EL)\"") && err.contains("valueFrom") && err.contains("configMapKeyRef"), "{err}");
+        assert!(
+            err.contains("--election-timeout \"$(EL)\"")
+                && err.contains("valueFrom")
+                && err.contains("configMapKeyRef"),
+            "{err}"
+        );
         // The same as the env var etcd reads.
         c.args = None;
         c.env = Some(vec![serde_json::from_value(serde_json::json!({"name": "ETCD_ELECTION_TIMEOUT", "valueFrom": {"secretKeyRef": {"name": "t", "key": "el"}}})).expect("env")]);
         let err = timing(c).expect_err("valueFrom");
-        assert!(err.contains("--election-timeout") && err.contains("valueFrom") && err.contains("not readable"), "{err}");
+        assert!(
+            err.contains("--election-timeout")
+                && err.contains("valueFrom")
+                && err.contains("not readable"),
+            "{err}"
+        );
     }
 
     #[test]
     fn env_from_may_hide_the_env_var_so_no_default_is_claimed() {
         let mut c = etcd(&["etcd"], &["--heartbeat-interval=100"], &[]);
-        c.env_from = Some(vec![serde_json::from_value(serde_json::json!({"configMapRef": {"name": "etcd-env"}})).expect("envFrom")]);
+        c.env_from = Some(vec![
+            serde_json::from_value(serde_json::json!({"configMapRef": {"name": "etcd-env"}}))
+                .expect("envFrom"),
+        ]);
         let err = timing(c).expect_err("envFrom");
         assert!(err.contains("--election-timeout") && err.contains("etcd-env"), "{err}");
     }
@@ -444,17 +592,38 @@ mod tests {
     #[test]
     fn mixed_sources_name_both() {
         let c = etcd(&["etcd"], &["--heartbeat-interval=100"], &[]);
-        assert_eq!(timing(c), ok(100, 1000, &format!("heartbeat: {AT} args; election: etcd default")));
-        let c = etcd(&["etcd"], &["--election-timeout=1200"], &[("ETCD_HEARTBEAT_INTERVAL", "120")]);
-        assert_eq!(timing(c), ok(120, 1200, &format!("heartbeat: {AT} env ETCD_HEARTBEAT_INTERVAL; election: {AT} args")));
+        assert_eq!(
+            timing(c),
+            ok(100, 1000, &format!("heartbeat: {AT} args; election: etcd default"))
+        );
+        let c =
+            etcd(&["etcd"], &["--election-timeout=1200"], &[("ETCD_HEARTBEAT_INTERVAL", "120")]);
+        assert_eq!(
+            timing(c),
+            ok(
+                120,
+                1200,
+                &format!("heartbeat: {AT} env ETCD_HEARTBEAT_INTERVAL; election: {AT} args")
+            )
+        );
     }
 
     #[test]
     fn a_bad_number_names_the_flag_and_the_value() {
         let c = etcd(&["etcd"], &["--heartbeat-interval=100ms"], &[]);
-        assert_eq!(timing(c), Err(format!("{AT}: --heartbeat-interval \"100ms\" (args) is not a whole number of milliseconds")));
+        assert_eq!(
+            timing(c),
+            Err(format!(
+                "{AT}: --heartbeat-interval \"100ms\" (args) is not a whole number of milliseconds"
+            ))
+        );
         let c = etcd(&["etcd"], &[], &[("ETCD_ELECTION_TIMEOUT", "1s")]);
-        assert_eq!(timing(c), Err(format!("{AT}: --election-timeout \"1s\" (env ETCD_ELECTION_TIMEOUT) is not a whole number of milliseconds")));
+        assert_eq!(
+            timing(c),
+            Err(format!(
+                "{AT}: --election-timeout \"1s\" (env ETCD_ELECTION_TIMEOUT) is not a whole number of milliseconds"
+            ))
+        );
         let c = etcd(&["etcd", "--election-timeout"], &[], &[]);
         assert!(timing(c).is_err_and(|e| e.contains("no value")));
     }
@@ -465,7 +634,12 @@ mod tests {
         let c = etcd(&["/bin/sh", "-ec"], &[script], &[("HB", "110"), ("EL", "1100")]);
         let t = timing(c).expect("timing");
         assert_eq!((t.heartbeat_ms, t.election_ms), (110, 1100));
-        assert_eq!(t.source, format!("heartbeat: {AT} args (shell script) via env HB; election: {AT} args (shell script) via env EL"));
+        assert_eq!(
+            t.source,
+            format!(
+                "heartbeat: {AT} args (shell script) via env HB; election: {AT} args (shell script) via env EL"
+            )
+        );
         // A variable the script itself sets cannot be read from the spec.
         let c = etcd(&["sh", "-c", "T=100; etcd --heartbeat-interval=$T"], &[], &[]);
         assert!(timing(c).is_err_and(|e| e.contains("$T") && e.contains("--heartbeat-interval")));
@@ -485,13 +659,42 @@ mod tests {
             args: Some(args.iter().map(|s| s.to_string()).collect()),
             ..Container::default()
         };
-        let main = etcd(&["/usr/local/bin/etcd"], &["--heartbeat-interval=70", "--election-timeout=700"], &[]);
-        let sts = sts_with(vec![side("backup", "example/backup:1", &["--endpoints=http://etcd:2379", "--heartbeat-interval=1"]), main.clone()]);
-        assert_eq!(from_statefulset(&sts, None).map(|t| t.heartbeat_ms), Ok(70), "the container that runs etcd");
-        assert_eq!(from_statefulset(&sts, Some("backup")).map(|t| t.heartbeat_ms), Ok(1), "by name");
-        assert!(from_statefulset(&sts, Some("nope")).is_err_and(|e| e.contains("nope") && e.contains("backup, etcd")));
-        let by_image = sts_with(vec![side("a", "busybox", &[]), side("b", "quay.io/coreos/etcd:v3.5.0", &["--election-timeout=900"])]);
-        assert_eq!(from_statefulset(&by_image, None).map(|t| t.election_ms), Ok(900), "the container whose image is etcd");
+        let main = etcd(
+            &["/usr/local/bin/etcd"],
+            &["--heartbeat-interval=70", "--election-timeout=700"],
+            &[],
+        );
+        let sts = sts_with(vec![
+            side(
+                "backup",
+                "example/backup:1",
+                &["--endpoints=http://etcd:2379", "--heartbeat-interval=1"],
+            ),
+            main.clone(),
+        ]);
+        assert_eq!(
+            from_statefulset(&sts, None).map(|t| t.heartbeat_ms),
+            Ok(70),
+            "the container that runs etcd"
+        );
+        assert_eq!(
+            from_statefulset(&sts, Some("backup")).map(|t| t.heartbeat_ms),
+            Ok(1),
+            "by name"
+        );
+        assert!(
+            from_statefulset(&sts, Some("nope"))
+                .is_err_and(|e| e.contains("nope") && e.contains("backup, etcd"))
+        );
+        let by_image = sts_with(vec![
+            side("a", "busybox", &[]),
+            side("b", "quay.io/coreos/etcd:v3.5.0", &["--election-timeout=900"]),
+        ]);
+        assert_eq!(
+            from_statefulset(&by_image, None).map(|t| t.election_ms),
+            Ok(900),
+            "the container whose image is etcd"
+        );
     }
 
     #[test]
@@ -505,14 +708,28 @@ mod tests {
         };
         let pod = |name: &str, owner: Option<(&str, &str)>| -> Pod {
             let refs: Vec<_> = owner.iter().map(|(kind, n)| serde_json::json!({"apiVersion": "apps/v1", "kind": kind, "name": n, "uid": "u", "controller": true})).collect();
-            serde_json::from_value(serde_json::json!({"metadata": {"name": name, "ownerReferences": refs}})).expect("pod json")
+            serde_json::from_value(
+                serde_json::json!({"metadata": {"name": name, "ownerReferences": refs}}),
+            )
+            .expect("pod json")
         };
         let sts = |n| Some(("StatefulSet", n));
-        assert_eq!(owning_statefulset(&[pod("a-0", sts("a")), pod("a-1", sts("a"))], &kube), Ok("a".into()));
-        assert_eq!(owning_statefulset(&[], &kube), Err("no pod matches app=etcd in namespace dlock".into()));
-        let two = owning_statefulset(&[pod("a-0", sts("a")), pod("b-0", sts("b"))], &kube).expect_err("two owners");
+        assert_eq!(
+            owning_statefulset(&[pod("a-0", sts("a")), pod("a-1", sts("a"))], &kube),
+            Ok("a".into())
+        );
+        assert_eq!(
+            owning_statefulset(&[], &kube),
+            Err("no pod matches app=etcd in namespace dlock".into())
+        );
+        let two = owning_statefulset(&[pod("a-0", sts("a")), pod("b-0", sts("b"))], &kube)
+            .expect_err("two owners");
         assert!(two.contains("2 StatefulSets: a (a-0), b (b-0)"), "{two}");
-        let rs = owning_statefulset(&[pod("a-0", sts("a")), pod("x", Some(("ReplicaSet", "x"))), pod("y", None)], &kube).expect_err("orphans");
+        let rs = owning_statefulset(
+            &[pod("a-0", sts("a")), pod("x", Some(("ReplicaSet", "x"))), pod("y", None)],
+            &kube,
+        )
+        .expect_err("orphans");
         assert!(rs.contains("pods x, y are not controlled by a StatefulSet"), "{rs}");
     }
 
@@ -525,18 +742,34 @@ mod tests {
 
     #[test]
     fn the_real_manifest_sets_both_in_args() {
-        assert_eq!(from_statefulset(&manifest(), None), ok(100, 1000, "StatefulSet dlock/dlock-etcd container etcd args"));
-        assert_eq!(from_statefulset(&manifest(), Some("etcd")), ok(100, 1000, "StatefulSet dlock/dlock-etcd container etcd args"));
+        assert_eq!(
+            from_statefulset(&manifest(), None),
+            ok(100, 1000, "StatefulSet dlock/dlock-etcd container etcd args")
+        );
+        assert_eq!(
+            from_statefulset(&manifest(), Some("etcd")),
+            ok(100, 1000, "StatefulSet dlock/dlock-etcd container etcd args")
+        );
     }
 
     #[test]
     fn the_real_manifest_is_read_not_defaulted() {
         // Its values equal etcd's defaults: prove the reading by changing the args.
         let mut sts = manifest();
-        let c = sts.spec.as_mut().and_then(|s| s.template.spec.as_mut()).map(|p| &mut p.containers[0]).expect("container");
+        let c = sts
+            .spec
+            .as_mut()
+            .and_then(|s| s.template.spec.as_mut())
+            .map(|p| &mut p.containers[0])
+            .expect("container");
         for a in c.args.iter_mut().flatten() {
-            *a = a.replace("--heartbeat-interval=100", "--heartbeat-interval=123").replace("--election-timeout=1000", "--election-timeout=1234");
+            *a = a
+                .replace("--heartbeat-interval=100", "--heartbeat-interval=123")
+                .replace("--election-timeout=1000", "--election-timeout=1234");
         }
-        assert_eq!(from_statefulset(&sts, None), ok(123, 1234, "StatefulSet dlock/dlock-etcd container etcd args"));
+        assert_eq!(
+            from_statefulset(&sts, None),
+            ok(123, 1234, "StatefulSet dlock/dlock-etcd container etcd args")
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event as K8sEvent, Node, Pod};
-use kube::runtime::{watcher, WatchStreamExt};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::task::JoinHandle;
@@ -96,13 +96,25 @@ impl PodTracker {
             out.push(self.ev(&name, "pod_phase", new.phase.clone().unwrap_or_default()));
         }
         if new.ready != old.ready {
-            out.push(self.ev(&name, if new.ready { "pod_ready" } else { "pod_not_ready" }, String::new()));
+            out.push(self.ev(
+                &name,
+                if new.ready { "pod_ready" } else { "pod_not_ready" },
+                String::new(),
+            ));
         }
         if new.disruption_target.is_some() && old.disruption_target.is_none() {
-            out.push(self.ev(&name, "disruption_target", new.disruption_target.clone().unwrap_or_default()));
+            out.push(self.ev(
+                &name,
+                "disruption_target",
+                new.disruption_target.clone().unwrap_or_default(),
+            ));
         }
         if new.deleting.is_some() && old.deleting.is_none() {
-            out.push(self.ev(&name, "pod_deleting", format!("deletionTimestamp {}", new.deleting.clone().unwrap_or_default())));
+            out.push(self.ev(
+                &name,
+                "pod_deleting",
+                format!("deletionTimestamp {}", new.deleting.clone().unwrap_or_default()),
+            ));
         }
         self.known.insert(name, new);
         out
@@ -124,7 +136,8 @@ impl PodTracker {
     /// The relist is complete: pods not in it were deleted while the watch was down.
     pub fn relist_done(&mut self) -> Vec<Event> {
         self.listed_once = true;
-        let gone: Vec<String> = self.known.keys().filter(|k| !self.listed.contains(*k)).cloned().collect();
+        let gone: Vec<String> =
+            self.known.keys().filter(|k| !self.listed.contains(*k)).cloned().collect();
         gone.into_iter()
             .flat_map(|n| {
                 let uid = self.known.remove(&n).map(|v| v.uid).unwrap_or_default();
@@ -148,7 +161,12 @@ impl PodTracker {
 
 /// Watches the member pods until the returned task is aborted; zones are looked up once
 /// per node.
-pub fn spawn_pod_watcher(client: Client, o: &KubeOptions, clock: Arc<dyn Clock>, tx: UnboundedSender<Event>) -> JoinHandle<()> {
+pub fn spawn_pod_watcher(
+    client: Client,
+    o: &KubeOptions,
+    clock: Arc<dyn Clock>,
+    tx: UnboundedSender<Event>,
+) -> JoinHandle<()> {
     let api: Api<Pod> = Api::namespaced(client.clone(), &o.namespace);
     let nodes: Api<Node> = Api::all(client);
     let cfg = watcher::Config::default().labels(&o.selector);
@@ -173,11 +191,18 @@ pub fn spawn_pod_watcher(client: Client, o: &KubeOptions, clock: Arc<dyn Clock>,
                         let zone = super::call("get node", timeout, nodes.get(&node))
                             .await
                             .ok()
-                            .and_then(|n| n.metadata.labels.and_then(|l| l.get("topology.kubernetes.io/zone").cloned()))
+                            .and_then(|n| {
+                                n.metadata
+                                    .labels
+                                    .and_then(|l| l.get("topology.kubernetes.io/zone").cloned())
+                            })
                             .unwrap_or_else(|| "unknown".into());
                         zones.insert(node.clone(), zone);
                     }
-                    e.detail = format!("node {node}, zone {}", zones.get(&node).map_or("unknown", String::as_str));
+                    e.detail = format!(
+                        "node {node}, zone {}",
+                        zones.get(&node).map_or("unknown", String::as_str)
+                    );
                 }
                 if tx.send(e).is_err() {
                     return;
@@ -190,7 +215,13 @@ pub fn spawn_pod_watcher(client: Client, o: &KubeOptions, clock: Arc<dyn Clock>,
 /// Watches core/v1 Events whose involved object is a member pod (by name prefix of the
 /// selector's pods, given as `pod_prefix`). A relist re-delivers old Events: each
 /// (uid, count) is reported once.
-pub fn spawn_event_watcher(client: Client, o: &KubeOptions, pod_prefix: String, clock: Arc<dyn Clock>, tx: UnboundedSender<Event>) -> JoinHandle<()> {
+pub fn spawn_event_watcher(
+    client: Client,
+    o: &KubeOptions,
+    pod_prefix: String,
+    clock: Arc<dyn Clock>,
+    tx: UnboundedSender<Event>,
+) -> JoinHandle<()> {
     let api: Api<K8sEvent> = Api::namespaced(client, &o.namespace);
     let cfg = watcher::Config::default().fields("involvedObject.kind=Pod");
     tokio::spawn(async move {
@@ -243,14 +274,24 @@ pub enum ApiReach {
 impl ApiReach {
     /// The next state after one heartbeat, and the events.csv row its change is worth:
     /// `api_unreachable` when answers stop, `api_reachable` with the gap when they resume.
-    pub fn step(self, now: chrono::DateTime<chrono::Utc>, answer: Result<(), String>) -> (ApiReach, Option<(&'static str, String)>) {
+    pub fn step(
+        self,
+        now: chrono::DateTime<chrono::Utc>,
+        answer: Result<(), String>,
+    ) -> (ApiReach, Option<(&'static str, String)>) {
         match (self, answer) {
             (ApiReach::Up, Ok(())) => (ApiReach::Up, None),
             (ApiReach::Up, Err(e)) => (ApiReach::Down { since: now }, Some(("api_unreachable", e))),
             (d @ ApiReach::Down { .. }, Err(_)) => (d, None),
             (ApiReach::Down { since }, Ok(())) => {
                 let gap = (now - since).num_milliseconds() as f64 / 1000.0;
-                (ApiReach::Up, Some(("api_reachable", format!("answering again after {gap:.1} s without an answer"))))
+                (
+                    ApiReach::Up,
+                    Some((
+                        "api_reachable",
+                        format!("answering again after {gap:.1} s without an answer"),
+                    )),
+                )
             }
         }
     }
@@ -263,8 +304,15 @@ pub const API_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(5)
 /// needs anyway), so that an API outage is a row in events.csv with its length, not a
 /// silence: watch streams are quiet when nothing happens, and the members are measured
 /// directly, whatever the API server does.
-pub fn spawn_api_heartbeat(client: Client, o: &KubeOptions, pdb: String, clock: Arc<dyn Clock>, tx: UnboundedSender<Event>) -> JoinHandle<()> {
-    let api: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> = Api::namespaced(client, &o.namespace);
+pub fn spawn_api_heartbeat(
+    client: Client,
+    o: &KubeOptions,
+    pdb: String,
+    clock: Arc<dyn Clock>,
+    tx: UnboundedSender<Event>,
+) -> JoinHandle<()> {
+    let api: Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        Api::namespaced(client, &o.namespace);
     let timeout = o.request_timeout;
     tokio::spawn(async move {
         let mut state = ApiReach::Up;
@@ -272,7 +320,11 @@ pub fn spawn_api_heartbeat(client: Client, o: &KubeOptions, pdb: String, clock: 
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let answer = super::call("get poddisruptionbudget (API heartbeat)", timeout, api.get(&pdb)).await.map(|_| ()).map_err(|e| e.to_string());
+            let answer =
+                super::call("get poddisruptionbudget (API heartbeat)", timeout, api.get(&pdb))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string());
             let (next, row) = state.step(clock.now(), answer);
             state = next;
             if let Some((kind, detail)) = row {
@@ -301,6 +353,9 @@ mod api_reach_tests {
         assert_eq!(row, None, "still down: no second row");
         let (s, row) = s.step(t(35), Ok(()));
         assert_eq!(s, ApiReach::Up);
-        assert_eq!(row, Some(("api_reachable", "answering again after 30.0 s without an answer".to_string())));
+        assert_eq!(
+            row,
+            Some(("api_reachable", "answering again after 30.0 s without an answer".to_string()))
+        );
     }
 }

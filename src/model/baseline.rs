@@ -165,7 +165,14 @@ pub enum Cause {
 
 impl Cause {
     /// Every cause, in order of precedence.
-    pub const ALL: [Cause; 6] = [Cause::OwnDisruption, Cause::Kubernetes, Cause::Restart, Cause::Unreachable, Cause::Stress, Cause::Unexplained];
+    pub const ALL: [Cause; 6] = [
+        Cause::OwnDisruption,
+        Cause::Kubernetes,
+        Cause::Restart,
+        Cause::Unreachable,
+        Cause::Stress,
+        Cause::Unexplained,
+    ];
 
     /// As written in baseline.json and events.csv.
     pub fn as_str(self) -> &'static str {
@@ -206,12 +213,20 @@ impl Environment {
     /// Measured by `measure` on a cluster of its own (GKE), not on the local control plane
     /// nor by `rehearse`: what the GKE rows of the table and the alert rule are made of.
     pub fn on_target_cluster(&self) -> bool {
-        self.kind == EnvironmentKind::Kubernetes && !self.description.starts_with(LOCAL_CONTROL_PLANE)
+        self.kind == EnvironmentKind::Kubernetes
+            && !self.description.starts_with(LOCAL_CONTROL_PLANE)
     }
 }
 
 impl WindowRecord {
-    pub fn new(name: WindowName, start: Stamp, end: Stamp, rounds: u64, c: &Counts, full_length: bool) -> Self {
+    pub fn new(
+        name: WindowName,
+        start: Stamp,
+        end: Stamp,
+        rounds: u64,
+        c: &Counts,
+        full_length: bool,
+    ) -> Self {
         WindowRecord {
             name,
             start: start.utc,
@@ -346,7 +361,8 @@ impl KubeMethod {
     }
 
     /// Every method, as `--method` lists them.
-    pub const ALL: [KubeMethod; 4] = [KubeMethod::Evict, KubeMethod::Delete, KubeMethod::RollingRestart, KubeMethod::Drain];
+    pub const ALL: [KubeMethod; 4] =
+        [KubeMethod::Evict, KubeMethod::Delete, KubeMethod::RollingRestart, KubeMethod::Drain];
 
     /// The method a recorded `disruption.method` names (a `-dry-run` suffix allowed).
     pub fn of_recorded(s: &str) -> Option<KubeMethod> {
@@ -368,7 +384,9 @@ impl std::str::FromStr for KubeMethod {
             "delete" => Ok(KubeMethod::Delete),
             "rolling-restart" => Ok(KubeMethod::RollingRestart),
             "drain" => Ok(KubeMethod::Drain),
-            other => Err(format!("--method {other:?}: use evict, delete, rolling-restart or drain")),
+            other => {
+                Err(format!("--method {other:?}: use evict, delete, rolling-restart or drain"))
+            }
         }
     }
 }
@@ -452,7 +470,8 @@ pub const LOG_END: &str = "--- baseline.json end ---";
 
 /// baseline.json between [`LOG_BEGIN`] and [`LOG_END`], newline-terminated.
 pub fn log_block(b: &Baseline) -> String {
-    let json = serde_json::to_string_pretty(b).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let json =
+        serde_json::to_string_pretty(b).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     format!("{LOG_BEGIN}\n{json}\n{LOG_END}\n")
 }
 

@@ -35,12 +35,32 @@ pub struct ElectionColumns {
 }
 
 impl Event {
-    pub fn new(ts: DateTime<Utc>, source: &str, member: &str, kind: &str, detail: impl Into<String>) -> Self {
-        Event { ts, source: source.to_owned(), member: member.to_owned(), kind: kind.to_owned(), detail: detail.into(), at: None, election: None }
+    pub fn new(
+        ts: DateTime<Utc>,
+        source: &str,
+        member: &str,
+        kind: &str,
+        detail: impl Into<String>,
+    ) -> Self {
+        Event {
+            ts,
+            source: source.to_owned(),
+            member: member.to_owned(),
+            kind: kind.to_owned(),
+            detail: detail.into(),
+            at: None,
+            election: None,
+        }
     }
 
     /// An event at a [`Stamp`]: both clocks.
-    pub fn stamped(at: Stamp, source: &str, member: &str, kind: &str, detail: impl Into<String>) -> Self {
+    pub fn stamped(
+        at: Stamp,
+        source: &str,
+        member: &str,
+        kind: &str,
+        detail: impl Into<String>,
+    ) -> Self {
         Event { at: Some(at.mono), ..Event::new(at.utc, source, member, kind, detail) }
     }
 }
@@ -68,7 +88,12 @@ pub struct EventRow {
 impl EventRow {
     /// The election columns, when this row has them.
     pub fn election(&self) -> Option<ElectionColumns> {
-        Some(ElectionColumns { term_from: self.term_from?, term_to: self.term_to?, cause: self.cause?, cause_ts: self.cause_ts })
+        Some(ElectionColumns {
+            term_from: self.term_from?,
+            term_to: self.term_to?,
+            cause: self.cause?,
+            cause_ts: self.cause_ts,
+        })
     }
 }
 

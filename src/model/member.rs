@@ -26,12 +26,14 @@ pub struct Member {
 impl Member {
     /// Parses `NAME=URL`; the one-line error names what is wrong.
     pub fn parse(spec: &str) -> Result<Self, String> {
-        let (name, url) = spec
-            .split_once('=')
-            .ok_or_else(|| format!("endpoint {spec:?}: expected NAME=URL, e.g. m0=http://127.0.0.1:2379"))?;
+        let (name, url) = spec.split_once('=').ok_or_else(|| {
+            format!("endpoint {spec:?}: expected NAME=URL, e.g. m0=http://127.0.0.1:2379")
+        })?;
         let name = name.trim();
         if name.is_empty() || name.contains(|c: char| c.is_whitespace() || c == ',') {
-            return Err(format!("endpoint {spec:?}: member name must be non-empty, without spaces or commas"));
+            return Err(format!(
+                "endpoint {spec:?}: member name must be non-empty, without spaces or commas"
+            ));
         }
         let url = url.trim().trim_end_matches('/');
         let rest = url
@@ -58,7 +60,10 @@ pub fn parse_members(specs: &[String]) -> Result<Vec<Member>, String> {
                 return Err(format!("member name {} given twice", a.name));
             }
             if a.url == b.url {
-                return Err(format!("endpoint {} given twice (members {} and {})", a.url, b.name, a.name));
+                return Err(format!(
+                    "endpoint {} given twice (members {} and {})",
+                    a.url, b.name, a.name
+                ));
             }
         }
     }
@@ -81,7 +86,14 @@ mod tests {
 
     #[test]
     fn rejects_bad_specs_with_a_reason() {
-        for bad in ["m0", "=http://x:1", "m0=ftp://x:1", "m0=127.0.0.1:2379", "m0=http://x:1/metrics", "a b=http://x:1"] {
+        for bad in [
+            "m0",
+            "=http://x:1",
+            "m0=ftp://x:1",
+            "m0=127.0.0.1:2379",
+            "m0=http://x:1/metrics",
+            "a b=http://x:1",
+        ] {
             assert!(Member::parse(bad).is_err(), "{bad} should be rejected");
         }
         let dup = parse_members(&["a=http://x:1".into(), "a=http://y:1".into()]);

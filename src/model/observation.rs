@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::clock::{mono_secs, Stamp};
+use crate::model::clock::{Stamp, mono_secs};
 use crate::model::counts::{Point, RoundView};
 use crate::model::member::MemberName;
 use crate::model::metrics::MemberMetrics;
@@ -99,13 +99,29 @@ impl Status {
     /// An answer with what elections depend on (who answered, its leader, its term); the
     /// indexes and size 0, no errors.
     pub fn of(member_id: u64, leader_id: u64, raft_term: u64) -> Status {
-        Status { member_id, leader_id, raft_term, raft_index: 0, raft_applied_index: 0, db_size_bytes: 0, version: String::new(), errors: vec![] }
+        Status {
+            member_id,
+            leader_id,
+            raft_term,
+            raft_index: 0,
+            raft_applied_index: 0,
+            db_size_bytes: 0,
+            version: String::new(),
+            errors: vec![],
+        }
     }
 }
 
 impl Observation {
     /// `member`'s probe that started at `at`, with its three parts.
-    pub fn new(member: MemberName, endpoint: String, at: Stamp, metrics: Part<MemberMetrics>, health: Part<Health>, status: Part<Status>) -> Observation {
+    pub fn new(
+        member: MemberName,
+        endpoint: String,
+        at: Stamp,
+        metrics: Part<MemberMetrics>,
+        health: Part<Health>,
+        status: Part<Status>,
+    ) -> Observation {
         Observation { member, endpoint, ts: at.utc, at: at.mono, metrics, health, status }
     }
 
@@ -136,7 +152,6 @@ impl Observation {
         out
     }
 }
-
 
 /// A member whose probe was still in flight when the round closed.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,7 +198,9 @@ impl Round {
 
     /// Every member answered and every answer read `/metrics`.
     pub fn has_all_metrics(&self, members: usize) -> bool {
-        self.silent.is_empty() && self.observations.len() == members && self.observations.iter().all(|o| !o.metrics.is_skipped())
+        self.silent.is_empty()
+            && self.observations.len() == members
+            && self.observations.iter().all(|o| !o.metrics.is_skipped())
     }
 }
 

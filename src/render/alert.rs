@@ -78,9 +78,25 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
     let mut skipped = Vec::new();
     for (path, b) in baselines {
         if kube && !b.environment.on_target_cluster() {
-            skipped.push((path.clone(), format!("{} baseline; ones from the target cluster were given", if b.environment.kind == crate::model::baseline::EnvironmentKind::Kubernetes { "local control plane" } else { b.environment.kind.as_str() })));
+            skipped.push((
+                path.clone(),
+                format!(
+                    "{} baseline; ones from the target cluster were given",
+                    if b.environment.kind == crate::model::baseline::EnvironmentKind::Kubernetes {
+                        "local control plane"
+                    } else {
+                        b.environment.kind.as_str()
+                    }
+                ),
+            ));
         } else if !b.is_complete() {
-            skipped.push((path.clone(), format!("incomplete: {}", b.incomplete_reason.as_deref().unwrap_or("no reason recorded"))));
+            skipped.push((
+                path.clone(),
+                format!(
+                    "incomplete: {}",
+                    b.incomplete_reason.as_deref().unwrap_or("no reason recorded")
+                ),
+            ));
         } else {
             used.push((path, b));
         }
@@ -95,7 +111,13 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
     let per_disruption = used
         .iter()
         .filter(|(_, b)| b.disruption.is_some() && !routine(b))
-        .map(|(_, b)| b.windows.iter().filter(|w| matches!(w.name, WindowName::Disruption | WindowName::Settle)).filter_map(|w| w.elections).sum::<u64>())
+        .map(|(_, b)| {
+            b.windows
+                .iter()
+                .filter(|w| matches!(w.name, WindowName::Disruption | WindowName::Settle))
+                .filter_map(|w| w.elections)
+                .sum::<u64>()
+        })
         .max()
         .unwrap_or(0);
     let members = used.iter().map(|(_, b)| b.environment.members.len()).max().unwrap_or(3).max(1);
@@ -103,8 +125,11 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
     let (at_rest_elections, at_rest_s) = used
         .iter()
         .flat_map(|(_, b)| b.windows.iter().filter(|w| w.name == WindowName::AtRest))
-        .fold((0u64, 0.0f64), |(n, s), w| (n + w.elections.unwrap_or(0), s + w.duration_s.max(0.0)));
-    let at_rest = if at_rest_s > 0.0 { at_rest_elections as f64 / at_rest_s * window_s } else { 0.0 };
+        .fold((0u64, 0.0f64), |(n, s), w| {
+            (n + w.elections.unwrap_or(0), s + w.duration_s.max(0.0))
+        });
+    let at_rest =
+        if at_rest_s > 0.0 { at_rest_elections as f64 / at_rest_s * window_s } else { 0.0 };
     // Each measured rolling restart and drain: the most elections it put in one window.
     let operations: Vec<(String, String, u64)> = used
         .iter()
@@ -112,11 +137,16 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
         .filter_map(|(path, b)| {
             let c = crate::analysis::maintenance::cost(b)?;
             let op = c.method.map_or("routine operation", |m| m.as_str()).to_owned();
-            Some((op, path.display().to_string(), crate::analysis::maintenance::most_in_window(&c.election_times, p.window)))
+            Some((
+                op,
+                path.display().to_string(),
+                crate::analysis::maintenance::most_in_window(&c.election_times, p.window),
+            ))
         })
         .collect();
     let worst_routine = operations.iter().map(|o| o.2).max();
-    let budget = (per_disruption as f64 * f64::from(disruptions)).max(worst_routine.unwrap_or(0) as f64);
+    let budget =
+        (per_disruption as f64 * f64::from(disruptions)).max(worst_routine.unwrap_or(0) as f64);
     let raw = budget + at_rest;
     // Never below 1: a threshold of 0 would page on every election.
     let threshold = (raw.ceil() as u64).max(1);
@@ -125,12 +155,19 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
     let w = humantime::format_duration(p.window);
     let disruptions_why = match p.disruptions {
         Some(_) => "--disruptions".to_owned(),
-        None => format!("one rolling pass over {members} members, one at a time (PDB maxUnavailable 1)"),
+        None => {
+            format!("one rolling pass over {members} members, one at a time (PDB maxUnavailable 1)")
+        }
     };
     let mut lines = vec![
-        format!("elections per voluntary disruption: {per_disruption} (the most any used baseline saw from the disruption request to the end of settle)"),
+        format!(
+            "elections per voluntary disruption: {per_disruption} (the most any used baseline saw from the disruption request to the end of settle)"
+        ),
         format!("disruptions the PDB allows in {w}: {disruptions} ({disruptions_why})"),
-        format!("at-rest rate: {at_rest_elections} election(s) in {:.0} s at rest = {at_rest:.3} per {w}", at_rest_s),
+        format!(
+            "at-rest rate: {at_rest_elections} election(s) in {:.0} s at rest = {at_rest:.3} per {w}",
+            at_rest_s
+        ),
     ];
     for (op, path, n) in &operations {
         lines.push(format!("measured {op}: {n} election(s) in its worst {w} ({path})"));
@@ -165,7 +202,10 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
         at_rest,
         at_rest_elections,
         at_rest_s,
-        used: used.iter().map(|(p, b)| ((*p).clone(), b.run_id.clone(), b.environment.description.clone())).collect(),
+        used: used
+            .iter()
+            .map(|(p, b)| ((*p).clone(), b.run_id.clone(), b.environment.description.clone()))
+            .collect(),
         skipped,
         lines,
     })
@@ -222,9 +262,20 @@ fn prom_duration(d: Duration) -> String {
 /// the derivation as comments at the top.
 pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<String, Error> {
     let window = prom_duration(p.window);
-    let baselines = d.used.iter().map(|(path, id, env)| format!("{} ({id}; {env})", path.display())).collect::<Vec<_>>().join("; ");
+    let baselines = d
+        .used
+        .iter()
+        .map(|(path, id, env)| format!("{} ({id}; {env})", path.display()))
+        .collect::<Vec<_>>()
+        .join("; ");
     let annotations = BTreeMap::from([
-        ("summary".to_owned(), format!("More than {} etcd elections in {window} in the dlock lock backend", d.threshold)),
+        (
+            "summary".to_owned(),
+            format!(
+                "More than {} etcd elections in {window} in the dlock lock backend",
+                d.threshold
+            ),
+        ),
         (
             "description".to_owned(),
             format!(
@@ -232,7 +283,11 @@ pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<
                 d.threshold,
                 d.per_disruption,
                 d.disruptions,
-                d.worst_routine.map(|w| format!(" or {w} in the worst measured rolling restart or drain, whichever is more")).unwrap_or_default(),
+                d.worst_routine
+                    .map(|w| format!(
+                        " or {w} in the worst measured rolling restart or drain, whichever is more"
+                    ))
+                    .unwrap_or_default(),
                 d.at_rest
             ),
         ),
@@ -245,7 +300,13 @@ pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<
         labels: BTreeMap::from([("severity".to_owned(), "warning".to_owned())]),
         annotations,
     };
-    let file = RuleFile { groups: vec![Group { name: "leaderwatch".to_owned(), interval: prom_duration(p.scrape_interval), rules: vec![rule] }] };
+    let file = RuleFile {
+        groups: vec![Group {
+            name: "leaderwatch".to_owned(),
+            interval: prom_duration(p.scrape_interval),
+            rules: vec![rule],
+        }],
+    };
     let body = match format {
         "prometheus" => serde_yaml_ng::to_string(&file),
         _ => serde_yaml_ng::to_string(&RulesManifest {
@@ -263,7 +324,9 @@ pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<
         }),
     }
     .map_err(|e| Error::Usage(format!("writing the rule: {e}")))?;
-    let mut out = String::from("# Generated by `leaderwatch report --alert-rule`. The threshold, derived from measured baselines:\n");
+    let mut out = String::from(
+        "# Generated by `leaderwatch report --alert-rule`. The threshold, derived from measured baselines:\n",
+    );
     for l in &d.lines {
         out.push_str(&format!("#   {l}\n"));
     }
@@ -285,12 +348,31 @@ mod tests {
 
     fn window(name: WindowName, secs: f64, elections: u64) -> WindowRecord {
         let s = Stamp { utc: chrono::Utc::now(), mono: tokio::time::Instant::now() };
-        let mut w = WindowRecord::new(name, s, s, 10, &crate::model::counts::Counts { raw_sum_start: None, raw_sum_end: None, reset_aware_increase: 0.0, per_member: BTreeMap::new(), elections: Some(elections), leader_transitions: vec![] }, true);
+        let mut w = WindowRecord::new(
+            name,
+            s,
+            s,
+            10,
+            &crate::model::counts::Counts {
+                raw_sum_start: None,
+                raw_sum_end: None,
+                reset_aware_increase: 0.0,
+                per_member: BTreeMap::new(),
+                elections: Some(elections),
+                leader_transitions: vec![],
+            },
+            true,
+        );
         w.duration_s = secs;
         w
     }
 
-    fn baseline(kind: EnvironmentKind, at_rest: (f64, u64), disruption: u64, settle: u64) -> (PathBuf, Baseline) {
+    fn baseline(
+        kind: EnvironmentKind,
+        at_rest: (f64, u64),
+        disruption: u64,
+        settle: u64,
+    ) -> (PathBuf, Baseline) {
         let b = Baseline {
             schema_version: 3,
             tool_version: "t".into(),
@@ -306,13 +388,20 @@ mod tests {
     }
 
     fn params() -> Params {
-        Params { window: Duration::from_secs(900), disruptions: None, allow_local: false, scrape_interval: Duration::from_secs(30) }
+        Params {
+            window: Duration::from_secs(900),
+            disruptions: None,
+            allow_local: false,
+            scrape_interval: Duration::from_secs(30),
+        }
     }
 
     #[test]
     fn local_only_is_refused_unless_allowed() {
         let b = [baseline(EnvironmentKind::Local, (60.0, 0), 1, 0)];
-        assert!(matches!(derive(&b, &params()), Err(Error::Usage(m)) if m.contains("--allow-local")));
+        assert!(
+            matches!(derive(&b, &params()), Err(Error::Usage(m)) if m.contains("--allow-local"))
+        );
         let d = derive(&b, &Params { allow_local: true, ..params() }).expect("allowed");
         assert_eq!((d.per_disruption, d.disruptions, d.threshold), (1, 3, 3));
     }
@@ -320,7 +409,10 @@ mod tests {
     #[test]
     fn threshold_is_disruptions_times_elections_plus_the_rest_rate_rounded_up() {
         // 2 elections in 2 h at rest = 0.25 per 15 m; 2 per disruption x 3 + 0.25 -> 7.
-        let b = [baseline(EnvironmentKind::Kubernetes, (7200.0, 2), 1, 1), baseline(EnvironmentKind::Local, (60.0, 5), 9, 9)];
+        let b = [
+            baseline(EnvironmentKind::Kubernetes, (7200.0, 2), 1, 1),
+            baseline(EnvironmentKind::Local, (60.0, 5), 9, 9),
+        ];
         let d = derive(&b, &params()).expect("derive");
         assert_eq!(d.per_disruption, 2);
         assert!((d.at_rest - 0.25).abs() < 1e-9, "{}", d.at_rest);
@@ -334,11 +426,18 @@ mod tests {
     #[test]
     fn a_local_control_plane_sitting_is_not_a_gke_baseline() {
         let mut local_cluster = baseline(EnvironmentKind::Kubernetes, (1200.0, 0), 1, 1);
-        local_cluster.1.environment.description = "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
-        assert!(matches!(derive(&[local_cluster.clone()], &params()), Err(Error::Usage(m)) if m.contains("--allow-local")));
+        local_cluster.1.environment.description =
+            "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
+        assert!(
+            matches!(derive(&[local_cluster.clone()], &params()), Err(Error::Usage(m)) if m.contains("--allow-local"))
+        );
         let gke = baseline(EnvironmentKind::Kubernetes, (7200.0, 2), 1, 1);
         let d = derive(&[gke, local_cluster], &params()).expect("derive");
-        assert_eq!((d.used.len(), d.skipped.len()), (1, 1), "the local control plane's left out beside GKE's");
+        assert_eq!(
+            (d.used.len(), d.skipped.len()),
+            (1, 1),
+            "the local control plane's left out beside GKE's"
+        );
     }
 
     #[test]
@@ -347,7 +446,10 @@ mod tests {
         let d = derive(&b, &params()).expect("derive");
         assert_eq!(d.threshold, 1);
         assert_eq!(d.bound, 1.5);
-        assert_eq!(expr(Duration::from_secs(900), d.bound), "increase(leaderwatch_elections_total[15m]) > 1.50");
+        assert_eq!(
+            expr(Duration::from_secs(900), d.bound),
+            "increase(leaderwatch_elections_total[15m]) > 1.50"
+        );
     }
 
     #[test]

@@ -24,7 +24,13 @@ impl Default for Progress {
 
 impl Progress {
     pub fn new() -> Self {
-        Progress { tty: std::io::stderr().is_terminal(), bar: None, phase: String::new(), total: None, last_log: Instant::now() }
+        Progress {
+            tty: std::io::stderr().is_terminal(),
+            bar: None,
+            phase: String::new(),
+            total: None,
+            last_log: Instant::now(),
+        }
     }
 
     /// A new phase; `total` is its planned length, `None` when it ends on a condition.
@@ -33,14 +39,17 @@ impl Progress {
         self.phase = name.to_owned();
         self.total = total;
         self.last_log = Instant::now();
-        let planned = total.map_or("until healthy".to_owned(), |t| humantime::format_duration(t).to_string());
+        let planned =
+            total.map_or("until healthy".to_owned(), |t| humantime::format_duration(t).to_string());
         if self.tty {
             let bar = match total {
                 Some(t) => {
                     let b = ProgressBar::new(t.as_millis() as u64);
                     b.set_style(
-                        ProgressStyle::with_template("{prefix:>24} [{bar:30}] {elapsed_precise} / {msg}")
-                            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                        ProgressStyle::with_template(
+                            "{prefix:>24} [{bar:30}] {elapsed_precise} / {msg}",
+                        )
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
                     );
                     b.set_message(format!("{planned}, {} left", humantime::format_duration(t)));
                     b
@@ -65,13 +74,17 @@ impl Progress {
             match left {
                 Some(l) => {
                     b.set_position(elapsed.as_millis() as u64);
-                    b.set_message(format!("{} left", humantime::format_duration(Duration::from_secs(l.as_secs()))));
+                    b.set_message(format!(
+                        "{} left",
+                        humantime::format_duration(Duration::from_secs(l.as_secs()))
+                    ));
                 }
                 None => b.set_message(format!("{}s: {note}", elapsed.as_secs())),
             }
         } else if self.last_log.elapsed() >= LOG_EVERY {
             self.last_log = Instant::now();
-            let left = left.map(|l| humantime::format_duration(Duration::from_secs(l.as_secs())).to_string());
+            let left = left
+                .map(|l| humantime::format_duration(Duration::from_secs(l.as_secs())).to_string());
             tracing::info!(phase = %self.phase, elapsed_s = elapsed.as_secs(), left, note, "progress");
         }
     }

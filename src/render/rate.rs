@@ -17,19 +17,37 @@ fn fmt_bound(b: &Option<Bound>, unit: &str) -> String {
 
 /// The table.
 pub fn render(r: &Rate) -> String {
-    let mut out = String::from("| source | kind | where | quiet exposure | cut | residual elections |\n|---|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "| source | kind | where | quiet exposure | cut | residual elections |\n|---|---|---|---|---|---|\n",
+    );
     for s in &r.sources {
-        out.push_str(&format!("| {} | {} | {} | {} | {:.0} s | {} |\n", s.path.display(), s.kind, s.environment, fmt_s(s.exposure_s), s.cut_s, s.residual));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {:.0} s | {} |\n",
+            s.path.display(),
+            s.kind,
+            s.environment,
+            fmt_s(s.exposure_s),
+            s.cut_s,
+            s.residual
+        ));
     }
     let split: Vec<String> = r.elections.iter().map(|(c, n)| format!("{c} {n}")).collect();
-    out.push_str(&format!("\nquiet exposure: {} (cut: {:.0} s while a disruption was in progress)\n", fmt_s(r.exposure_s), r.cut_s));
+    out.push_str(&format!(
+        "\nquiet exposure: {} (cut: {:.0} s while a disruption was in progress)\n",
+        fmt_s(r.exposure_s),
+        r.cut_s
+    ));
     out.push_str(&format!("residual elections: {} ({})\n", r.residual, split.join(", ")));
     if !r.excluded.is_empty() {
         let ex: Vec<String> = r.excluded.iter().map(|(c, n)| format!("{c}: {n}")).collect();
         out.push_str(&format!("not counted: {}\n", ex.join("; ")));
     }
     let pct = r.confidence * 100.0;
-    out.push_str(&format!("rate, exact Poisson {pct:.0}% interval: {}; {}\n", fmt_bound(&r.per_hour, "hour"), fmt_bound(&r.per_day, "day")));
+    out.push_str(&format!(
+        "rate, exact Poisson {pct:.0}% interval: {}; {}\n",
+        fmt_bound(&r.per_hour, "hour"),
+        fmt_bound(&r.per_day, "day")
+    ));
     for s in &r.sources {
         for n in &s.notes {
             out.push_str(&format!("note: {}: {n}\n", s.path.display()));
@@ -37,7 +55,6 @@ pub fn render(r: &Rate) -> String {
     }
     out
 }
-
 
 /// `sample`'s one log line about the residual rate of its directory.
 pub fn residual_line(r: &Residual) -> String {

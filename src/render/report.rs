@@ -13,7 +13,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::Error;
-use crate::analysis::measurements::{is_election_figure, measurements, Difference};
+use crate::analysis::measurements::{Difference, is_election_figure, measurements};
 use crate::model::baseline::{EnvironmentKind, KubeMethod};
 use crate::model::measurement::{BYTES, CLIENT, Measurement, RECOVERY, SECONDS};
 use crate::model::rate::BaselineFile;
@@ -26,8 +26,7 @@ pub const END: &str = "<!-- baseline:end -->";
 pub const MEASURED: &str = "**ASSUMPTION-free measurement:**";
 
 /// The command that will fill the GKE rows, shown until a Kubernetes baseline exists.
-pub const GKE_COMMAND: &str =
-    "leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)";
+pub const GKE_COMMAND: &str = "leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)";
 
 // ---------------------------------------------------------------------------------------
 // Markdown: the window table and the member-health table
@@ -43,7 +42,8 @@ fn num(v: Option<f64>) -> String {
 
 /// `start – end (secs)`; `secs` is the monotonic duration the run measured.
 fn when(start: DateTime<Utc>, end: DateTime<Utc>, secs: f64) -> String {
-    let end_fmt = if start.date_naive() == end.date_naive() { "%H:%M:%SZ" } else { "%Y-%m-%d %H:%M:%SZ" };
+    let end_fmt =
+        if start.date_naive() == end.date_naive() { "%H:%M:%SZ" } else { "%Y-%m-%d %H:%M:%SZ" };
     format!("{} – {} ({secs:.1} s)", start.format("%Y-%m-%d %H:%M:%SZ"), end.format(end_fmt))
 }
 
@@ -58,7 +58,11 @@ fn span(m: &Measurement) -> String {
 /// `to` relative to directory `from` (both made absolute against the working directory).
 fn relative(to: &Path, from: &Path) -> PathBuf {
     let abs = |p: &Path| {
-        let p = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().unwrap_or_default().join(p) };
+        let p = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            std::env::current_dir().unwrap_or_default().join(p)
+        };
         p.components().fold(PathBuf::new(), |mut acc, c| {
             match c {
                 Component::CurDir => {}
@@ -86,7 +90,10 @@ fn relative(to: &Path, from: &Path) -> PathBuf {
 fn groups(ms: &[Measurement]) -> Vec<Vec<&Measurement>> {
     let mut out: Vec<Vec<&Measurement>> = Vec::new();
     for m in ms {
-        match out.iter_mut().find(|g| g.first().is_some_and(|f| f.window == m.window && f.member == m.member)) {
+        match out
+            .iter_mut()
+            .find(|g| g.first().is_some_and(|f| f.window == m.window && f.member == m.member))
+        {
             Some(g) => g.push(m),
             None => out.push(vec![m]),
         }
@@ -105,7 +112,8 @@ fn value(rows: &[&Measurement], figure: &str) -> Option<f64> {
 /// "raw sum 3 → 5; reset-aware increase 3; elections (raft term) 1 (the SIGKILL of m1)":
 /// the causes only where baseline.json has them (schema 3).
 fn counts_cell(rows: &[&Measurement]) -> String {
-    let causes: Vec<&str> = rows.iter().filter(|m| is_election_figure(&m.figure)).map(|m| m.note.as_str()).collect();
+    let causes: Vec<&str> =
+        rows.iter().filter(|m| is_election_figure(&m.figure)).map(|m| m.note.as_str()).collect();
     let mut elections = num(value(rows, "elections"));
     if !causes.is_empty() {
         elections.push_str(&format!(" ({})", causes.join("; ")));
@@ -162,7 +170,12 @@ fn window_rows(ms: &[Measurement], link: &str) -> Vec<String> {
             CLIENT => client_cell(rows),
             _ => counts_cell(rows),
         };
-        out.push(format!("| {} | {value} | {MEASURED_LABEL} | {} | {} | {link} |", first.label, span(first), first.environment));
+        out.push(format!(
+            "| {} | {value} | {MEASURED_LABEL} | {} | {} | {link} |",
+            first.label,
+            span(first),
+            first.environment
+        ));
     }
     out
 }
@@ -177,13 +190,18 @@ fn rate_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> Vec<Stri
     }
     let mut out = Vec::new();
     for (env, group) in by_env {
-        let sources: Vec<crate::model::rate::Source> = group.iter().map(|f| f.rate.clone()).collect();
+        let sources: Vec<crate::model::rate::Source> =
+            group.iter().map(|f| f.rate.clone()).collect();
         let r = crate::analysis::rate::pool(&sources, 0.95);
-        let (Some(day), Some(from), Some(to)) = (r.per_day.as_ref(), r.from, r.to) else { continue };
+        let (Some(day), Some(from), Some(to)) = (r.per_day.as_ref(), r.from, r.to) else {
+            continue;
+        };
         let links: Vec<String> = group
             .iter()
             .map(|f| match readme_dir {
-                Some(dir) => format!("[{}]({})", f.baseline.run_id, relative(&f.path, dir).display()),
+                Some(dir) => {
+                    format!("[{}]({})", f.baseline.run_id, relative(&f.path, dir).display())
+                }
                 None => format!("`{}`", f.path.display()),
             })
             .collect();
@@ -251,7 +269,8 @@ fn cell(m: Option<&Measurement>) -> String {
 /// "1.25 ms / 1.99 ms (3 fsyncs)"; the count says what the quantiles rest on.
 fn quantiles_cell(qs: &[Option<&Measurement>], n: Option<f64>, what: &str) -> String {
     let cells: Vec<String> = qs.iter().map(|q| cell(*q)).collect();
-    let mut out = if cells.iter().all(|c| c == "—") { "—".to_owned() } else { cells.join(" / ") };
+    let mut out =
+        if cells.iter().all(|c| c == "—") { "—".to_owned() } else { cells.join(" / ") };
     if let Some(n) = n {
         out.push_str(&format!(" ({} {what}{})", count(n), if n == 1.0 { "" } else { "s" }));
     }
@@ -279,11 +298,22 @@ fn health_rows(ms: &[Measurement], run: &str) -> Vec<String> {
     for rows in groups(ms).iter().filter(|g| g.first().is_some_and(|m| !m.member.is_empty())) {
         let Some(first) = rows.first() else { continue };
         let f = |name: &str| get(rows, name);
-        let peers: Vec<(&str, &Measurement)> =
-            rows.iter().filter_map(|m| m.figure.strip_prefix("peer_rtt_p99_s{").and_then(|p| p.strip_suffix('}')).map(|p| (p, *m))).collect();
-        let worst = peers.iter().filter(|(_, m)| m.value.is_some()).max_by(|a, b| a.1.value.unwrap_or_default().total_cmp(&b.1.value.unwrap_or_default()));
+        let peers: Vec<(&str, &Measurement)> = rows
+            .iter()
+            .filter_map(|m| {
+                m.figure
+                    .strip_prefix("peer_rtt_p99_s{")
+                    .and_then(|p| p.strip_suffix('}'))
+                    .map(|p| (p, *m))
+            })
+            .collect();
+        let worst = peers
+            .iter()
+            .filter(|(_, m)| m.value.is_some())
+            .max_by(|a, b| a.1.value.unwrap_or_default().total_cmp(&b.1.value.unwrap_or_default()));
         // The worst peer, and any other peer that went over its threshold.
-        let mut rtt: Vec<String> = worst.iter().map(|(p, m)| format!("{p}: {}", cell(Some(m)))).collect();
+        let mut rtt: Vec<String> =
+            worst.iter().map(|(p, m)| format!("{p}: {}", cell(Some(m)))).collect();
         for (p, m) in &peers {
             if m.over && worst.is_none_or(|w| w.0 != *p) {
                 rtt.push(format!("{p}: {}", cell(Some(m))));
@@ -295,17 +325,28 @@ fn health_rows(ms: &[Measurement], run: &str) -> Vec<String> {
             member.push_str(&format!(" ({} restart{})", count(r), if r == 1.0 { "" } else { "s" }));
         }
         // Flags on figures without a column of their own.
-        for m in rows.iter().filter(|m| m.over && !COLUMNS.contains(&m.figure.as_str()) && !m.figure.starts_with("peer_rtt_p99_s{")) {
+        for m in rows.iter().filter(|m| {
+            m.over
+                && !COLUMNS.contains(&m.figure.as_str())
+                && !m.figure.starts_with("peer_rtt_p99_s{")
+        }) {
             member.push_str(&format!(" {} {}", m.figure, cell(Some(m))));
         }
-        let db = match (f("db_size_bytes").and_then(|m| m.value), f("quota_bytes").and_then(|m| m.value)) {
+        let db = match (
+            f("db_size_bytes").and_then(|m| m.value),
+            f("quota_bytes").and_then(|m| m.value),
+        ) {
             (None, None) => "—".to_owned(),
             _ => format!("{} / {}", cell(f("db_size_bytes")), cell(f("quota_bytes"))),
         };
         out.push(format!(
             "| {run} | {} | {member} | {} | {} | {rtt} | {} | {} | {} | {} | {db} |",
             first.window,
-            quantiles_cell(&[f("wal_fsync_p50_s"), f("wal_fsync_p99_s")], value(rows, "wal_fsyncs"), "fsync"),
+            quantiles_cell(
+                &[f("wal_fsync_p50_s"), f("wal_fsync_p99_s")],
+                value(rows, "wal_fsyncs"),
+                "fsync"
+            ),
             quantiles_cell(&[f("backend_commit_p99_s")], value(rows, "backend_commits"), "commit"),
             cell(f("heartbeat_send_failures")),
             cell(f("slow_applies")),
@@ -340,10 +381,15 @@ const TABLE_HEADER: &str = "| measurement | value | label | observation window |
 pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
     // GKE before the local control plane, each by run id. The spec's protocol is one
     // eviction: the routine operations (delete, rolling restart, drain) have their own table.
-    let mut spec: Vec<&BaselineFile> =
-        in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes && !routine(f)).collect();
+    let mut spec: Vec<&BaselineFile> = in_order(baselines)
+        .into_iter()
+        .filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes && !routine(f))
+        .collect();
     spec.sort_by_key(|f| !f.baseline.environment.on_target_cluster());
-    let short: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind != EnvironmentKind::Kubernetes).collect();
+    let short: Vec<&BaselineFile> = in_order(baselines)
+        .into_iter()
+        .filter(|f| f.baseline.environment.kind != EnvironmentKind::Kubernetes)
+        .collect();
     let mut health = Vec::new();
     let rows = |group: &[&BaselineFile], health: &mut Vec<String>| -> Vec<String> {
         let mut out = Vec::new();
@@ -387,7 +433,10 @@ pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
         out.extend(rows(&short, &mut health));
     }
     // Routine maintenance: shown once any sitting used another method than the eviction.
-    let kube: Vec<&BaselineFile> = in_order(baselines).into_iter().filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes).collect();
+    let kube: Vec<&BaselineFile> = in_order(baselines)
+        .into_iter()
+        .filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes)
+        .collect();
     if kube.iter().any(|f| routine(f)) {
         out.push(String::new());
         out.push(format!(
@@ -415,7 +464,11 @@ pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
 
 /// A sitting measured with another method than the spec's eviction.
 fn routine(f: &BaselineFile) -> bool {
-    f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method)).is_some_and(|m| m != KubeMethod::Evict)
+    f.baseline
+        .disruption
+        .as_ref()
+        .and_then(|d| KubeMethod::of_recorded(&d.method))
+        .is_some_and(|m| m != KubeMethod::Evict)
 }
 
 const MAINTENANCE_HEADER: &str = "| operation | first disrupted | elections (raft-term delta) | leader changes: raw sum / reset-aware increase | causes | client writes unavailable, longest: canary / one in flight | per member, terminating → Ready | operation in all | request → healthy list | environment | source |\n|---|---|---|---|---|---|---|---|---|---|---|";
@@ -428,7 +481,10 @@ fn gke_method_command(m: KubeMethod) -> String {
         KubeMethod::RollingRestart => "--method rolling-restart",
         KubeMethod::Drain => "--method drain --target follower",
     };
-    format!("leaderwatch measure -n dlock --reach port-forward --idle 20m {flags} --out data/gke-{}-$(date -u +%Y%m%dT%H%M%SZ)", m.as_str())
+    format!(
+        "leaderwatch measure -n dlock --reach port-forward --idle 20m {flags} --out data/gke-{}-$(date -u +%Y%m%dT%H%M%SZ)",
+        m.as_str()
+    )
 }
 
 fn secs(v: Option<f64>) -> String {
@@ -441,27 +497,66 @@ fn secs(v: Option<f64>) -> String {
 fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> Vec<String> {
     let mut out = Vec::new();
     for m in KubeMethod::ALL {
-        let of_method = |f: &&&BaselineFile| f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method)) == Some(m);
+        let of_method = |f: &&&BaselineFile| {
+            f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method))
+                == Some(m)
+        };
         if !baselines.iter().filter(of_method).any(|f| f.baseline.environment.on_target_cluster()) {
             out.push(format!("| {} | — | — | — | — | — | — | — | not yet measured | GKE Autopilot, dlock-gke | run `{}` |", m.as_str(), gke_method_command(m)));
         }
     }
-    let mut rows: Vec<&&BaselineFile> = baselines.iter().filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes).collect();
-    rows.sort_by_key(|f| (!f.baseline.environment.on_target_cluster(), f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method)).map(|m| m as u8), f.baseline.run_id.clone()));
+    let mut rows: Vec<&&BaselineFile> = baselines
+        .iter()
+        .filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes)
+        .collect();
+    rows.sort_by_key(|f| {
+        (
+            !f.baseline.environment.on_target_cluster(),
+            f.baseline
+                .disruption
+                .as_ref()
+                .and_then(|d| KubeMethod::of_recorded(&d.method))
+                .map(|m| m as u8),
+            f.baseline.run_id.clone(),
+        )
+    });
     for f in rows {
         let (b, path) = (&f.baseline, &f.path);
-        let (Some(d), Some(c)) = (b.disruption.as_ref(), crate::analysis::maintenance::cost(b)) else { continue };
+        let (Some(d), Some(c)) = (b.disruption.as_ref(), crate::analysis::maintenance::cost(b))
+        else {
+            continue;
+        };
         let op = c.method.map_or(d.method.as_str(), |m| m.as_str());
         let first = format!("{} ({})", d.target, d.role());
         let elections = c.elections.map_or_else(|| "—".to_owned(), |e| e.to_string());
-        let changes = format!("{} / {}", c.raw_sum.map_or_else(|| "—".to_owned(), |r| format!("{r:.0}")), format!("{:.0}", c.reset_aware_increase));
-        let causes = if c.causes.is_empty() { "none".to_owned() } else { c.causes.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ") };
-        let writes = format!("{} / {}", secs(c.write_unavailable_s), secs(c.write_unavailable_one_in_flight_s));
+        let changes = format!(
+            "{} / {}",
+            c.raw_sum.map_or_else(|| "—".to_owned(), |r| format!("{r:.0}")),
+            format!("{:.0}", c.reset_aware_increase)
+        );
+        let causes = if c.causes.is_empty() {
+            "none".to_owned()
+        } else {
+            c.causes.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
+        };
+        let writes = format!(
+            "{} / {}",
+            secs(c.write_unavailable_s),
+            secs(c.write_unavailable_one_in_flight_s)
+        );
         let (members, total) = match &d.maintenance {
             Some(mt) => (
                 mt.members
                     .iter()
-                    .map(|r| format!("{}{} {}{}", r.member, if r.was_leader { " (leader)" } else { "" }, secs(r.down_s), r.node.as_deref().map(|n| format!(" on {n}")).unwrap_or_default()))
+                    .map(|r| {
+                        format!(
+                            "{}{} {}{}",
+                            r.member,
+                            if r.was_leader { " (leader)" } else { "" },
+                            secs(r.down_s),
+                            r.node.as_deref().map(|n| format!(" on {n}")).unwrap_or_default()
+                        )
+                    })
                     .collect::<Vec<_>>()
                     .join("; "),
                 secs(mt.operation_s),
@@ -486,7 +581,11 @@ fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> V
 /// the log markers, in one write so that no log line from elsewhere lands inside it.
 pub fn print_result(f: &BaselineFile) {
     use std::io::Write;
-    let text = format!("{}\n{}", render(std::slice::from_ref(f), None), crate::model::baseline::log_block(&f.baseline));
+    let text = format!(
+        "{}\n{}",
+        render(std::slice::from_ref(f), None),
+        crate::model::baseline::log_block(&f.baseline)
+    );
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
@@ -516,7 +615,8 @@ pub fn render_csv(baselines: &[BaselineFile]) -> Result<String, Error> {
         }
     }
     // The residual rate over the same baselines' quiet windows (window `quiet`).
-    let sources: Vec<crate::model::rate::Source> = baselines.iter().map(|f| f.rate.clone()).collect();
+    let sources: Vec<crate::model::rate::Source> =
+        baselines.iter().map(|f| f.rate.clone()).collect();
     for m in crate::analysis::rate::measurements(&crate::analysis::rate::pool(&sources, 0.95)) {
         w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
     }
@@ -526,7 +626,11 @@ pub fn render_csv(baselines: &[BaselineFile]) -> Result<String, Error> {
 
 /// About three significant digits, at least three decimals.
 fn sig(v: f64, sign: bool) -> String {
-    let decimals = if v == 0.0 || v.abs() >= 1.0 { 3 } else { (2 - v.abs().log10().floor() as i32).clamp(3, 9) as usize };
+    let decimals = if v == 0.0 || v.abs() >= 1.0 {
+        3
+    } else {
+        (2 - v.abs().log10().floor() as i32).clamp(3, 9) as usize
+    };
     match (v.fract() == 0.0, sign) {
         (true, true) => format!("{v:+.0}"),
         (true, false) => format!("{v:.0}"),
@@ -539,9 +643,16 @@ fn sig(v: f64, sign: bool) -> String {
 /// `window / member`.
 pub fn render_compare(a_name: &str, b_name: &str, diffs: &[Difference]) -> String {
     let n = |v: Option<f64>| v.map_or("—".to_owned(), |v| sig(v, false));
-    let mut out = vec![format!("| window | figure | A: {a_name} | B: {b_name} | B − A |"), "|---|---|---|---|---|".to_owned()];
+    let mut out = vec![
+        format!("| window | figure | A: {a_name} | B: {b_name} | B − A |"),
+        "|---|---|---|---|---|".to_owned(),
+    ];
     for d in diffs {
-        let window = if d.member.is_empty() { d.window.clone() } else { format!("{} / {}", d.window, d.member) };
+        let window = if d.member.is_empty() {
+            d.window.clone()
+        } else {
+            format!("{} / {}", d.window, d.member)
+        };
         let diff = d.diff.map_or("—".to_owned(), |v| sig(v, true));
         out.push(format!("| {window} | {} | {} | {} | {diff} |", d.figure, n(d.a), n(d.b)));
     }

@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use leaderwatch::io::local::LocalCluster;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use tokio::sync::Mutex;
 
 pub const NS: &str = "dlock";
@@ -79,7 +79,11 @@ pub fn leaderwatch_rules() -> BTreeSet<Rule> {
             for g in r["apiGroups"].as_array().into_iter().flatten() {
                 for res in r["resources"].as_array().into_iter().flatten() {
                     for verb in r["verbs"].as_array().into_iter().flatten() {
-                        out.insert((g.as_str().unwrap_or("").into(), res.as_str().unwrap_or("").into(), verb.as_str().unwrap_or("").into()));
+                        out.insert((
+                            g.as_str().unwrap_or("").into(),
+                            res.as_str().unwrap_or("").into(),
+                            verb.as_str().unwrap_or("").into(),
+                        ));
                     }
                 }
             }
@@ -176,7 +180,8 @@ impl Drop for FakeApi {
 fn status(code: u16, reason: &str, message: &str, causes: Value) -> Response {
     let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": message, "reason": reason, "code": code, "details": {"causes": causes}});
-    (StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(body)).into_response()
+    (StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(body))
+        .into_response()
 }
 
 fn pod_json(name: &str, p: &PodState, knobs: &Knobs) -> Value {
@@ -185,9 +190,11 @@ fn pod_json(name: &str, p: &PodState, knobs: &Knobs) -> Value {
     let mut meta = json!({"name": name, "namespace": NS, "uid": p.uid,
         "labels": {"app.kubernetes.io/name": "dlock-etcd", "app.kubernetes.io/instance": "dlock-etcd"},
         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": STS, "uid": STS_UID, "controller": true, "blockOwnerDeletion": true}]});
-    let mut conditions = vec![json!({"type": "Ready", "status": if p.ready { "True" } else { "False" }})];
+    let mut conditions =
+        vec![json!({"type": "Ready", "status": if p.ready { "True" } else { "False" }})];
     if p.deleting {
-        meta["deletionTimestamp"] = json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
+        meta["deletionTimestamp"] =
+            json!(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true));
         conditions.push(json!({"type": "DisruptionTarget", "status": "True", "reason": "EvictionByEvictionAPI"}));
     }
     json!({"apiVersion": "v1", "kind": "Pod", "metadata": meta,
@@ -203,7 +210,14 @@ async fn authz(s: &Shared, group: &str, resource: &str, verb: &str) -> Option<Re
     let mut g = s.inner.lock().await;
     let user = "system:serviceaccount:dlock:leaderwatch";
     let deny = |what: &str| {
-        Some(status(403, "Forbidden", &format!("{what} is forbidden: User \"{user}\" cannot {verb} resource \"{what}\" in API group \"{group}\""), json!([])))
+        Some(status(
+            403,
+            "Forbidden",
+            &format!(
+                "{what} is forbidden: User \"{user}\" cannot {verb} resource \"{what}\" in API group \"{group}\""
+            ),
+            json!([]),
+        ))
     };
     if g.knobs.forbidden {
         return deny(resource);
@@ -242,7 +256,10 @@ async fn watch_pods(s: Shared, from: u64, timeout: Duration) -> Response {
     watch(s, "pods", from, timeout).await
 }
 
-async fn list_events(State(s): State<Shared>, Query(q): Query<BTreeMap<String, String>>) -> Response {
+async fn list_events(
+    State(s): State<Shared>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
     if let Some(r) = authz(&s, "", "events", if is_watch(&q) { "watch" } else { "list" }).await {
         return r;
     }
@@ -259,40 +276,56 @@ async fn watch(s: Shared, resource: &'static str, from: u64, timeout: Duration) 
     let generation = s.inner.lock().await.watch_gen;
     let deadline = tokio::time::Instant::now() + timeout;
     let state = (s, from, false, tokio::time::Instant::now());
-    let stream = futures::stream::unfold(state, move |(s, mut from, done, mut last_bookmark)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            let notified = s.changed.notified();
-            {
-                let mut g = s.inner.lock().await;
-                if g.watch_gen != generation || tokio::time::Instant::now() >= deadline {
-                    return None;
-                }
-                if from < g.compacted {
-                    g.gone_sent += 1;
-                    let line = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                        "message": format!("too old resource version: {from} ({})", g.compacted), "reason": "Expired", "code": 410}});
-                    return Some((Ok::<_, std::convert::Infallible>(format!("{line}\n")), (s.clone(), from, true, last_bookmark)));
-                }
-                let next = g.history.iter().find(|(rv, res, _, _)| *rv > from && *res == resource).cloned();
-                if let Some((rv, _, kind, obj)) = next {
-                    from = rv;
-                    let line = json!({"type": kind, "object": obj});
-                    return Some((Ok(format!("{line}\n")), (s.clone(), from, false, last_bookmark)));
-                }
-                if last_bookmark.elapsed() >= Duration::from_secs(1) {
-                    last_bookmark = tokio::time::Instant::now();
-                    let kind = if resource == "pods" { "Pod" } else { "Event" };
-                    let line = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": g.rv.to_string()}}});
-                    from = from.max(g.rv);
-                    return Some((Ok(format!("{line}\n")), (s.clone(), from, false, last_bookmark)));
-                }
+    let stream = futures::stream::unfold(
+        state,
+        move |(s, mut from, done, mut last_bookmark)| async move {
+            if done {
+                return None;
             }
-            let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
-        }
-    });
+            loop {
+                let notified = s.changed.notified();
+                {
+                    let mut g = s.inner.lock().await;
+                    if g.watch_gen != generation || tokio::time::Instant::now() >= deadline {
+                        return None;
+                    }
+                    if from < g.compacted {
+                        g.gone_sent += 1;
+                        let line = json!({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                        "message": format!("too old resource version: {from} ({})", g.compacted), "reason": "Expired", "code": 410}});
+                        return Some((
+                            Ok::<_, std::convert::Infallible>(format!("{line}\n")),
+                            (s.clone(), from, true, last_bookmark),
+                        ));
+                    }
+                    let next = g
+                        .history
+                        .iter()
+                        .find(|(rv, res, _, _)| *rv > from && *res == resource)
+                        .cloned();
+                    if let Some((rv, _, kind, obj)) = next {
+                        from = rv;
+                        let line = json!({"type": kind, "object": obj});
+                        return Some((
+                            Ok(format!("{line}\n")),
+                            (s.clone(), from, false, last_bookmark),
+                        ));
+                    }
+                    if last_bookmark.elapsed() >= Duration::from_secs(1) {
+                        last_bookmark = tokio::time::Instant::now();
+                        let kind = if resource == "pods" { "Pod" } else { "Event" };
+                        let line = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": g.rv.to_string()}}});
+                        from = from.max(g.rv);
+                        return Some((
+                            Ok(format!("{line}\n")),
+                            (s.clone(), from, false, last_bookmark),
+                        ));
+                    }
+                }
+                let _ = tokio::time::timeout(Duration::from_millis(200), notified).await;
+            }
+        },
+    );
     Response::builder()
         .status(StatusCode::OK)
         .header("content-type", "application/json")
@@ -333,11 +366,18 @@ async fn portforward(
         g.pods.get(&name).filter(|p| !p.deleting && p.phase == "Running").map(|p| p.port)
     };
     let Some(local_port) = target else {
-        return status(404, "NotFound", &format!("pods \"{name}\" not found or not running"), json!([]));
+        return status(
+            404,
+            "NotFound",
+            &format!("pods \"{name}\" not found or not running"),
+            json!([]),
+        );
     };
     s.inner.lock().await.forwards += 1;
     ws.protocols(["v4.channel.k8s.io"]).on_upgrade(move |socket| async move {
-        let Ok(tcp) = tokio::net::TcpStream::connect(("127.0.0.1", local_port)).await else { return };
+        let Ok(tcp) = tokio::net::TcpStream::connect(("127.0.0.1", local_port)).await else {
+            return;
+        };
         let (mut tcp_r, mut tcp_w) = tcp.into_split();
         let (mut ws_tx, mut ws_rx) = socket.split();
         let port = requested.to_le_bytes();
@@ -384,7 +424,11 @@ async fn get_node(State(s): State<Shared>, Path(name): Path<String>) -> Response
     }
     let same = s.inner.lock().await.knobs.same_zone;
     let i = name.trim_start_matches("node-");
-    let zone = if same { "europe-west1-b".to_owned() } else { format!("europe-west1-{}", ["b", "c", "d"][i.parse::<usize>().unwrap_or(0) % 3]) };
+    let zone = if same {
+        "europe-west1-b".to_owned()
+    } else {
+        format!("europe-west1-{}", ["b", "c", "d"][i.parse::<usize>().unwrap_or(0) % 3])
+    };
     Json(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"topology.kubernetes.io/zone": zone}}})).into_response()
 }
 
@@ -392,7 +436,8 @@ async fn get_pvc(State(s): State<Shared>, Path((_ns, name)): Path<(String, Strin
     if let Some(r) = authz(&s, "", "persistentvolumeclaims", "get").await {
         return r;
     }
-    let class = s.inner.lock().await.knobs.storage_class.clone().unwrap_or_else(|| "premium-rwo".into());
+    let class =
+        s.inner.lock().await.knobs.storage_class.clone().unwrap_or_else(|| "premium-rwo".into());
     Json(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": NS},
         "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "10Gi"}}},
         "status": {"phase": "Bound", "capacity": {"storage": "10Gi"}}}))
@@ -403,7 +448,10 @@ async fn get_pvc(State(s): State<Shared>, Path((_ns, name)): Path<(String, Strin
 fn statefulset_json(g: &Inner) -> Value {
     let mut v = g.statefulset.clone();
     if g.knobs.etcd_no_flags
-        && let Some(c) = v["spec"]["template"]["spec"]["containers"].as_array_mut().and_then(|cs| cs.first_mut()).and_then(Value::as_object_mut)
+        && let Some(c) = v["spec"]["template"]["spec"]["containers"]
+            .as_array_mut()
+            .and_then(|cs| cs.first_mut())
+            .and_then(Value::as_object_mut)
     {
         c.remove("args");
     }
@@ -418,13 +466,20 @@ fn statefulset_json(g: &Inner) -> Value {
 fn selects(selector: &str, labels: &Value) -> Result<bool, String> {
     let mut all = true;
     for term in selector.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        let (k, v) = term.split_once("==").or_else(|| term.split_once('=')).filter(|(k, _)| !k.ends_with('!')).ok_or_else(|| format!("the fake supports only k=v selectors: {term}"))?;
+        let (k, v) = term
+            .split_once("==")
+            .or_else(|| term.split_once('='))
+            .filter(|(k, _)| !k.ends_with('!'))
+            .ok_or_else(|| format!("the fake supports only k=v selectors: {term}"))?;
         all &= labels[k.trim()].as_str() == Some(v.trim());
     }
     Ok(all)
 }
 
-async fn list_statefulsets(State(s): State<Shared>, Query(q): Query<BTreeMap<String, String>>) -> Response {
+async fn list_statefulsets(
+    State(s): State<Shared>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
     if let Some(r) = authz(&s, "apps", "statefulsets", "list").await {
         return r;
     }
@@ -438,12 +493,20 @@ async fn list_statefulsets(State(s): State<Shared>, Query(q): Query<BTreeMap<Str
     Json(json!({"apiVersion": "apps/v1", "kind": "StatefulSetList", "metadata": {"resourceVersion": g.rv.to_string()}, "items": items})).into_response()
 }
 
-async fn get_statefulset(State(s): State<Shared>, Path((_ns, name)): Path<(String, String)>) -> Response {
+async fn get_statefulset(
+    State(s): State<Shared>,
+    Path((_ns, name)): Path<(String, String)>,
+) -> Response {
     if let Some(r) = authz(&s, "apps", "statefulsets", "get").await {
         return r;
     }
     if name != STS {
-        return status(404, "NotFound", &format!("statefulsets.apps \"{name}\" not found"), json!([]));
+        return status(
+            404,
+            "NotFound",
+            &format!("statefulsets.apps \"{name}\" not found"),
+            json!([]),
+        );
     }
     let g = s.inner.lock().await;
     Json(statefulset_json(&g)).into_response()
@@ -478,7 +541,8 @@ async fn evict(
     if body["kind"] != "Eviction" || body["metadata"]["name"] != name.as_str() {
         return status(400, "BadRequest", "body is not an Eviction of this pod", json!([]));
     }
-    let dry = q.get("dryRun").is_some_and(|v| v == "All") || body["deleteOptions"]["dryRun"][0] == "All";
+    let dry =
+        q.get("dryRun").is_some_and(|v| v == "All") || body["deleteOptions"]["dryRun"][0] == "All";
     let mut g = s.inner.lock().await;
     if !g.pods.contains_key(&name) {
         return status(404, "NotFound", &format!("pods \"{name}\" not found"), json!([]));
@@ -490,9 +554,15 @@ async fn evict(
         // The API server's wording (desiredHealthy, currentHealthy); a knob-blocked attempt
         // plays "one member not Ready yet".
         let has = if knob { 2 } else { healthy };
-        let msg = format!("The disruption budget dlock-etcd-pdb needs 2 healthy pods and has {has} currently");
-        return status(429, "TooManyRequests", "Cannot evict pod as it would violate the pod's disruption budget.",
-            json!([{"reason": "DisruptionBudget", "message": msg}]));
+        let msg = format!(
+            "The disruption budget dlock-etcd-pdb needs 2 healthy pods and has {has} currently"
+        );
+        return status(
+            429,
+            "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            json!([{"reason": "DisruptionBudget", "message": msg}]),
+        );
     }
     g.evictions.push((name.clone(), dry));
     if !dry {
@@ -533,9 +603,16 @@ async fn reschedule(s: Shared, name: String, delay: Duration) {
         let mut g = s.inner.lock().await;
         g.uid_seq += 1;
         let uid = format!("uid-{}", g.uid_seq);
-        g.pods.insert(name.clone(), PodState { uid, member, port, phase: "Pending", ready: false, deleting: false });
+        g.pods.insert(
+            name.clone(),
+            PodState { uid, member, port, phase: "Pending", ready: false, deleting: false },
+        );
         g.touch(&name, "ADDED", None);
-        g.k8s_event(&name, "Scheduled", &format!("Successfully assigned dlock/{name} to node-{member}"));
+        g.k8s_event(
+            &name,
+            "Scheduled",
+            &format!("Successfully assigned dlock/{name} to node-{member}"),
+        );
     }
     s.changed.notify_waiters();
     let _ = s.cluster.lock().await.restart(member);
@@ -551,7 +628,8 @@ async fn reschedule(s: Shared, name: String, delay: Duration) {
 /// Readiness as the kubelet's probe would see it: /health true.
 async fn poll_ready(s: Shared) {
     loop {
-        let members: Vec<(String, usize)> = s.inner.lock().await.pods.iter().map(|(n, p)| (n.clone(), p.member)).collect();
+        let members: Vec<(String, usize)> =
+            s.inner.lock().await.pods.iter().map(|(n, p)| (n.clone(), p.member)).collect();
         for (name, m) in members {
             let ok = s.cluster.lock().await.healthy(m).await;
             let mut g = s.inner.lock().await;
@@ -578,7 +656,17 @@ impl FakeApi {
         let mut pods = BTreeMap::new();
         for (i, m) in cluster.members().iter().enumerate() {
             let port = m.url.rsplit(':').next().and_then(|p| p.parse().ok()).expect("member port");
-            pods.insert(format!("dlock-etcd-{i}"), PodState { uid: format!("uid-{i}"), member: i, port, phase: "Running", ready: true, deleting: false });
+            pods.insert(
+                format!("dlock-etcd-{i}"),
+                PodState {
+                    uid: format!("uid-{i}"),
+                    member: i,
+                    port,
+                    phase: "Running",
+                    ready: true,
+                    deleting: false,
+                },
+            );
         }
         let n = pods.len() as u64;
         let mut rules = (!knobs.no_rbac).then(leaderwatch_rules);
@@ -618,7 +706,8 @@ impl FakeApi {
             .route("/apis/apps/v1/namespaces/{ns}/statefulsets", get(list_statefulsets))
             .route("/apis/apps/v1/namespaces/{ns}/statefulsets/{name}", get(get_statefulset))
             .with_state(shared.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake API server");
+        let listener =
+            tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind fake API server");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;

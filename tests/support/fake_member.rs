@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
+use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::Router;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Misbehaviour {
@@ -52,7 +52,8 @@ async fn health(State(m): State<Misbehaviour>) -> Response {
 
 /// Serves the misbehaviour until the returned task is dropped; returns its base URL.
 pub async fn start(m: Misbehaviour) -> (String, tokio::task::JoinHandle<()>) {
-    let app = Router::new().route("/metrics", get(page)).route("/health", get(health)).with_state(m);
+    let app =
+        Router::new().route("/metrics", get(page)).route("/health", get(health)).with_state(m);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}", listener.local_addr().expect("addr"));
     let task = tokio::spawn(async move {

@@ -33,7 +33,10 @@ impl Lab {
     }
 
     /// `surge`: lw-lab's --surge-nodes (a node of the zone joins when one is cordoned).
-    pub fn deployed_with(apiserver_args: &[&str], surge: bool) -> (Lab, PathBuf, tempfile::TempDir) {
+    pub fn deployed_with(
+        apiserver_args: &[&str],
+        surge: bool,
+    ) -> (Lab, PathBuf, tempfile::TempDir) {
         let lab = Lab::up_with(apiserver_args, surge);
         lab.deploy();
         let kc = lab.service_account_kubeconfig();
@@ -71,7 +74,10 @@ impl Lab {
         // run's directory may still be there for a moment before lw-lab moves it aside).
         let mine = |dir: &Path| {
             dir.join("ready").is_file()
-                && std::fs::read(dir.join("state.json")).ok().and_then(|b| serde_json::from_slice::<Value>(&b).ok()).is_some_and(|s| s["pid"].as_u64() == Some(pid))
+                && std::fs::read(dir.join("state.json"))
+                    .ok()
+                    .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+                    .is_some_and(|s| s["pid"].as_u64() == Some(pid))
         };
         while !mine(&dir) {
             if let Ok(Some(st)) = lab.child.try_wait() {
@@ -80,7 +86,9 @@ impl Lab {
             assert!(t.elapsed() < Duration::from_secs(180), "cluster not ready within 180 s");
             std::thread::sleep(Duration::from_millis(300));
         }
-        lab.state = serde_json::from_slice(&std::fs::read(dir.join("state.json")).expect("state.json")).expect("state json");
+        lab.state =
+            serde_json::from_slice(&std::fs::read(dir.join("state.json")).expect("state.json"))
+                .expect("state json");
         lab
     }
 
@@ -91,7 +99,11 @@ impl Lab {
             .current_dir(repo())
             .output()
             .expect("run kubectl");
-        (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+        (
+            o.status.success(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
     }
 
     pub fn ok(&self, args: &[&str]) -> String {
@@ -121,8 +133,12 @@ impl Lab {
     /// A kubeconfig for the `leaderwatch` ServiceAccount (TokenRequest), never the admin's.
     pub fn service_account_kubeconfig(&self) -> PathBuf {
         let token = self.ok(&["-n", "dlock", "create", "token", "leaderwatch", "--duration=1h"]);
-        let admin = std::fs::read_to_string(self.state["kubeconfig"].as_str().expect("kubeconfig")).expect("admin kubeconfig");
-        let ca = admin.lines().find_map(|l| l.trim().strip_prefix("certificate-authority-data: ")).expect("CA");
+        let admin = std::fs::read_to_string(self.state["kubeconfig"].as_str().expect("kubeconfig"))
+            .expect("admin kubeconfig");
+        let ca = admin
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+            .expect("CA");
         let path = self.dir.join("leaderwatch.kubeconfig");
         std::fs::write(
             &path,
@@ -143,18 +159,27 @@ impl Lab {
     }
 
     pub fn raft_term(&self) -> u64 {
-        let v: Value = serde_json::from_str(&self.etcdctl(&["endpoint", "status", "--cluster", "-w", "json"])).expect("status json");
-        v.as_array().expect("array").iter().filter_map(|e| e["Status"]["raftTerm"].as_u64()).max().expect("a term")
+        let v: Value =
+            serde_json::from_str(&self.etcdctl(&["endpoint", "status", "--cluster", "-w", "json"]))
+                .expect("status json");
+        v.as_array()
+            .expect("array")
+            .iter()
+            .filter_map(|e| e["Status"]["raftTerm"].as_u64())
+            .max()
+            .expect("a term")
     }
 
     /// The audit log's events for leaderwatch's ServiceAccount, and every Eviction.
     pub fn audit(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.state["audit_log"].as_str().expect("audit_log")).unwrap_or_default();
+        let text = std::fs::read_to_string(self.state["audit_log"].as_str().expect("audit_log"))
+            .unwrap_or_default();
         text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
     }
 
     pub fn state_now(&self) -> Value {
-        serde_json::from_slice(&std::fs::read(self.dir.join("state.json")).expect("state.json")).expect("state json")
+        serde_json::from_slice(&std::fs::read(self.dir.join("state.json")).expect("state.json"))
+            .expect("state json")
     }
 
     pub fn apiserver_pid(&self) -> i32 {
@@ -166,8 +191,15 @@ impl Lab {
     pub fn sa_requests(&self, verb: &str, resource: &str) -> Vec<String> {
         self.audit()
             .iter()
-            .filter(|e| e["stage"] == "ResponseComplete" && e["verb"] == verb && e["objectRef"]["resource"] == resource && e["user"]["username"] == "system:serviceaccount:dlock:leaderwatch")
-            .filter(|e| e["responseStatus"]["code"].as_i64().is_some_and(|c| (200..300).contains(&c)))
+            .filter(|e| {
+                e["stage"] == "ResponseComplete"
+                    && e["verb"] == verb
+                    && e["objectRef"]["resource"] == resource
+                    && e["user"]["username"] == "system:serviceaccount:dlock:leaderwatch"
+            })
+            .filter(|e| {
+                e["responseStatus"]["code"].as_i64().is_some_and(|c| (200..300).contains(&c))
+            })
             .map(|e| e["objectRef"]["name"].as_str().unwrap_or("").to_string())
             .collect()
     }
@@ -177,15 +209,28 @@ impl Lab {
     }
 
     pub fn unschedulable(&self, node: &str) -> bool {
-        self.json(&["get", "node", node, "-o", "json"])["spec"]["unschedulable"].as_bool().unwrap_or(false)
+        self.json(&["get", "node", node, "-o", "json"])["spec"]["unschedulable"]
+            .as_bool()
+            .unwrap_or(false)
     }
 
     /// The etcd leader's member name.
     pub fn leader(&self) -> String {
-        let v: Value = serde_json::from_str(&self.etcdctl(&["endpoint", "status", "--cluster", "-w", "json"])).expect("status json");
-        let leader = v.as_array().and_then(|a| a.iter().find_map(|e| e["Status"]["leader"].as_u64())).expect("a leader");
-        let members: Value = serde_json::from_str(&self.etcdctl(&["member", "list", "-w", "json"])).expect("member json");
-        members["members"].as_array().and_then(|a| a.iter().find(|m| m["ID"].as_u64() == Some(leader))).and_then(|m| m["name"].as_str()).expect("the leader's name").to_string()
+        let v: Value =
+            serde_json::from_str(&self.etcdctl(&["endpoint", "status", "--cluster", "-w", "json"]))
+                .expect("status json");
+        let leader = v
+            .as_array()
+            .and_then(|a| a.iter().find_map(|e| e["Status"]["leader"].as_u64()))
+            .expect("a leader");
+        let members: Value = serde_json::from_str(&self.etcdctl(&["member", "list", "-w", "json"]))
+            .expect("member json");
+        members["members"]
+            .as_array()
+            .and_then(|a| a.iter().find(|m| m["ID"].as_u64() == Some(leader)))
+            .and_then(|m| m["name"].as_str())
+            .expect("the leader's name")
+            .to_string()
     }
 
     /// Waits (at most 180 s) until dlock's PDB allows one disruption again: the pod a sitting
@@ -196,7 +241,9 @@ impl Lab {
     pub fn wait_pdb_allows_one(&self) {
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(180) {
-            if self.json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"])["status"]["disruptionsAllowed"] == 1 {
+            if self.json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"])["status"]["disruptionsAllowed"]
+                == 1
+            {
                 return;
             }
             std::thread::sleep(Duration::from_secs(1));
@@ -207,7 +254,12 @@ impl Lab {
     pub fn accepted_evictions(&self) -> Vec<String> {
         self.audit()
             .iter()
-            .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["subresource"] == "eviction" && e["verb"] == "create" && e["responseStatus"]["code"] == 201)
+            .filter(|e| {
+                e["stage"] == "ResponseComplete"
+                    && e["objectRef"]["subresource"] == "eviction"
+                    && e["verb"] == "create"
+                    && e["responseStatus"]["code"] == 201
+            })
             .map(|e| e["objectRef"]["name"].as_str().unwrap_or("").to_string())
             .collect()
     }
@@ -215,7 +267,10 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(90) {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -227,4 +282,3 @@ impl Drop for Lab {
         let _ = self.child.wait();
     }
 }
-

@@ -13,7 +13,7 @@ use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::summary::Summary;
 use leaderwatch::sample::{self, SampleConfig};
-use tokio::sync::{oneshot, Mutex, MutexGuard};
+use tokio::sync::{Mutex, MutexGuard, oneshot};
 use tokio::task::JoinHandle;
 
 static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::const_new(());
@@ -22,10 +22,13 @@ static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::const_new(());
 pub async fn canary_keys(members: &[leaderwatch::model::member::Member]) -> usize {
     let urls: Vec<&str> = members.iter().map(|m| m.url.as_str()).collect();
     let mut c = etcd_client::Client::connect(urls, None).await.expect("etcd client");
-    let r = tokio::time::timeout(Duration::from_secs(5), c.get("__leaderwatch/", Some(etcd_client::GetOptions::new().with_prefix())))
-        .await
-        .expect("get within 5 s")
-        .expect("get");
+    let r = tokio::time::timeout(
+        Duration::from_secs(5),
+        c.get("__leaderwatch/", Some(etcd_client::GetOptions::new().with_prefix())),
+    )
+    .await
+    .expect("get within 5 s")
+    .expect("get");
     r.kvs().len()
 }
 
@@ -87,7 +90,10 @@ pub fn yaml<T: serde::de::DeserializeOwned>(rel: &str) -> T {
 /// Kubernetes' label-selector rule: every matchLabels pair and every matchExpressions
 /// requirement (In, NotIn, Exists, DoesNotExist) holds; an empty selector selects every
 /// pod. The one matcher of the manifest tests (two used to disagree on the empty case).
-pub fn selects(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector, labels: &std::collections::BTreeMap<String, String>) -> bool {
+pub fn selects(
+    sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> bool {
     let pairs = sel.match_labels.iter().flatten().all(|(k, v)| labels.get(k) == Some(v));
     let exprs = sel.match_expressions.iter().flatten().all(|r| {
         let values = r.values.clone().unwrap_or_default();
@@ -108,7 +114,10 @@ pub fn selects(sel: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelect
 /// checked against it, not against a copy of the number.
 pub fn pinned_etcd_version() -> String {
     let docs = yaml_values("deploy/k8s/etcd/statefulset.yaml");
-    let sts = docs.iter().find(|d| d.get("kind").and_then(|k| k.as_str()) == Some("StatefulSet")).expect("a StatefulSet");
+    let sts = docs
+        .iter()
+        .find(|d| d.get("kind").and_then(|k| k.as_str()) == Some("StatefulSet"))
+        .expect("a StatefulSet");
     sts.get("metadata")
         .and_then(|m| m.get("labels"))
         .and_then(|l| l.get("app.kubernetes.io/version"))
@@ -119,7 +128,9 @@ pub fn pinned_etcd_version() -> String {
 
 pub async fn cluster() -> Fixture {
     let guard = one_cluster_at_a_time().await;
-    let cluster = LocalCluster::start(LocalOptions::default()).await.unwrap_or_else(|e| panic!("local etcd cluster: {e}"));
+    let cluster = LocalCluster::start(LocalOptions::default())
+        .await
+        .unwrap_or_else(|e| panic!("local etcd cluster: {e}"));
     let out = tempfile::tempdir().expect("tempdir");
     Fixture { cluster, out, _guard: guard }
 }
@@ -206,8 +217,14 @@ pub mod fake_member;
 /// What `deploy/image/build.sh` wrote into image.env (`make image`): the OCI layout, its
 /// tag, digest and sizes. LEADERWATCH_IMAGE_DIR overrides target/image.
 pub fn image_env() -> std::collections::BTreeMap<String, String> {
-    let dir = std::env::var_os("LEADERWATCH_IMAGE_DIR").map(std::path::PathBuf::from).unwrap_or_else(|| repo("target/image"));
+    let dir = std::env::var_os("LEADERWATCH_IMAGE_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo("target/image"));
     let path = dir.join("image.env");
-    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}: build the image first (make image)", path.display()));
-    text.lines().filter_map(|l| l.split_once('=')).map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}: build the image first (make image)", path.display()));
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }

@@ -5,7 +5,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 pub fn promtool(args: &[&str], dir: &Path) -> Output {
-    Command::new("promtool").args(args).current_dir(dir).output().expect("promtool (Debian's prometheus; make deps installs it)")
+    Command::new("promtool")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("promtool (Debian's prometheus; make deps installs it)")
 }
 
 /// promtool's values (10 s steps) for a counter scraped every 30 s, 10 s off the rule
@@ -13,7 +17,13 @@ pub fn promtool(args: &[&str], dir: &Path) -> Output {
 /// aligned, and `increase()` then extrapolates. It rises by one at each of `at` (seconds).
 pub fn series(minutes: u64, at: &[f64]) -> String {
     (0..=minutes * 6)
-        .map(|k| if k % 3 == 1 { at.iter().filter(|t| **t <= (k * 10) as f64).count().to_string() } else { "_".to_owned() })
+        .map(|k| {
+            if k % 3 == 1 {
+                at.iter().filter(|t| **t <= (k * 10) as f64).count().to_string()
+            } else {
+                "_".to_owned()
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ")
 }
@@ -34,7 +44,10 @@ pub fn silent_case(name: &str, minutes: u64, at: &[f64]) -> String {
 pub fn alert_silent(rules: &[u8], at: &[f64], minutes: u64) -> bool {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(dir.path().join("rules.yml"), rules).expect("write");
-    let tests = format!("rule_files: [rules.yml]\nevaluation_interval: 30s\ntests:\n{}", silent_case("recorded", minutes, at));
+    let tests = format!(
+        "rule_files: [rules.yml]\nevaluation_interval: 30s\ntests:\n{}",
+        silent_case("recorded", minutes, at)
+    );
     std::fs::write(dir.path().join("tests.yml"), &tests).expect("write");
     promtool(&["test", "rules", "tests.yml"], dir.path()).status.success()
 }
@@ -42,7 +55,9 @@ pub fn alert_silent(rules: &[u8], at: &[f64], minutes: u64) -> bool {
 /// The elections of a baseline.json, as seconds from its first window's start, shifted by
 /// `offset` (their `observed_at`).
 pub fn election_times(baseline: &serde_json::Value, offset: f64) -> Vec<f64> {
-    let ts = |v: &serde_json::Value| v.as_str().and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok());
+    let ts = |v: &serde_json::Value| {
+        v.as_str().and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+    };
     let start = ts(&baseline["windows"][0]["start"]).expect("a window start");
     baseline["windows"]
         .as_array()

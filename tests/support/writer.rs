@@ -33,7 +33,10 @@ pub struct Writer {
 }
 
 fn binary() -> PathBuf {
-    std::env::var_os("LW_ETCD_WRITER").map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/lw-etcd-writer"), PathBuf::from)
+    std::env::var_os("LW_ETCD_WRITER").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/lw-etcd-writer"),
+        PathBuf::from,
+    )
 }
 
 impl Writer {
@@ -56,7 +59,10 @@ impl Writer {
             .stderr(Stdio::inherit());
         // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
         unsafe {
-            cmd.pre_exec(|| nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(std::io::Error::from));
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
         }
         let child = cmd.spawn().expect("start lw-etcd-writer");
         Writer { child, out, _dir: dir }
@@ -64,7 +70,10 @@ impl Writer {
 
     /// Stops it (SIGTERM: it waits for its ops in flight) and returns every op.
     pub fn stop(mut self) -> Vec<WriterOp> {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::Signal::SIGTERM);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
         let t = Instant::now();
         while t.elapsed() < Duration::from_secs(10) {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -76,7 +85,11 @@ impl Writer {
         r.records()
             .map(|rec| {
                 let rec = rec.expect("writer.csv row");
-                let at = |i: usize| rec[i].parse::<DateTime<Utc>>().unwrap_or_else(|e| panic!("writer.csv {:?}: {e}", &rec[i]));
+                let at = |i: usize| {
+                    rec[i]
+                        .parse::<DateTime<Utc>>()
+                        .unwrap_or_else(|e| panic!("writer.csv {:?}: {e}", &rec[i]))
+                };
                 WriterOp { started: at(0), done: at(1), ok: &rec[2] == "true" }
             })
             .collect()
@@ -94,7 +107,11 @@ impl Drop for Writer {
 /// (docs/counting.md), written again here rather than borrowed so the check is independent:
 /// the longest gap between consecutive successful completions that overlaps the interval,
 /// minus the cadence; the first gap starts at the writer's first op.
-pub fn unavailable_over(ops: &[WriterOp], after: DateTime<Utc>, until: DateTime<Utc>) -> Option<f64> {
+pub fn unavailable_over(
+    ops: &[WriterOp],
+    after: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Option<f64> {
     let mut oks: Vec<DateTime<Utc>> = ops.iter().filter(|o| o.ok).map(|o| o.done).collect();
     oks.sort();
     let mut prev = ops.iter().map(|o| o.started).min()?;

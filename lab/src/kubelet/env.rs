@@ -44,7 +44,8 @@ pub fn field(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> Option<Strin
     if let Some(k) = path.strip_prefix("metadata.labels['").and_then(|r| r.strip_suffix("']")) {
         return m.labels.as_ref()?.get(k).cloned();
     }
-    if let Some(k) = path.strip_prefix("metadata.annotations['").and_then(|r| r.strip_suffix("']")) {
+    if let Some(k) = path.strip_prefix("metadata.annotations['").and_then(|r| r.strip_suffix("']"))
+    {
         return m.annotations.as_ref()?.get(k).cloned();
     }
     Some(match path {
@@ -52,7 +53,9 @@ pub fn field(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> Option<Strin
         "metadata.namespace" => m.namespace.clone()?,
         "metadata.uid" => m.uid.clone()?,
         "spec.nodeName" => spec.node_name.clone()?,
-        "spec.serviceAccountName" => spec.service_account_name.clone().unwrap_or_else(|| "default".into()),
+        "spec.serviceAccountName" => {
+            spec.service_account_name.clone().unwrap_or_else(|| "default".into())
+        }
         "status.podIP" | "status.podIPs" => pod_ip.to_string(),
         "status.hostIP" | "status.hostIPs" => host_ip.to_string(),
         _ => return None,
@@ -62,15 +65,23 @@ pub fn field(pod: &Pod, path: &str, pod_ip: &str, host_ip: &str) -> Option<Strin
 /// The env list (NAME=value) and a lookup of it; `base` comes first (image env, service
 /// links), then the container's env in order, each value expanded against what came before.
 /// Values from ConfigMaps and Secrets come in through `lookup` (namespace-local reads).
-pub fn build(pod: &Pod, c: &Container, base: &[(String, String)], pod_ip: &str, host_ip: &str, lookup: &dyn Fn(&str, &str, bool) -> Option<String>) -> Result<Vec<(String, String)>, String> {
+pub fn build(
+    pod: &Pod,
+    c: &Container,
+    base: &[(String, String)],
+    pod_ip: &str,
+    host_ip: &str,
+    lookup: &dyn Fn(&str, &str, bool) -> Option<String>,
+) -> Result<Vec<(String, String)>, String> {
     let mut vars: HashMap<String, String> = HashMap::new();
     let mut order: Vec<String> = Vec::new();
-    let set = |vars: &mut HashMap<String, String>, order: &mut Vec<String>, k: String, v: String| {
-        if !vars.contains_key(&k) {
-            order.push(k.clone());
-        }
-        vars.insert(k, v);
-    };
+    let set =
+        |vars: &mut HashMap<String, String>, order: &mut Vec<String>, k: String, v: String| {
+            if !vars.contains_key(&k) {
+                order.push(k.clone());
+            }
+            vars.insert(k, v);
+        };
     for (k, v) in base {
         set(&mut vars, &mut order, k.clone(), v.clone());
     }
@@ -92,18 +103,27 @@ pub fn build(pod: &Pod, c: &Container, base: &[(String, String)], pod_ip: &str, 
             expand(v, &vars)
         } else if let Some(vf) = &e.value_from {
             if let Some(f) = &vf.field_ref {
-                field(pod, &f.field_path, pod_ip, host_ip).ok_or_else(|| format!("env {}: unsupported fieldRef {}", e.name, f.field_path))?
+                field(pod, &f.field_path, pod_ip, host_ip).ok_or_else(|| {
+                    format!("env {}: unsupported fieldRef {}", e.name, f.field_path)
+                })?
             } else if let Some(r) = &vf.config_map_key_ref {
                 match lookup(&r.name, &r.key, false) {
                     Some(v) => v,
                     None if r.optional == Some(true) => continue,
-                    None => return Err(format!("configmap \"{}\" key \"{}\" not found", r.name, r.key)),
+                    None => {
+                        return Err(format!(
+                            "configmap \"{}\" key \"{}\" not found",
+                            r.name, r.key
+                        ));
+                    }
                 }
             } else if let Some(r) = &vf.secret_key_ref {
                 match lookup(&r.name, &r.key, true) {
                     Some(v) => v,
                     None if r.optional == Some(true) => continue,
-                    None => return Err(format!("secret \"{}\" key \"{}\" not found", r.name, r.key)),
+                    None => {
+                        return Err(format!("secret \"{}\" key \"{}\" not found", r.name, r.key));
+                    }
                 }
             } else if let Some(r) = &vf.resource_field_ref {
                 resource_field(c, &r.resource)
@@ -115,16 +135,27 @@ pub fn build(pod: &Pod, c: &Container, base: &[(String, String)], pod_ip: &str, 
         };
         set(&mut vars, &mut order, e.name.clone(), v);
     }
-    Ok(order.into_iter().map(|k| {
-        let v = vars.get(&k).cloned().unwrap_or_default();
-        (k, v)
-    }).collect())
+    Ok(order
+        .into_iter()
+        .map(|k| {
+            let v = vars.get(&k).cloned().unwrap_or_default();
+            (k, v)
+        })
+        .collect())
 }
 
-fn all_keys(lookup: &dyn Fn(&str, &str, bool) -> Option<String>, name: &str, secret: bool) -> Vec<(String, String)> {
+fn all_keys(
+    lookup: &dyn Fn(&str, &str, bool) -> Option<String>,
+    name: &str,
+    secret: bool,
+) -> Vec<(String, String)> {
     // "*" asks the lookup for every key as "k=v\n" lines.
     lookup(name, "*", secret)
-        .map(|s| s.lines().filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect())
+        .map(|s| {
+            s.lines()
+                .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -140,7 +171,11 @@ fn resource_field(c: &Container, resource: &str) -> String {
     match (name, q) {
         ("cpu", Some(q)) => {
             let s = &q.0;
-            let cores = if let Some(m) = s.strip_suffix('m') { m.parse::<f64>().unwrap_or(0.0) / 1000.0 } else { s.parse().unwrap_or(0.0) };
+            let cores = if let Some(m) = s.strip_suffix('m') {
+                m.parse::<f64>().unwrap_or(0.0) / 1000.0
+            } else {
+                s.parse().unwrap_or(0.0)
+            };
             format!("{}", cores.ceil().max(1.0) as u64)
         }
         ("cpu", None) => "4".into(),
@@ -151,7 +186,15 @@ fn resource_field(c: &Container, resource: &str) -> String {
 }
 
 pub fn bytes(q: &str) -> u64 {
-    let units = [("Ki", 1u64 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30), ("Ti", 1 << 40), ("k", 1000), ("M", 1_000_000), ("G", 1_000_000_000)];
+    let units = [
+        ("Ki", 1u64 << 10),
+        ("Mi", 1 << 20),
+        ("Gi", 1 << 30),
+        ("Ti", 1 << 40),
+        ("k", 1000),
+        ("M", 1_000_000),
+        ("G", 1_000_000_000),
+    ];
     for (u, m) in units {
         if let Some(n) = q.strip_suffix(u) {
             return n.parse::<u64>().unwrap_or(0) * m;
@@ -166,9 +209,13 @@ mod tests {
 
     #[test]
     fn expansion_follows_kubernetes_rules() {
-        let vars: HashMap<String, String> = [("POD_NAME".to_string(), "dlock-etcd-0".to_string())].into();
+        let vars: HashMap<String, String> =
+            [("POD_NAME".to_string(), "dlock-etcd-0".to_string())].into();
         assert_eq!(expand("--name=$(POD_NAME)", &vars), "--name=dlock-etcd-0");
-        assert_eq!(expand("http://$(POD_NAME).x:2380,$(POD_NAME)", &vars), "http://dlock-etcd-0.x:2380,dlock-etcd-0");
+        assert_eq!(
+            expand("http://$(POD_NAME).x:2380,$(POD_NAME)", &vars),
+            "http://dlock-etcd-0.x:2380,dlock-etcd-0"
+        );
         assert_eq!(expand("$(UNDEFINED)", &vars), "$(UNDEFINED)");
         assert_eq!(expand("$$(POD_NAME)", &vars), "$(POD_NAME)");
         assert_eq!(expand("a$b $(", &vars), "a$b $(");

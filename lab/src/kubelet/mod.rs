@@ -91,7 +91,12 @@ impl Kubelet {
                         None => {
                             let (tx, rx) = watch::channel(Some(p));
                             workers.insert(uid, tx);
-                            let w = pod::Worker::new(self.client.clone(), self.node.clone(), self.shared.clone(), rx);
+                            let w = pod::Worker::new(
+                                self.client.clone(),
+                                self.node.clone(),
+                                self.shared.clone(),
+                                rx,
+                            );
                             tokio::spawn(w.run());
                         }
                     }
@@ -110,7 +115,11 @@ impl Kubelet {
                     if let Some(tx) = workers.get(&p.metadata.uid.clone().unwrap_or_default()) {
                         let _ = tx.send(None);
                     }
-                    tracing::debug!("pod {}/{} deleted", p.namespace().unwrap_or_default(), p.name_any());
+                    tracing::debug!(
+                        "pod {}/{} deleted",
+                        p.namespace().unwrap_or_default(),
+                        p.name_any()
+                    );
                 }
                 Err(e) => tracing::warn!("kubelet {} pod watch: {e}", self.node.name),
             }

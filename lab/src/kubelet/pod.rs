@@ -20,7 +20,10 @@ use tokio::task::JoinHandle;
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
 
 fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now().round(k8s_openapi::jiff::Unit::Second).map(|t| t.to_string()).unwrap_or_default()
+    k8s_openapi::jiff::Timestamp::now()
+        .round(k8s_openapi::jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
 }
 
 #[derive(Clone)]
@@ -75,7 +78,12 @@ pub struct Worker {
 }
 
 impl Worker {
-    pub fn new(client: Client, node: NodeSpec, sh: Arc<Shared>, rx: watch::Receiver<Option<Pod>>) -> Worker {
+    pub fn new(
+        client: Client,
+        node: NodeSpec,
+        sh: Arc<Shared>,
+        rx: watch::Receiver<Option<Pod>>,
+    ) -> Worker {
         let pod = rx.borrow().clone().unwrap_or_default();
         let (tx, msgs) = mpsc::channel(64);
         let ctrs = pod
@@ -102,7 +110,21 @@ impl Worker {
             })
             .collect();
         let src = Source { component: "kubelet".into(), host: Some(node.name.clone()) };
-        Worker { client, node, sh, rx, pod, src, sandbox: None, ctrs, conditions: HashMap::new(), start_time: None, last_status: None, tx, msgs }
+        Worker {
+            client,
+            node,
+            sh,
+            rx,
+            pod,
+            src,
+            sandbox: None,
+            ctrs,
+            conditions: HashMap::new(),
+            start_time: None,
+            last_status: None,
+            tx,
+            msgs,
+        }
     }
 
     fn ns(&self) -> String {
@@ -114,7 +136,11 @@ impl Worker {
     }
 
     fn restart_policy(&self) -> String {
-        self.pod.spec.as_ref().and_then(|s| s.restart_policy.clone()).unwrap_or_else(|| "Always".into())
+        self.pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.restart_policy.clone())
+            .unwrap_or_else(|| "Always".into())
     }
 
     fn grace(&self) -> Duration {
@@ -132,8 +158,19 @@ impl Worker {
     }
 
     pub async fn run(mut self) {
-        if self.pod.spec.as_ref().is_some_and(|s| s.init_containers.as_ref().is_some_and(|i| !i.is_empty())) {
-            self.event(None, Kind::Warning, "FailedCreatePodSandBox", "the lw-lab process kubelet does not run init containers").await;
+        if self
+            .pod
+            .spec
+            .as_ref()
+            .is_some_and(|s| s.init_containers.as_ref().is_some_and(|i| !i.is_empty()))
+        {
+            self.event(
+                None,
+                Kind::Warning,
+                "FailedCreatePodSandBox",
+                "the lw-lab process kubelet does not run init containers",
+            )
+            .await;
         }
         // The sandbox, retried until it works or the pod goes.
         while self.sandbox.is_none() {
@@ -142,9 +179,16 @@ impl Worker {
                 return;
             }
             // Bounded: the volumes need the API server, which may not answer for a while.
-            let made = tokio::time::timeout(Duration::from_secs(30), sandbox::create(&self.sh, &self.client, &self.pod))
-                .await
-                .unwrap_or_else(|_| Err(crate::error::Error::Command("the API server did not answer within 30 s while mounting the volumes".into())));
+            let made = tokio::time::timeout(
+                Duration::from_secs(30),
+                sandbox::create(&self.sh, &self.client, &self.pod),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                Err(crate::error::Error::Command(
+                    "the API server did not answer within 30 s while mounting the volumes".into(),
+                ))
+            });
             match made {
                 Ok(sb) => {
                     self.set_condition("PodReadyToStartContainers", true);
@@ -196,7 +240,10 @@ impl Worker {
         }
         for i in 0..self.ctrs.len() {
             let c = &self.ctrs[i];
-            if c.instance.is_none() && c.done.is_none() && c.next_start.is_some_and(|t| t <= Instant::now()) {
+            if c.instance.is_none()
+                && c.done.is_none()
+                && c.next_start.is_some_and(|t| t <= Instant::now())
+            {
                 self.ctrs[i].next_start = None;
                 self.start(i).await;
             }
@@ -212,10 +259,16 @@ impl Worker {
         let Some(image) = self.sh.images.iter().find(|im| im.reference == image_ref) else {
             let known: Vec<&str> = self.sh.images.iter().map(|im| im.reference.as_str()).collect();
             self.event(Some(&name), Kind::Warning, "Failed", &format!("Failed to pull image \"{image_ref}\": the lw-lab image map has no such image (it has: {})", known.join(", "))).await;
-            self.back_off(i, "ImagePullBackOff", &format!("Back-off pulling image \"{image_ref}\"")).await;
+            self.back_off(
+                i,
+                "ImagePullBackOff",
+                &format!("Back-off pulling image \"{image_ref}\""),
+            )
+            .await;
             return;
         };
-        let psc = self.pod.spec.as_ref().and_then(|s| s.security_context.clone()).unwrap_or_default();
+        let psc =
+            self.pod.spec.as_ref().and_then(|s| s.security_context.clone()).unwrap_or_default();
         let csc = c.security_context.clone().unwrap_or_default();
         // The pod's user, else the image's USER, else root (as the kubelet resolves it).
         let (image_uid, image_gid) = image.user.unwrap_or((0, 0));
@@ -231,7 +284,11 @@ impl Worker {
         let mut groups: Vec<u32> = psc.fs_group.map(|g| vec![g as u32]).unwrap_or_default();
         groups.extend(psc.supplemental_groups.iter().flatten().map(|g| *g as u32));
         // Environment: image env, the `kubernetes` Service's variables, then the container's.
-        let mut base: Vec<(String, String)> = image.env.iter().filter_map(|e| e.split_once('=').map(|(k, v)| (k.to_string(), v.to_string()))).collect();
+        let mut base: Vec<(String, String)> = image
+            .env
+            .iter()
+            .filter_map(|e| e.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+            .collect();
         base.push(("HOSTNAME".into(), sb.hostname.clone()));
         let (h, p) = (self.sh.api_host.clone(), self.sh.api_port);
         for (k, v) in [
@@ -255,15 +312,17 @@ impl Worker {
             m.get(key).cloned()
         };
         let host_ip = self.node.ip.to_string();
-        let env = match super::env::build(&self.pod, &c, &base, &sb.ip.to_string(), &host_ip, &lookup) {
-            Ok(e) => e,
-            Err(msg) => {
-                self.event(Some(&name), Kind::Warning, "Failed", &format!("Error: {msg}")).await;
-                self.ctrs[i].waiting = Some(("CreateContainerConfigError".into(), msg));
-                self.ctrs[i].next_start = Some(Instant::now() + Duration::from_secs(10));
-                return;
-            }
-        };
+        let env =
+            match super::env::build(&self.pod, &c, &base, &sb.ip.to_string(), &host_ip, &lookup) {
+                Ok(e) => e,
+                Err(msg) => {
+                    self.event(Some(&name), Kind::Warning, "Failed", &format!("Error: {msg}"))
+                        .await;
+                    self.ctrs[i].waiting = Some(("CreateContainerConfigError".into(), msg));
+                    self.ctrs[i].next_start = Some(Instant::now() + Duration::from_secs(10));
+                    return;
+                }
+            };
         let vars: HashMap<String, String> = env.iter().cloned().collect();
         let cmd: Vec<String> = c.command.clone().unwrap_or_default();
         let args: Vec<String> = c.args.clone().unwrap_or_default();
@@ -284,11 +343,23 @@ impl Worker {
                 src = src.join(sp);
                 let _ = std::fs::create_dir_all(&src);
             }
-            mounts.push(Mount { source: src, destination: vm.mount_path.clone(), read_only: vm.read_only == Some(true) });
+            mounts.push(Mount {
+                source: src,
+                destination: vm.mount_path.clone(),
+                read_only: vm.read_only == Some(true),
+            });
         }
-        for (dst, srcp) in [("/etc/hosts", &sb.hosts), ("/etc/resolv.conf", &sb.resolv), ("/etc/hostname", &sb.hostname_file)] {
+        for (dst, srcp) in [
+            ("/etc/hosts", &sb.hosts),
+            ("/etc/resolv.conf", &sb.resolv),
+            ("/etc/hostname", &sb.hostname_file),
+        ] {
             if !has(dst, &mounts) {
-                mounts.push(Mount { source: srcp.clone(), destination: dst.into(), read_only: false });
+                mounts.push(Mount {
+                    source: srcp.clone(),
+                    destination: dst.into(),
+                    read_only: false,
+                });
             }
         }
         let caps = csc.capabilities.clone().unwrap_or_default();
@@ -297,7 +368,11 @@ impl Worker {
         let mut capabilities: Vec<String> = if drop_all {
             vec![]
         } else {
-            runtime::DEFAULT_CAPS.iter().map(|c| c.to_string()).filter(|c| !drop.iter().any(|d| format!("CAP_{d}") == *c)).collect()
+            runtime::DEFAULT_CAPS
+                .iter()
+                .map(|c| c.to_string())
+                .filter(|c| !drop.iter().any(|d| format!("CAP_{d}") == *c))
+                .collect()
         };
         capabilities.extend(caps.add.iter().flatten().map(|a| format!("CAP_{a}")));
         let restarts = self.ctrs[i].restarts;
@@ -323,13 +398,20 @@ impl Worker {
             capabilities,
             mounts,
         };
-        self.event(Some(&name), Kind::Normal, "Pulled", &format!("Container image \"{image_ref}\" already present on machine")).await;
+        self.event(
+            Some(&name),
+            Kind::Normal,
+            "Pulled",
+            &format!("Container image \"{image_ref}\" already present on machine"),
+        )
+        .await;
         if let Err(e) = self.sh.runc.create_bundle(&spec) {
             self.event(Some(&name), Kind::Warning, "Failed", &format!("Error: {e}")).await;
             self.back_off(i, "CreateContainerError", &e.to_string()).await;
             return;
         }
-        self.event(Some(&name), Kind::Normal, "Created", &format!("Created container: {name}")).await;
+        self.event(Some(&name), Kind::Normal, "Created", &format!("Created container: {name}"))
+            .await;
         let mut child = match self.sh.runc.run(&id, &bundle, &log) {
             Ok(ch) => ch,
             Err(e) => {
@@ -344,25 +426,37 @@ impl Worker {
         let id2 = id.clone();
         tokio::spawn(async move {
             let code = match child.wait().await {
-                Ok(st) => st.code().unwrap_or_else(|| 128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(9)),
+                Ok(st) => st.code().unwrap_or_else(|| {
+                    128 + std::os::unix::process::ExitStatusExt::signal(&st).unwrap_or(9)
+                }),
                 Err(_) => 255,
             };
             runc.delete(&id2).await;
             let _ = exit_tx.send(Some(code));
             let _ = tx.send(Msg::Exited { idx: i, generation, code }).await;
         });
-        self.event(Some(&name), Kind::Normal, "Started", &format!("Started container {name}")).await;
+        self.event(Some(&name), Kind::Normal, "Started", &format!("Started container {name}"))
+            .await;
         let exec = ExecTarget { runc: self.sh.runc.clone(), id: id.clone(), uid, gid, groups };
         let key = (self.ns(), self.pod.name_any(), name.clone());
         let ctr = &mut self.ctrs[i];
         ctr.previous_log = if restarts > 0 { Some(ctr.log.clone()) } else { None };
         ctr.log = log.clone();
-        ctr.instance = Some(Instance { id, exit: exit_rx, started_at: now(), since: Instant::now(), exec: exec.clone() });
+        ctr.instance = Some(Instance {
+            id,
+            exit: exit_rx,
+            started_at: now(),
+            since: Instant::now(),
+            exec: exec.clone(),
+        });
         ctr.waiting = None;
         ctr.started = c.startup_probe.is_none();
         ctr.ready = false;
         if let Ok(mut reg) = self.sh.registry.lock() {
-            reg.insert(key, ContainerEntry { exec: Some(exec), log, previous_log: ctr.previous_log.clone() });
+            reg.insert(
+                key,
+                ContainerEntry { exec: Some(exec), log, previous_log: ctr.previous_log.clone() },
+            );
         }
         if c.startup_probe.is_some() {
             self.spawn_probe(i, ProbeKind::Startup);
@@ -396,11 +490,25 @@ impl Worker {
         let mut out = HashMap::new();
         for (secret, name) in names {
             let data: Option<HashMap<String, String>> = if secret {
-                Api::<Secret>::namespaced(self.client.clone(), &ns).get_opt(&name).await.ok().flatten().map(|s| {
-                    s.data.unwrap_or_default().into_iter().map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned())).collect()
-                })
+                Api::<Secret>::namespaced(self.client.clone(), &ns)
+                    .get_opt(&name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|s| {
+                        s.data
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|(k, v)| (k, String::from_utf8_lossy(&v.0).into_owned()))
+                            .collect()
+                    })
             } else {
-                Api::<ConfigMap>::namespaced(self.client.clone(), &ns).get_opt(&name).await.ok().flatten().map(|cm| cm.data.unwrap_or_default().into_iter().collect())
+                Api::<ConfigMap>::namespaced(self.client.clone(), &ns)
+                    .get_opt(&name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|cm| cm.data.unwrap_or_default().into_iter().collect())
             };
             if let Some(d) = data {
                 out.insert((secret, name), d);
@@ -417,7 +525,11 @@ impl Worker {
             ProbeKind::Liveness => c.spec.liveness_probe.clone(),
         };
         let (Some(p), Some(sb), Some(inst)) = (p, &self.sandbox, &c.instance) else { return };
-        let target = probe::Target { pod_ip: sb.ip, container: c.spec.clone(), exec: Some(inst.exec.clone()) };
+        let target = probe::Target {
+            pod_ip: sb.ip,
+            container: c.spec.clone(),
+            exec: Some(inst.exec.clone()),
+        };
         let h = tokio::spawn(probe::run(kind, p, target, i, c.generation, self.tx.clone()));
         self.ctrs[i].probes.push(h);
     }
@@ -434,7 +546,11 @@ impl Worker {
 
     async fn back_off(&mut self, i: usize, reason: &str, message: &str) {
         let c = &mut self.ctrs[i];
-        c.backoff = if c.backoff.is_zero() { Duration::from_secs(10) } else { (c.backoff * 2).min(MAX_BACKOFF) };
+        c.backoff = if c.backoff.is_zero() {
+            Duration::from_secs(10)
+        } else {
+            (c.backoff * 2).min(MAX_BACKOFF)
+        };
         c.next_start = Some(Instant::now() + c.backoff);
         c.waiting = Some((reason.into(), message.into()));
         let name = c.spec.name.clone();
@@ -457,13 +573,32 @@ impl Worker {
                     Outcome::StartupSucceeded => self.after_startup(idx),
                     Outcome::Ready(r) => self.ctrs[idx].ready = r,
                     Outcome::Unhealthy(kind, msg) => {
-                        self.event(Some(&name), Kind::Warning, "Unhealthy", &format!("{} probe failed: {msg}", kind.label())).await;
+                        self.event(
+                            Some(&name),
+                            Kind::Warning,
+                            "Unhealthy",
+                            &format!("{} probe failed: {msg}", kind.label()),
+                        )
+                        .await;
                     }
                     Outcome::Failed(kind) => {
                         let what = if kind == ProbeKind::Startup { "startup" } else { "liveness" };
-                        self.event(Some(&name), Kind::Normal, "Killing", &format!("Container {name} failed {what} probe, will be restarted")).await;
-                        let grace = self.pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
-                        if let Some(code) = self.stop(idx, Duration::from_secs(grace.max(0) as u64)).await {
+                        self.event(
+                            Some(&name),
+                            Kind::Normal,
+                            "Killing",
+                            &format!("Container {name} failed {what} probe, will be restarted"),
+                        )
+                        .await;
+                        let grace = self
+                            .pod
+                            .spec
+                            .as_ref()
+                            .and_then(|s| s.termination_grace_period_seconds)
+                            .unwrap_or(30);
+                        if let Some(code) =
+                            self.stop(idx, Duration::from_secs(grace.max(0) as u64)).await
+                        {
                             self.on_exit(idx, code).await;
                         }
                     }
@@ -483,7 +618,9 @@ impl Worker {
         let waited = tokio::time::timeout(grace, exit.wait_for(|e| e.is_some())).await.is_ok();
         if !waited {
             self.sh.runc.kill(&id, "KILL").await;
-            let _ = tokio::time::timeout(Duration::from_secs(10), exit.wait_for(|e| e.is_some())).await.is_ok();
+            let _ = tokio::time::timeout(Duration::from_secs(10), exit.wait_for(|e| e.is_some()))
+                .await
+                .is_ok();
         }
         let code = *exit.borrow();
         Some(code.unwrap_or(137))
@@ -530,8 +667,20 @@ impl Worker {
             c.backoff = (c.backoff * 2).min(MAX_BACKOFF);
             c.next_start = Some(Instant::now() + delay);
             let name = c.spec.name.clone();
-            c.waiting = Some(("CrashLoopBackOff".into(), format!("back-off {}s restarting failed container={name} pod={pod_ref}", delay.as_secs())));
-            self.event(Some(&name), Kind::Warning, "BackOff", &format!("Back-off restarting failed container {name} in pod {pod_ref}")).await;
+            c.waiting = Some((
+                "CrashLoopBackOff".into(),
+                format!(
+                    "back-off {}s restarting failed container={name} pod={pod_ref}",
+                    delay.as_secs()
+                ),
+            ));
+            self.event(
+                Some(&name),
+                Kind::Warning,
+                "BackOff",
+                &format!("Back-off restarting failed container {name} in pod {pod_ref}"),
+            )
+            .await;
         }
     }
 
@@ -542,7 +691,13 @@ impl Worker {
         for i in 0..self.ctrs.len() {
             if self.ctrs[i].instance.is_some() {
                 let name = self.ctrs[i].spec.name.clone();
-                self.event(Some(&name), Kind::Normal, "Killing", &format!("Stopping container {name}")).await;
+                self.event(
+                    Some(&name),
+                    Kind::Normal,
+                    "Killing",
+                    &format!("Stopping container {name}"),
+                )
+                .await;
             }
         }
         for i in 0..self.ctrs.len() {
@@ -581,20 +736,41 @@ impl Worker {
     async fn finish_deletion(&mut self) {
         self.teardown().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns());
-        let dp = DeleteParams { grace_period_seconds: Some(0), preconditions: Some(Preconditions { uid: Some(self.uid()), resource_version: None }), ..Default::default() };
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: Some(self.uid()), resource_version: None }),
+            ..Default::default()
+        };
         // Retried until it lands, as the kubelet's status manager does: a pod the kubelet
         // has stopped but not deleted would block its StatefulSet forever.
         let start = std::time::Instant::now();
         loop {
-            match tokio::time::timeout(Duration::from_secs(10), api.delete(&self.pod.name_any(), &dp)).await {
+            match tokio::time::timeout(
+                Duration::from_secs(10),
+                api.delete(&self.pod.name_any(), &dp),
+            )
+            .await
+            {
                 Ok(Ok(_)) => return,
                 // Gone already, or a new pod of that name (the UID precondition failed).
                 Ok(Err(kube::Error::Api(s))) if s.code == 404 || s.code == 409 => return,
-                Ok(Err(e)) => tracing::warn!("delete pod {}/{}: {e} (retrying)", self.ns(), self.pod.name_any()),
-                Err(_) => tracing::warn!("delete pod {}/{}: no answer within 10 s (retrying)", self.ns(), self.pod.name_any()),
+                Ok(Err(e)) => tracing::warn!(
+                    "delete pod {}/{}: {e} (retrying)",
+                    self.ns(),
+                    self.pod.name_any()
+                ),
+                Err(_) => tracing::warn!(
+                    "delete pod {}/{}: no answer within 10 s (retrying)",
+                    self.ns(),
+                    self.pod.name_any()
+                ),
             }
             if start.elapsed() > Duration::from_secs(600) {
-                tracing::error!("delete pod {}/{}: gave up after 10 min", self.ns(), self.pod.name_any());
+                tracing::error!(
+                    "delete pod {}/{}: gave up after 10 min",
+                    self.ns(),
+                    self.pod.name_any()
+                );
                 return;
             }
             tokio::time::sleep(Duration::from_secs(2)).await;
@@ -631,9 +807,14 @@ impl Worker {
 
     fn phase(&self) -> &'static str {
         if self.ctrs.iter().all(|c| c.done.is_some()) && !self.ctrs.is_empty() {
-            return if self.ctrs.iter().all(|c| c.done.as_ref().is_some_and(|t| t.exit_code == 0)) { "Succeeded" } else { "Failed" };
+            return if self.ctrs.iter().all(|c| c.done.as_ref().is_some_and(|t| t.exit_code == 0)) {
+                "Succeeded"
+            } else {
+                "Failed"
+            };
         }
-        if self.ctrs.iter().any(|c| c.instance.is_some() || c.restarts > 0 || c.last_term.is_some()) {
+        if self.ctrs.iter().any(|c| c.instance.is_some() || c.restarts > 0 || c.last_term.is_some())
+        {
             return "Running";
         }
         "Pending"
@@ -656,7 +837,12 @@ impl Worker {
             Some(t) => json!({"terminated": term_json(t)}),
             None => json!({}),
         };
-        let id = c.instance.as_ref().map(|i| format!("runc://{}", i.id)).or_else(|| c.done.as_ref().map(|t| t.container_id.clone())).or_else(|| c.last_term.as_ref().map(|t| t.container_id.clone()));
+        let id = c
+            .instance
+            .as_ref()
+            .map(|i| format!("runc://{}", i.id))
+            .or_else(|| c.done.as_ref().map(|t| t.container_id.clone()))
+            .or_else(|| c.last_term.as_ref().map(|t| t.container_id.clone()));
         let image = c.spec.image.clone().unwrap_or_default();
         let mut s = json!({
             "name": c.spec.name, "image": image, "imageID": format!("lw-lab://{image}"),
@@ -670,7 +856,8 @@ impl Worker {
     }
 
     async fn push_status(&mut self) {
-        let all_ready = !self.ctrs.is_empty() && self.ctrs.iter().all(|c| c.ready && c.instance.is_some());
+        let all_ready =
+            !self.ctrs.is_empty() && self.ctrs.iter().all(|c| c.ready && c.instance.is_some());
         self.set_condition("ContainersReady", all_ready);
         self.set_condition("Ready", all_ready);
         if self.sandbox.is_none() && self.conditions.contains_key("PodReadyToStartContainers") {
@@ -711,7 +898,16 @@ impl Worker {
         }
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.ns());
         let patch = json!({"status": status});
-        match tokio::time::timeout(Duration::from_secs(10), api.patch_status(&self.pod.name_any(), &PatchParams::default(), &Patch::Strategic(&patch))).await {
+        match tokio::time::timeout(
+            Duration::from_secs(10),
+            api.patch_status(
+                &self.pod.name_any(),
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            ),
+        )
+        .await
+        {
             Ok(Ok(_)) => self.last_status = Some(status),
             Ok(Err(e)) => tracing::warn!("status of {}/{}: {e}", self.ns(), self.pod.name_any()),
             Err(_) => tracing::warn!("status of {}/{}: timed out", self.ns(), self.pod.name_any()),

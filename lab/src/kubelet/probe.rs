@@ -46,14 +46,20 @@ pub struct Target {
 fn port(c: &Container, p: &IntOrString) -> Option<u16> {
     match p {
         IntOrString::Int(i) => u16::try_from(*i).ok(),
-        IntOrString::String(name) => c.ports.iter().flatten().find(|cp| cp.name.as_deref() == Some(name.as_str())).and_then(|cp| u16::try_from(cp.container_port).ok()),
+        IntOrString::String(name) => c
+            .ports
+            .iter()
+            .flatten()
+            .find(|cp| cp.name.as_deref() == Some(name.as_str()))
+            .and_then(|cp| u16::try_from(cp.container_port).ok()),
     }
 }
 
 /// One attempt: Ok, or the kubelet's failure message.
 async fn attempt(p: &Probe, t: &Target, timeout: Duration) -> Result<(), String> {
     if let Some(h) = &p.http_get {
-        let port = port(&t.container, &h.port).ok_or_else(|| format!("unknown port {:?}", h.port))?;
+        let port =
+            port(&t.container, &h.port).ok_or_else(|| format!("unknown port {:?}", h.port))?;
         let scheme = h.scheme.as_deref().unwrap_or("HTTP").to_ascii_lowercase();
         let host = h.host.clone().unwrap_or_else(|| t.pod_ip.to_string());
         let path = h.path.clone().unwrap_or_else(|| "/".into());
@@ -72,12 +78,15 @@ async fn attempt(p: &Probe, t: &Target, timeout: Duration) -> Result<(), String>
         return match req.send().await {
             Ok(r) if (200..400).contains(&r.status().as_u16()) => Ok(()),
             Ok(r) => Err(format!("HTTP probe failed with statuscode: {}", r.status().as_u16())),
-            Err(e) if e.is_timeout() => Err(format!("Get \"{url}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)")),
+            Err(e) if e.is_timeout() => Err(format!(
+                "Get \"{url}\": context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
+            )),
             Err(e) => Err(format!("Get \"{url}\": {}", root_cause(&e))),
         };
     }
     if let Some(tcp) = &p.tcp_socket {
-        let port = port(&t.container, &tcp.port).ok_or_else(|| format!("unknown port {:?}", tcp.port))?;
+        let port =
+            port(&t.container, &tcp.port).ok_or_else(|| format!("unknown port {:?}", tcp.port))?;
         let addr = (t.pod_ip, port);
         return match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr)).await {
             Ok(Ok(_)) => Ok(()),
@@ -88,10 +97,17 @@ async fn attempt(p: &Probe, t: &Target, timeout: Duration) -> Result<(), String>
     if let Some(ex) = &p.exec {
         let cmd = ex.command.clone().unwrap_or_default();
         let Some(et) = &t.exec else { return Err("exec probe: container not running".into()) };
-        let child = et.runc.exec(&et.id, et.uid, et.gid, &et.groups, &cmd, false).map_err(|e| e.to_string())?;
+        let child = et
+            .runc
+            .exec(&et.id, et.uid, et.gid, &et.groups, &cmd, false)
+            .map_err(|e| e.to_string())?;
         return match tokio::time::timeout(timeout, child.wait_with_output()).await {
             Ok(Ok(o)) if o.status.success() => Ok(()),
-            Ok(Ok(o)) => Err(format!("command {cmd:?} exited with {}: {}", o.status, String::from_utf8_lossy(&o.stdout).trim())),
+            Ok(Ok(o)) => Err(format!(
+                "command {cmd:?} exited with {}: {}",
+                o.status,
+                String::from_utf8_lossy(&o.stdout).trim()
+            )),
             Ok(Err(e)) => Err(e.to_string()),
             Err(_) => Err(format!("command {cmd:?} timed out")),
         };
@@ -108,12 +124,20 @@ fn root_cause(e: &dyn std::error::Error) -> String {
 }
 
 /// Runs one probe for one container instance until it decides or the task is aborted.
-pub async fn run(kind: Kind, p: Probe, t: Target, idx: usize, generation: u64, tx: mpsc::Sender<Msg>) {
+pub async fn run(
+    kind: Kind,
+    p: Probe,
+    t: Target,
+    idx: usize,
+    generation: u64,
+    tx: mpsc::Sender<Msg>,
+) {
     let period = Duration::from_secs(p.period_seconds.unwrap_or(10).max(1) as u64);
     let timeout = Duration::from_secs(p.timeout_seconds.unwrap_or(1).max(1) as u64);
     let failure_threshold = p.failure_threshold.unwrap_or(3).max(1);
     let success_threshold = p.success_threshold.unwrap_or(1).max(1);
-    tokio::time::sleep(Duration::from_secs(p.initial_delay_seconds.unwrap_or(0).max(0) as u64)).await;
+    tokio::time::sleep(Duration::from_secs(p.initial_delay_seconds.unwrap_or(0).max(0) as u64))
+        .await;
     let (mut ok_run, mut fail_run, mut ready) = (0, 0, false);
     let send = |o: Outcome| {
         let tx = tx.clone();

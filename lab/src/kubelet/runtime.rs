@@ -40,8 +40,20 @@ pub struct Spec<'a> {
 
 /// containerd's default capability set, which GKE's runtime gives a container.
 pub const DEFAULT_CAPS: &[&str] = &[
-    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW", "CAP_SETGID",
-    "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE", "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+    "CAP_CHOWN",
+    "CAP_DAC_OVERRIDE",
+    "CAP_FSETID",
+    "CAP_FOWNER",
+    "CAP_MKNOD",
+    "CAP_NET_RAW",
+    "CAP_SETGID",
+    "CAP_SETUID",
+    "CAP_SETFCAP",
+    "CAP_SETPCAP",
+    "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT",
+    "CAP_KILL",
+    "CAP_AUDIT_WRITE",
 ];
 
 fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
@@ -66,7 +78,8 @@ impl Runc {
     /// Writes the bundle: the rootfs (hard links of the image) and config.json.
     pub fn create_bundle(&self, s: &Spec) -> Result<()> {
         let rootfs = s.bundle.join("rootfs");
-        copy_tree(s.image_rootfs, &rootfs).ctx(|| format!("copy image into {}", rootfs.display()))?;
+        copy_tree(s.image_rootfs, &rootfs)
+            .ctx(|| format!("copy image into {}", rootfs.display()))?;
         let caps: Vec<&str> = s.capabilities.iter().map(String::as_str).collect();
         let mut mounts = vec![
             json!({"destination": "/proc", "type": "proc", "source": "proc"}),
@@ -103,7 +116,8 @@ impl Runc {
             },
         });
         let path = s.bundle.join("config.json");
-        std::fs::write(&path, serde_json::to_vec_pretty(&cfg).unwrap_or_default()).ctx(|| format!("write {}", path.display()))
+        std::fs::write(&path, serde_json::to_vec_pretty(&cfg).unwrap_or_default())
+            .ctx(|| format!("write {}", path.display()))
     }
 
     fn cmd(&self) -> Command {
@@ -114,46 +128,87 @@ impl Runc {
 
     /// `runc run` in the foreground: the child's exit is the container's exit.
     pub fn run(&self, id: &str, bundle: &Path, log: &Path) -> Result<Child> {
-        let out = std::fs::OpenOptions::new().create(true).append(true).open(log).ctx(|| format!("open {}", log.display()))?;
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .ctx(|| format!("open {}", log.display()))?;
         let err = out.try_clone().ctx(|| "dup log".into())?;
         let mut c = self.cmd();
         c.args(["run", "--no-new-keyring", "--bundle"]).arg(bundle).arg(id);
         c.stdin(Stdio::null()).stdout(out).stderr(err).kill_on_drop(false);
         die_with_parent(&mut c);
-        c.spawn().ctx(|| "start runc (is Debian's runc installed? make kube-tools installs it)".into())
+        c.spawn()
+            .ctx(|| "start runc (is Debian's runc installed? make kube-tools installs it)".into())
     }
 
     pub async fn kill(&self, id: &str, signal: &str) {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), self.cmd().args(["kill", id, signal]).output()).await;
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            self.cmd().args(["kill", id, signal]).output(),
+        )
+        .await;
     }
 
     pub async fn delete(&self, id: &str) {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), self.cmd().args(["delete", "--force", id]).output()).await;
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            self.cmd().args(["delete", "--force", id]).output(),
+        )
+        .await;
     }
 
     /// The container's init pid on the host (for SIGSTOP by a test, and its /proc).
     pub async fn pid(&self, id: &str) -> Option<i32> {
-        let out = tokio::time::timeout(std::time::Duration::from_secs(10), self.cmd().args(["state", id]).output()).await.ok()?.ok()?;
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            self.cmd().args(["state", id]).output(),
+        )
+        .await
+        .ok()?
+        .ok()?;
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
         v["pid"].as_i64().map(|p| p as i32).filter(|p| *p > 0)
     }
 
     /// `runc exec` as the container's user, stdio piped.
-    pub fn exec(&self, id: &str, uid: u32, gid: u32, groups: &[u32], cmd: &[String], stdin: bool) -> Result<Child> {
+    pub fn exec(
+        &self,
+        id: &str,
+        uid: u32,
+        gid: u32,
+        groups: &[u32],
+        cmd: &[String],
+        stdin: bool,
+    ) -> Result<Child> {
         let mut c = self.cmd();
         c.args(["exec", "--user", &format!("{uid}:{gid}")]);
         for g in groups {
             c.args(["--additional-gids", &g.to_string()]);
         }
         c.arg(id).args(cmd);
-        c.stdin(if stdin { Stdio::piped() } else { Stdio::null() }).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        c.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
         die_with_parent(&mut c);
         c.spawn().map_err(|e| Error::Command(format!("runc exec: {e}")))
     }
 
     /// Every container this run's runc root knows (for a cleanup after a killed run).
     pub async fn list(&self) -> Vec<String> {
-        let Ok(Ok(out)) = tokio::time::timeout(std::time::Duration::from_secs(10), self.cmd().args(["list", "-q"]).output()).await else { return vec![] };
-        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).filter(|l| !l.is_empty()).collect()
+        let Ok(Ok(out)) = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            self.cmd().args(["list", "-q"]).output(),
+        )
+        .await
+        else {
+            return vec![];
+        };
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .filter(|l| !l.is_empty())
+            .collect()
     }
 }

@@ -30,23 +30,41 @@ fn entry(sh: &Shared, ns: &str, pod: &str, c: &str) -> Option<ContainerEntry> {
     sh.registry.lock().ok()?.get(&(ns.to_string(), pod.to_string(), c.to_string())).cloned()
 }
 
-async fn exec(State(sh): State<Arc<Shared>>, Path((ns, pod, c)): Path<(String, String, String)>, RawQuery(q): RawQuery, ws: WebSocketUpgrade) -> Response {
+async fn exec(
+    State(sh): State<Arc<Shared>>,
+    Path((ns, pod, c)): Path<(String, String, String)>,
+    RawQuery(q): RawQuery,
+    ws: WebSocketUpgrade,
+) -> Response {
     let q = query(&q);
     let Some(target) = entry(&sh, &ns, &pod, &c).and_then(|e| e.exec) else {
-        return (StatusCode::NOT_FOUND, format!("container {c} of pod {ns}/{pod} is not running on this node")).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            format!("container {c} of pod {ns}/{pod} is not running on this node"),
+        )
+            .into_response();
     };
-    let cmd: Vec<String> = q.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
+    let cmd: Vec<String> =
+        q.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.clone()).collect();
     let (stdin, stdout, stderr) = (flag(&q, "input"), flag(&q, "output"), flag(&q, "error"));
-    ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"]).on_upgrade(move |socket| run_exec(socket, target, cmd, stdin, stdout, stderr))
+    ws.protocols(["v5.channel.k8s.io", "v4.channel.k8s.io"])
+        .on_upgrade(move |socket| run_exec(socket, target, cmd, stdin, stdout, stderr))
 }
 
-async fn exec_uid(st: State<Arc<Shared>>, Path((ns, pod, _uid, c)): Path<(String, String, String, String)>, q: RawQuery, ws: WebSocketUpgrade) -> Response {
+async fn exec_uid(
+    st: State<Arc<Shared>>,
+    Path((ns, pod, _uid, c)): Path<(String, String, String, String)>,
+    q: RawQuery,
+    ws: WebSocketUpgrade,
+) -> Response {
     exec(st, Path((ns, pod, c)), q, ws).await
 }
 
 fn status_json(code: Option<i32>, err: Option<String>) -> Vec<u8> {
     let v = match (code, err) {
-        (_, Some(e)) => serde_json::json!({"metadata": {}, "status": "Failure", "message": e, "reason": "InternalError"}),
+        (_, Some(e)) => {
+            serde_json::json!({"metadata": {}, "status": "Failure", "message": e, "reason": "InternalError"})
+        }
         (Some(0), None) => serde_json::json!({"metadata": {}, "status": "Success"}),
         (c, None) => {
             let c = c.unwrap_or(1);
@@ -59,7 +77,14 @@ fn status_json(code: Option<i32>, err: Option<String>) -> Vec<u8> {
     out
 }
 
-async fn run_exec(socket: WebSocket, t: super::ExecTarget, cmd: Vec<String>, stdin: bool, want_out: bool, want_err: bool) {
+async fn run_exec(
+    socket: WebSocket,
+    t: super::ExecTarget,
+    cmd: Vec<String>,
+    stdin: bool,
+    want_out: bool,
+    want_err: bool,
+) {
     let (mut sink, mut stream) = socket.split();
     let (wtx, mut wrx) = mpsc::channel::<Vec<u8>>(64);
     let writer = tokio::spawn(async move {
@@ -69,7 +94,12 @@ async fn run_exec(socket: WebSocket, t: super::ExecTarget, cmd: Vec<String>, std
             }
         }
         // A normal closure (1000): client-go reads a close without a status code (1005) as an error.
-        let _ = sink.send(Message::Close(Some(axum::extract::ws::CloseFrame { code: 1000, reason: "".into() }))).await;
+        let _ = sink
+            .send(Message::Close(Some(axum::extract::ws::CloseFrame {
+                code: 1000,
+                reason: "".into(),
+            })))
+            .await;
     });
     let mut child = match t.runc.exec(&t.id, t.uid, t.gid, &t.groups, &cmd, stdin) {
         Ok(c) => c,
@@ -81,7 +111,24 @@ async fn run_exec(socket: WebSocket, t: super::ExecTarget, cmd: Vec<String>, std
         }
     };
     let mut pumps = Vec::new();
-    for (chan, pipe, want) in [(1u8, child.stdout.take().map(|p| Box::new(p) as Box<dyn tokio::io::AsyncRead + Send + Unpin>), want_out), (2u8, child.stderr.take().map(|p| Box::new(p) as Box<dyn tokio::io::AsyncRead + Send + Unpin>), want_err)] {
+    for (chan, pipe, want) in [
+        (
+            1u8,
+            child
+                .stdout
+                .take()
+                .map(|p| Box::new(p) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+            want_out,
+        ),
+        (
+            2u8,
+            child
+                .stderr
+                .take()
+                .map(|p| Box::new(p) as Box<dyn tokio::io::AsyncRead + Send + Unpin>),
+            want_err,
+        ),
+    ] {
         let Some(mut pipe) = pipe else { continue };
         let wtx = wtx.clone();
         pumps.push(tokio::spawn(async move {
@@ -123,7 +170,8 @@ async fn run_exec(socket: WebSocket, t: super::ExecTarget, cmd: Vec<String>, std
             }
         }
     });
-    let code = match tokio::time::timeout(std::time::Duration::from_secs(3600), child.wait()).await {
+    let code = match tokio::time::timeout(std::time::Duration::from_secs(3600), child.wait()).await
+    {
         Ok(Ok(st)) => st.code(),
         _ => {
             let _ = child.kill().await;
@@ -139,20 +187,35 @@ async fn run_exec(socket: WebSocket, t: super::ExecTarget, cmd: Vec<String>, std
     let _ = writer.await;
 }
 
-async fn logs(State(sh): State<Arc<Shared>>, Path((ns, pod, c)): Path<(String, String, String)>, RawQuery(q): RawQuery) -> Response {
+async fn logs(
+    State(sh): State<Arc<Shared>>,
+    Path((ns, pod, c)): Path<(String, String, String)>,
+    RawQuery(q): RawQuery,
+) -> Response {
     let q = query(&q);
     let Some(e) = entry(&sh, &ns, &pod, &c) else {
-        return (StatusCode::NOT_FOUND, format!("container {c} of pod {ns}/{pod} is not on this node")).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            format!("container {c} of pod {ns}/{pod} is not on this node"),
+        )
+            .into_response();
     };
     let path = if flag(&q, "previous") {
         match e.previous_log {
             Some(p) => p,
-            None => return (StatusCode::BAD_REQUEST, format!("previous terminated container \"{c}\" in pod \"{pod}\" not found")).into_response(),
+            None => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("previous terminated container \"{c}\" in pod \"{pod}\" not found"),
+                )
+                    .into_response();
+            }
         }
     } else {
         e.log
     };
-    let tail: Option<usize> = q.iter().find(|(k, _)| k == "tailLines").and_then(|(_, v)| v.parse().ok());
+    let tail: Option<usize> =
+        q.iter().find(|(k, _)| k == "tailLines").and_then(|(_, v)| v.parse().ok());
     let text = std::fs::read(&path).unwrap_or_default();
     let start = match tail {
         Some(n) => {
@@ -178,37 +241,61 @@ async fn logs(State(sh): State<Arc<Shared>>, Path((ns, pod, c)): Path<(String, S
     }
     // Follow: the file as it grows, until the container instance changes or goes.
     let offset = text.len() as u64;
-    let stream = futures::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) }).chain(futures::stream::unfold((offset, sh, ns, pod, c, path), |(off, sh, ns, pod, c, path)| async move {
-        loop {
-            tokio::time::sleep(std::time::Duration::from_millis(250)).await;
-            let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-            if len > off {
-                let mut f = tokio::fs::File::open(&path).await.ok()?;
-                use tokio::io::AsyncSeekExt;
-                f.seek(std::io::SeekFrom::Start(off)).await.ok()?;
-                let mut buf = vec![0u8; (len - off) as usize];
-                f.read_exact(&mut buf).await.ok()?;
-                return Some((Ok(Bytes::from(buf)), (len, sh, ns, pod, c, path)));
+    let stream = futures::stream::once(
+        async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) },
+    )
+    .chain(futures::stream::unfold(
+        (offset, sh, ns, pod, c, path),
+        |(off, sh, ns, pod, c, path)| async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+                if len > off {
+                    let mut f = tokio::fs::File::open(&path).await.ok()?;
+                    use tokio::io::AsyncSeekExt;
+                    f.seek(std::io::SeekFrom::Start(off)).await.ok()?;
+                    let mut buf = vec![0u8; (len - off) as usize];
+                    f.read_exact(&mut buf).await.ok()?;
+                    return Some((Ok(Bytes::from(buf)), (len, sh, ns, pod, c, path)));
+                }
+                let still = entry(&sh, &ns, &pod, &c).is_some_and(|e| e.log == path);
+                if !still {
+                    return None;
+                }
             }
-            let still = entry(&sh, &ns, &pod, &c).is_some_and(|e| e.log == path);
-            if !still {
-                return None;
-            }
-        }
-    }));
+        },
+    ));
     axum::body::Body::from_stream(stream).into_response()
 }
 
-pub fn tls_config(cert: &std::path::Path, key: &std::path::Path, ca_pem: &str) -> Result<rustls::ServerConfig> {
-    let bad = |what: &str, e: &dyn std::fmt::Display| Error::Command(format!("kubelet TLS {what}: {e}"));
-    let certs: Vec<_> = rustls_pemfile::certs(&mut std::io::BufReader::new(std::fs::File::open(cert).ctx(|| format!("open {}", cert.display()))?)).collect::<std::result::Result<_, _>>().map_err(|e| bad("certificate", &e))?;
-    let key = rustls_pemfile::private_key(&mut std::io::BufReader::new(std::fs::File::open(key).ctx(|| format!("open {}", key.display()))?)).map_err(|e| bad("key", &e))?.ok_or_else(|| Error::Command("kubelet TLS: no key".into()))?;
+pub fn tls_config(
+    cert: &std::path::Path,
+    key: &std::path::Path,
+    ca_pem: &str,
+) -> Result<rustls::ServerConfig> {
+    let bad =
+        |what: &str, e: &dyn std::fmt::Display| Error::Command(format!("kubelet TLS {what}: {e}"));
+    let certs: Vec<_> = rustls_pemfile::certs(&mut std::io::BufReader::new(
+        std::fs::File::open(cert).ctx(|| format!("open {}", cert.display()))?,
+    ))
+    .collect::<std::result::Result<_, _>>()
+    .map_err(|e| bad("certificate", &e))?;
+    let key = rustls_pemfile::private_key(&mut std::io::BufReader::new(
+        std::fs::File::open(key).ctx(|| format!("open {}", key.display()))?,
+    ))
+    .map_err(|e| bad("key", &e))?
+    .ok_or_else(|| Error::Command("kubelet TLS: no key".into()))?;
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls_pemfile::certs(&mut ca_pem.as_bytes()) {
         roots.add(c.map_err(|e| bad("CA", &e))?).map_err(|e| bad("CA", &e))?;
     }
-    let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots)).build().map_err(|e| bad("client verifier", &e))?;
-    let mut cfg = rustls::ServerConfig::builder().with_client_cert_verifier(verifier).with_single_cert(certs, key).map_err(|e| bad("config", &e))?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+        .build()
+        .map_err(|e| bad("client verifier", &e))?;
+    let mut cfg = rustls::ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(certs, key)
+        .map_err(|e| bad("config", &e))?;
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(cfg)
 }
@@ -221,17 +308,24 @@ pub async fn serve(sh: Arc<Shared>, addr: SocketAddr, tls: rustls::ServerConfig)
         .route("/exec/{ns}/{pod}/{uid}/{container}", get(exec_uid).post(exec_uid))
         .route("/containerLogs/{ns}/{pod}/{container}", get(logs))
         .with_state(sh);
-    let listener = tokio::net::TcpListener::bind(addr).await.ctx(|| format!("kubelet: bind {addr}"))?;
+    let listener =
+        tokio::net::TcpListener::bind(addr).await.ctx(|| format!("kubelet: bind {addr}"))?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     loop {
         let Ok((tcp, _)) = listener.accept().await else { continue };
         let (acceptor, app) = (acceptor.clone(), app.clone());
         tokio::spawn(async move {
-            let Ok(Ok(tls)) = tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp)).await else { return };
+            let Ok(Ok(tls)) =
+                tokio::time::timeout(std::time::Duration::from_secs(10), acceptor.accept(tcp))
+                    .await
+            else {
+                return;
+            };
             let svc = hyper_util::service::TowerToHyperService::new(app);
-            let _ = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
-                .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), svc)
-                .await;
+            let _ =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new())
+                    .serve_connection_with_upgrades(hyper_util::rt::TokioIo::new(tls), svc)
+                    .await;
         });
     }
 }
