@@ -5,6 +5,7 @@
 //!    leaderwatch uses.
 //! 2. One round (metrics + health + Status RPC per member, and without metrics) against
 //!    real local clusters of 3, 5 and 7 members: CPU of this process per round, latency.
+//!
 //! CPU is getrusage(RUSAGE_SELF) user+sys, so it includes tokio and TLS-free HTTP/gRPC.
 //! Goals: the cost per member flat from 3 to 7 members (7-member cost per member within
 //! 1.2x of the 3-member one). Appends its figures to $BENCH_SUMMARY when set.

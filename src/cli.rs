@@ -147,7 +147,7 @@ pub const MIN_IDLE_OVERRIDE: &str = "LEADERWATCH_TEST_MIN_IDLE";
 
 /// Replace `measure`'s `--idle` and `--settle` whatever the command line says: the
 /// in-cluster Job test runs deploy/k8s/leaderwatch/job-measure.yaml, whose arguments say
-/// `--idle=20m --settle=5m`, with these in its environment (tests/in_cluster.rs). No
+/// `--idle=20m --settle=5m`, with these in its environment (tests/lab/in_cluster.rs). No
 /// manifest sets them; a run that used them says so on stderr, and baseline.json holds the
 /// windows' real lengths.
 pub const IDLE_OVERRIDE: &str = "LEADERWATCH_TEST_IDLE";

@@ -225,7 +225,9 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
         a.baselines.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
     match (a.update, a.format.as_deref()) {
         (Some(readme), _) => {
-            let changed = leaderwatch::io::readme::update(&readme, &baselines)?;
+            let changed = leaderwatch::io::readme::rewrite(&readme, |text, dir| {
+                leaderwatch::render::report::updated(text, dir, &baselines)
+            })?;
             eprintln!(
                 "{}: {}",
                 readme.display(),

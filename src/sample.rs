@@ -159,7 +159,7 @@ async fn sample_until_stopped(
         if cfg.duration.is_some_and(|d| started.mono.elapsed() >= d) {
             return Ok(EndedBy::Duration);
         }
-        sampler.set_with_metrics(sampler.next_index() % cfg.metrics_every.max(1) == 0);
+        sampler.set_with_metrics(sampler.next_index().is_multiple_of(cfg.metrics_every.max(1)));
         let round = tokio::select! {
             biased;
             _ = &mut shutdown => return Ok(EndedBy::Signal),

@@ -1,7 +1,7 @@
 """make test: executes notebooks/baseline.ipynb headless (nbclient) on every committed run
 under data/, fails on any cell error or a missing figure, and checks that the committed
 notebook carries no outputs."""
-import os, pathlib, sys, tempfile
+import os, pathlib, subprocess, sys, tempfile
 import nbformat
 from nbclient import NotebookClient
 
@@ -12,7 +12,10 @@ for cell in nb_text.cells:
     if cell.cell_type == "code" and (cell.get("outputs") or cell.get("execution_count")):
         sys.exit(f"{path}: committed with outputs; strip them (regenerate with notebooks/make_notebook.py)")
 
-runs = sorted(p.parent for p in (root / "data").glob("*/baseline.json"))
+# The committed runs only (git ls-files), never one a user recorded into data/ since.
+listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "data/*/baseline.json"],
+                        check=True, capture_output=True).stdout.decode()
+runs = sorted((root / p).parent for p in listed.split("\0") if p)
 if not runs:
     sys.exit("no committed run under data/ to execute the notebook on")
 for run in runs:

@@ -9,6 +9,7 @@ use crate::kubelet::{self, Kubelet, Shared};
 use crate::net::{self, Network};
 use crate::nodes::{self, NodeSpec};
 use crate::pki::Pki;
+use crate::registry::{self, alive};
 use crate::storage::{self, Provisioner};
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
@@ -98,10 +99,6 @@ pub fn state_path(dir: &Path) -> PathBuf {
 
 pub fn read_state(dir: &Path) -> Option<State> {
     serde_json::from_slice(&std::fs::read(state_path(dir)).ok()?).ok()
-}
-
-pub fn alive(pid: u32) -> bool {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
 }
 
 fn random_id() -> String {
@@ -426,46 +423,6 @@ async fn surge_on_cordon(client: Client, kits: Vec<NodeKit>, shared: Arc<Shared>
 fn write_state(dir: &Path, state: &State) -> Result<()> {
     let s = serde_json::to_vec_pretty(state).map_err(|e| Error::Command(format!("state: {e}")))?;
     std::fs::write(state_path(dir), s).ctx(|| "write state.json".into())
-}
-
-/// Live clusters by run id (`/run/lw-lab/<id>`, holding the pid), so that a second cluster
-/// on the machine (a test beside `make kube-up`) does not take the first one's network
-/// names for leftovers, and `down` never removes a live cluster's.
-pub mod registry {
-    use crate::error::{IoContext, Result};
-    use std::path::PathBuf;
-
-    fn dir() -> PathBuf {
-        PathBuf::from("/run/lw-lab")
-    }
-
-    pub fn register(id: &str, pid: u32) -> Result<()> {
-        std::fs::create_dir_all(dir()).ctx(|| "create /run/lw-lab".into())?;
-        std::fs::write(dir().join(id), pid.to_string()).ctx(|| format!("write /run/lw-lab/{id}"))
-    }
-
-    pub fn unregister(id: &str) {
-        let _ = std::fs::remove_file(dir().join(id));
-    }
-
-    /// Forgets every id registered by `pid`.
-    pub fn unregister_pid(pid: u32) {
-        for e in std::fs::read_dir(dir()).into_iter().flatten().flatten() {
-            if std::fs::read_to_string(e.path()).ok().and_then(|s| s.trim().parse::<u32>().ok())
-                == Some(pid)
-            {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
-
-    /// True when `id` belongs to a cluster whose harness is alive.
-    pub fn live(id: &str) -> bool {
-        std::fs::read_to_string(dir().join(id))
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok())
-            .is_some_and(super::alive)
-    }
 }
 
 /// Every node Ready and without the not-ready taint the node-lifecycle controller lifts.

@@ -13,6 +13,7 @@ mod net;
 mod nodes;
 mod pki;
 mod proc;
+mod registry;
 mod sitting;
 mod storage;
 
@@ -155,7 +156,7 @@ fn run(cli: Cli) -> Result<()> {
                 Ok(())
             }
             Cmd::Status => match lab::read_state(&opts.dir) {
-                Some(s) if lab::alive(s.pid) => {
+                Some(s) if registry::alive(s.pid) => {
                     println!(
                         "running (pid {}): API server {}, KUBECONFIG={}",
                         s.pid,
@@ -323,12 +324,12 @@ fn detach(opts: &lab::Options) -> Result<()> {
 
 async fn down(opts: &lab::Options) {
     if let Some(s) = lab::read_state(&opts.dir)
-        && lab::alive(s.pid)
+        && registry::alive(s.pid)
     {
         let pid = nix::unistd::Pid::from_raw(s.pid as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let start = std::time::Instant::now();
-        while lab::alive(s.pid) && start.elapsed() < std::time::Duration::from_secs(90) {
+        while registry::alive(s.pid) && start.elapsed() < std::time::Duration::from_secs(90) {
             tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         }
         println!("lw-lab: stopped the cluster (pid {})", s.pid);

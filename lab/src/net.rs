@@ -32,7 +32,7 @@ pub fn ours(name: &str) -> bool {
 
 /// Ours, and not of a cluster that is still running.
 fn left_over(name: &str) -> bool {
-    ours(name) && !crate::lab::registry::live(&name[2..6])
+    ours(name) && !crate::registry::live(&name[2..6])
 }
 
 /// Network namespaces and links that a run of this harness left behind.

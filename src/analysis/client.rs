@@ -70,10 +70,10 @@ impl WriteTrail {
     pub fn trim(&mut self, keep_s: f64) {
         let Some(newest) = self.oks.back().copied() else { return };
         while self.oks.len() > 1 && self.oks.front().is_some_and(|t| t.secs_to(&newest) > keep_s) {
-            if let Some(old) = self.oks.pop_front() {
-                if old.mono > self.from.mono {
-                    self.from = old;
-                }
+            if let Some(old) = self.oks.pop_front()
+                && old.mono > self.from.mono
+            {
+                self.from = old;
             }
         }
     }

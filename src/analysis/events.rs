@@ -140,14 +140,14 @@ impl Tracker {
         }
 
         if let Some(m) = o.metrics.ok() {
-            if let (Some(prev), Some(now)) = (last.counter, m.leader_changes_seen_total) {
-                if let Some(why) = reset_between(prev, last.start_time, now, m.process_start_time) {
-                    let why = match why {
-                        Reset::Restarted => "process start time changed",
-                        Reset::Dropped => "counter dropped",
-                    };
-                    out.push(ev("counter_reset", format!("{prev} -> {now} ({why})")));
-                }
+            if let (Some(prev), Some(now)) = (last.counter, m.leader_changes_seen_total)
+                && let Some(why) = reset_between(prev, last.start_time, now, m.process_start_time)
+            {
+                let why = match why {
+                    Reset::Restarted => "process start time changed",
+                    Reset::Dropped => "counter dropped",
+                };
+                out.push(ev("counter_reset", format!("{prev} -> {now} ({why})")));
             }
             let restarted =
                 crate::analysis::counts::restarted(last.start_time, m.process_start_time);

@@ -142,10 +142,10 @@ impl Extractor {
             if let Some((peer, le, v)) = std::str::from_utf8(line).ok().and_then(bucket_line) {
                 self.buckets.entry((family, peer.to_owned())).or_default().push((le, v));
             }
-        } else if WANTED.iter().any(|w| w.as_bytes() == name) {
-            if let Ok(text) = std::str::from_utf8(line) {
-                self.wanted.push(text.to_owned());
-            }
+        } else if WANTED.iter().any(|w| w.as_bytes() == name)
+            && let Ok(text) = std::str::from_utf8(line)
+        {
+            self.wanted.push(text.to_owned());
         }
     }
 

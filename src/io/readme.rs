@@ -1,22 +1,24 @@
-//! `report --update README.md`: the rendered tables spliced between the README's markers,
-//! written atomically; the file is left alone when nothing changed.
+//! `report --update README.md`: the README read, its new text made by the caller (render's
+//! [`crate::render::report::updated`]), and written atomically; the file is left alone when
+//! nothing changed. Only the file's I/O lives here, so io never imports render.
 
 use std::path::Path;
 
 use crate::Error;
 use crate::io::record::write_atomic;
-use crate::model::rate::BaselineFile;
-use crate::render::report::{render, splice};
 
-/// `report --update README.md`: splices the tables in, atomically. Returns whether the
-/// file changed.
-pub fn update(readme: &Path, baselines: &[BaselineFile]) -> Result<bool, Error> {
+/// Rewrites `readme` with `new_text(text, its directory)` (the directory the README's
+/// links are relative to), atomically. Returns whether the file changed; an `Err` of
+/// `new_text` (e.g. no markers) is one line naming the file.
+pub fn rewrite(
+    readme: &Path,
+    new_text: impl FnOnce(&str, &Path) -> Result<String, String>,
+) -> Result<bool, Error> {
     let text = std::fs::read_to_string(readme)
         .map_err(|e| Error::Usage(format!("{}: {e}", readme.display())))?;
     let dir = readme.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let table = render(baselines, Some(dir));
     let new =
-        splice(&text, &table).map_err(|e| Error::Usage(format!("{}: {e}", readme.display())))?;
+        new_text(&text, dir).map_err(|e| Error::Usage(format!("{}: {e}", readme.display())))?;
     if new == text {
         return Ok(false);
     }

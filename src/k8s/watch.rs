@@ -87,10 +87,10 @@ impl PodTracker {
                 PodView { uid: new.uid.clone(), ..PodView::default() }
             }
         };
-        if new.node != old.node {
-            if let Some(n) = &new.node {
-                out.push(self.ev(&name, "pod_scheduled", format!("node {n}")));
-            }
+        if new.node != old.node
+            && let Some(n) = &new.node
+        {
+            out.push(self.ev(&name, "pod_scheduled", format!("node {n}")));
         }
         if new.phase != old.phase {
             out.push(self.ev(&name, "pod_phase", new.phase.clone().unwrap_or_default()));

@@ -530,9 +530,9 @@ fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> V
         let first = format!("{} ({})", d.target, d.role());
         let elections = c.elections.map_or_else(|| "—".to_owned(), |e| e.to_string());
         let changes = format!(
-            "{} / {}",
+            "{} / {:.0}",
             c.raw_sum.map_or_else(|| "—".to_owned(), |r| format!("{r:.0}")),
-            format!("{:.0}", c.reset_aware_increase)
+            c.reset_aware_increase
         );
         let causes = if c.causes.is_empty() {
             "none".to_owned()
@@ -588,6 +588,12 @@ pub fn print_result(f: &BaselineFile) {
     );
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
+}
+
+/// `report --update`: `readme`'s text with the tables of `baselines` between its markers,
+/// links relative to `dir` (the README's directory). Idempotent.
+pub fn updated(readme: &str, dir: &Path, baselines: &[BaselineFile]) -> Result<String, String> {
+    splice(readme, &render(baselines, Some(dir)))
 }
 
 /// Replaces what is between the markers in `readme` with `table`. Idempotent.

@@ -223,10 +223,10 @@ async fn authz(s: &Shared, group: &str, resource: &str, verb: &str) -> Option<Re
         return deny(resource);
     }
     let rule = (group.to_owned(), resource.to_owned(), verb.to_owned());
-    if let Some(rules) = &g.rules {
-        if !rules.contains(&rule) {
-            return deny(resource);
-        }
+    if let Some(rules) = &g.rules
+        && !rules.contains(&rule)
+    {
+        return deny(resource);
     }
     g.used.insert(rule);
     None

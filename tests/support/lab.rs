@@ -1,5 +1,5 @@
-//! A running lw-lab cluster for the tests on the real control plane (tests/kube_lab.rs,
-//! tests/in_cluster.rs): start, dlock deployed as a user deploys it, kubectl as the admin,
+//! A running lw-lab cluster for the tests on the real control plane (tests/lab/kube.rs,
+//! tests/lab/in_cluster.rs): start, dlock deployed as a user deploys it, kubectl as the admin,
 //! a kubeconfig for leaderwatch's ServiceAccount, the audit log, teardown on drop.
 #![allow(dead_code)]
 

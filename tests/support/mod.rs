@@ -4,7 +4,7 @@
 //! manifests, and readers for the run directory. Each test binary uses a part of it.
 #![allow(dead_code)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -62,6 +62,57 @@ pub fn repo(rel: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
 }
 
+/// The run directories committed under data/ (each `data/<run>/` git tracks a file in),
+/// sorted: exactly those, never a run a user recorded there since (regression: `make
+/// rehearse` before `make test` wrote data/rehearsal-leader-sigterm-<now>/ and changed what
+/// the tests counted).
+pub fn committed_runs() -> Vec<PathBuf> {
+    let o = std::process::Command::new("git")
+        .current_dir(repo(""))
+        .args(["ls-files", "-z", "--", "data/"])
+        .output()
+        .expect("git ls-files: the tests read the committed runs from git");
+    assert!(o.status.success(), "git ls-files data/: {}", String::from_utf8_lossy(&o.stderr));
+    let mut runs = std::collections::BTreeSet::new();
+    for file in o.stdout.split(|b| *b == 0).filter_map(|p| std::str::from_utf8(p).ok()) {
+        let parts: Vec<&str> = file.split('/').collect();
+        if parts.len() >= 3 {
+            runs.insert(repo(&format!("data/{}", parts[1])));
+        }
+    }
+    assert!(!runs.is_empty(), "no committed run under data/ (git ls-files data/)");
+    runs.into_iter().collect()
+}
+
+/// The committed runs' baseline.json files (a sitting's; `sample` writes summary.json).
+pub fn committed_baselines() -> Vec<PathBuf> {
+    committed_runs().into_iter().map(|d| d.join("baseline.json")).filter(|p| p.is_file()).collect()
+}
+
+/// The committed runs whose directory name starts with `prefix` (e.g. "rehearsal-").
+pub fn committed_runs_named(prefix: &str) -> Vec<PathBuf> {
+    committed_runs()
+        .into_iter()
+        .filter(|d| d.file_name().is_some_and(|n| n.to_string_lossy().starts_with(prefix)))
+        .collect()
+}
+
+/// A copy of the committed runs in `<tmp>/data/`, for a command given the directory.
+pub fn committed_data_dir() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    for run in committed_runs() {
+        let to = tmp.path().join("data").join(run.file_name().expect("run name"));
+        std::fs::create_dir_all(&to).expect("mkdir");
+        for e in std::fs::read_dir(&run).expect("run dir") {
+            let p = e.expect("entry").path();
+            if p.is_file() {
+                std::fs::copy(&p, to.join(p.file_name().expect("name"))).expect("copy");
+            }
+        }
+    }
+    tmp
+}
+
 /// Every YAML document of the repository file `rel`.
 pub fn yaml_values(rel: &str) -> Vec<serde_yaml_ng::Value> {
     use serde::Deserialize;
@@ -109,7 +160,7 @@ pub fn selects(
 }
 
 /// The etcd version deploy/k8s/etcd/statefulset.yaml pins (its `app.kubernetes.io/version`
-/// label, which tests/manifests.rs holds equal to the image tag): what the local members
+/// label, which tests/check/manifests.rs holds equal to the image tag): what the local members
 /// run too (lab/go/etcd builds it), so a label like "local loopback, etcd X, 3 members" is
 /// checked against it, not against a copy of the number.
 pub fn pinned_etcd_version() -> String {
@@ -213,6 +264,9 @@ pub fn sample_rows_for<'a>(
 }
 pub mod fake_api;
 pub mod fake_member;
+pub mod lab;
+pub mod promtool;
+pub mod writer;
 
 /// What `deploy/image/build.sh` wrote into image.env (`make image`): the OCI layout, its
 /// tag, digest and sizes. LEADERWATCH_IMAGE_DIR overrides target/image.

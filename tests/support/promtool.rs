@@ -1,5 +1,5 @@
 //! `promtool test rules` on leaderwatch's alert rule over a recorded or synthetic election
-//! series. Included by `#[path]` (tests/alert_rule.rs, tests/kube_lab.rs).
+//! series. Included by `#[path]` (tests/check/alert_rule.rs, tests/lab/kube.rs).
 
 use std::path::Path;
 use std::process::{Command, Output};

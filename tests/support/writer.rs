@@ -3,7 +3,7 @@
 //! deadline on one client of every member, never waiting for the earlier ones. What it saw
 //! is the reference the canary's `write_unavailable_s` is held against.
 //!
-//! Used by tests/canary_vs_writer.rs (local members) and tests/kube_lab.rs (pods), each
+//! Used by tests/etcd/canary_vs_writer.rs (local members) and tests/lab/kube.rs (pods), each
 //! including this file by path.
 #![allow(dead_code)]
 

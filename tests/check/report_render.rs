@@ -214,15 +214,9 @@ fn rendering_is_deterministic_and_update_twice_changes_nothing() {
     let readme = dir.path().join("README.md");
     std::fs::write(&readme, format!("# x\n{}\nold\n{}\ntail\n", report::BEGIN, report::END))
         .expect("write");
-    assert!(
-        leaderwatch::io::readme::update(&readme, &[a.clone(), b.clone()]).expect("update"),
-        "first run writes"
-    );
+    assert!(update(&readme, &[a.clone(), b.clone()]), "first run writes");
     let once = std::fs::read_to_string(&readme).expect("read");
-    assert!(
-        !leaderwatch::io::readme::update(&readme, &[b, a]).expect("update"),
-        "second run changes nothing"
-    );
+    assert!(!update(&readme, &[b, a]), "second run changes nothing");
     assert_eq!(std::fs::read_to_string(&readme).expect("read"), once);
     let inside =
         &once[once.find(report::BEGIN).expect("begin")..once.find(report::END).expect("end")];
@@ -258,7 +252,7 @@ fn csv_and_compare_carry_the_health_figures_from_the_same_list() {
     let ms: Vec<Measurement> = measurements(&path, &b);
     let (headers, mut rows) =
         csv_rows(&report::render_csv(&[file(path.clone(), b.clone())]).expect("csv"));
-    // The residual rate's rows come last (window `quiet`, from rate.rs, tests/rate_cli.rs).
+    // The residual rate's rows come last (window `quiet`, from rate.rs, tests/check/rate_cli.rs).
     let rate_rows = rows.iter().filter(|r| r["window"] == "quiet").count();
     assert!(
         rate_rows >= 5 && rows.iter().rev().take(rate_rows).all(|r| r["label"] == "residual rate")
@@ -376,4 +370,10 @@ fn a_local_control_plane_sitting_leaves_the_gke_rows_not_yet_measured() {
     b.environment.description = "GKE Autopilot, dlock-gke, 3 members".into();
     let table = report::render(&[file(fixture("baseline-schema3-sigstop.json"), b)], None);
     assert!(!table.contains("not yet measured"), "a GKE baseline replaces them: {table}");
+}
+
+/// `report --update` as main.rs does it: the file's I/O, the text from render.
+fn update(readme: &Path, baselines: &[BaselineFile]) -> bool {
+    leaderwatch::io::readme::rewrite(readme, |text, dir| report::updated(text, dir, baselines))
+        .expect("update")
 }

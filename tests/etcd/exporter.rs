@@ -4,7 +4,7 @@
 //! (Debian's package) scraping it and answering a query. The last two need tools that
 //! `make deps` installs, so they are #[ignore]d here and run by `make test`.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,15 +3,14 @@
 //! beside it (Go's clientv3, a new Put every 50 ms with a 500 ms deadline, every member),
 //! for a leader crash (SIGKILL) and a leader's graceful stop (SIGTERM). The one-in-flight
 //! figure is never below it. The leader eviction on the real control plane is in
-//! tests/kube_lab.rs.
+//! tests/lab/kube.rs.
 //!
 //! Regression: with one op of each kind in flight and a 1 s deadline, the canary said 2.20 s
 //! on a leader SIGKILL where the independent writer saw 1.72 s, and 0.20 s on a SIGTERM
 //! where the writer saw 0.01 s.
 
-mod support;
-#[path = "support/writer.rs"]
-mod writer;
+use crate::support;
+use crate::support::writer;
 
 use std::sync::Arc;
 use std::time::Duration;

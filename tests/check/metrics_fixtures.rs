@@ -25,7 +25,7 @@ fn assert_common(m: &MemberMetrics, started: f64) {
 
 #[test]
 fn etcd_3_6_14_follower_page() {
-    let m = extract(&page("metrics-etcd-3.6.14.txt")).expect("a real etcd page");
+    let m = extract(page("metrics-etcd-3.6.14.txt")).expect("a real etcd page");
     assert_common(&m, STARTED_3_6_14);
     assert_eq!(m.has_leader, Some(true));
     assert_eq!(m.is_leader, Some(false));
@@ -36,7 +36,7 @@ fn etcd_3_6_14_follower_page() {
 
 #[test]
 fn etcd_3_6_14_leader_page() {
-    let m = extract(&page("metrics-etcd-3.6.14-leader.txt")).expect("a real etcd page");
+    let m = extract(page("metrics-etcd-3.6.14-leader.txt")).expect("a real etcd page");
     assert_common(&m, STARTED_3_6_14);
     assert_eq!((m.has_leader, m.is_leader), (Some(true), Some(true)));
     assert_eq!(m.wal_fsync_count, Some(13.0));
@@ -46,7 +46,7 @@ fn etcd_3_6_14_leader_page() {
 
 #[test]
 fn etcd_3_6_14_survivor_without_leader_page() {
-    let m = extract(&page("metrics-etcd-3.6.14-noleader.txt")).expect("a real etcd page");
+    let m = extract(page("metrics-etcd-3.6.14-noleader.txt")).expect("a real etcd page");
     assert_eq!(m.has_leader, Some(false));
     assert_eq!(m.is_leader, Some(false));
     // It lost its leader but learned no new one: the counter has not moved.
@@ -58,7 +58,7 @@ fn etcd_3_6_14_survivor_without_leader_page() {
 
 #[test]
 fn etcd_3_5_1_follower_page() {
-    let m = extract(&page("metrics-etcd-3.5.1.txt")).expect("a real etcd page");
+    let m = extract(page("metrics-etcd-3.5.1.txt")).expect("a real etcd page");
     assert_common(&m, STARTED_2026_11_29);
     assert_eq!(m.has_leader, Some(true));
     assert_eq!(m.is_leader, Some(false));
@@ -68,7 +68,7 @@ fn etcd_3_5_1_follower_page() {
 
 #[test]
 fn etcd_3_5_1_leader_page() {
-    let m = extract(&page("metrics-etcd-3.5.1-leader.txt")).expect("a real etcd page");
+    let m = extract(page("metrics-etcd-3.5.1-leader.txt")).expect("a real etcd page");
     assert_common(&m, STARTED_2026_11_29);
     assert_eq!(m.is_leader, Some(true));
     assert_eq!(m.wal_fsync_count, Some(14.0));
@@ -100,7 +100,7 @@ fn assert_health_families(m: &MemberMetrics, want: Families) {
 
 #[test]
 fn etcd_3_5_1_survivor_without_leader_page() {
-    let m = extract(&page("metrics-etcd-3.5.1-noleader.txt")).expect("a real etcd page");
+    let m = extract(page("metrics-etcd-3.5.1-noleader.txt")).expect("a real etcd page");
     assert_eq!(m.has_leader, Some(false));
     assert_eq!(m.is_leader, Some(false));
     assert_eq!(m.leader_changes_seen_total, Some(1.0));
@@ -108,7 +108,7 @@ fn etcd_3_5_1_survivor_without_leader_page() {
 
 #[test]
 fn etcd_3_4_23_debian_follower_page() {
-    let m = extract(&page("metrics-etcd-3.4.23.txt")).expect("a real etcd page");
+    let m = extract(page("metrics-etcd-3.4.23.txt")).expect("a real etcd page");
     assert_common(&m, STARTED_2026_11_29);
     assert_eq!(m.has_leader, Some(true));
     assert_eq!(m.is_leader, Some(false));

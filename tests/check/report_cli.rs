@@ -1,149 +1,9 @@
-//! `leaderwatch rehearse` end to end (real local etcd, short windows) and
-//! `leaderwatch report --update`.
-
-mod support;
+//! `leaderwatch report --update`, `report --format csv` and `compare` as a user runs them,
+//! on the committed runs and on small hand-made baselines.
 
 use std::path::Path;
 
-use support::{leaderwatch, one_cluster_at_a_time_blocking, pinned_etcd_version};
-
-/// The label of a rehearsal on the local members, which run the pinned etcd.
-fn local_label() -> String {
-    format!("local loopback, etcd {}, 3 members", pinned_etcd_version())
-}
-
-fn rehearse(target: &str, out: &Path) -> (serde_json::Value, String) {
-    let _one = one_cluster_at_a_time_blocking();
-    let o = leaderwatch()
-        .args([
-            "rehearse", "--idle", "5s", "--settle", "3s", "--down", "2s", "--target", target,
-            "--out",
-        ])
-        .arg(out)
-        .output()
-        .expect("run rehearse");
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert_eq!(o.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&o.stderr));
-    let b =
-        serde_json::from_slice(&std::fs::read(out.join("baseline.json")).expect("baseline.json"))
-            .expect("json");
-    (b, stdout)
-}
-
-fn window<'a>(b: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    b["windows"]
-        .as_array()
-        .and_then(|w| w.iter().find(|w| w["name"] == name))
-        .unwrap_or_else(|| panic!("window {name}"))
-}
-
-#[test]
-fn rehearse_leader_target_one_election_in_the_disruption_window() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (b, stdout) = rehearse("leader", dir.path());
-    assert_eq!(window(&b, "at_rest")["elections"], 0);
-    assert_eq!(window(&b, "disruption")["elections"], 1, "{b:#}");
-    assert_eq!(window(&b, "settle")["elections"], 0);
-    let d = &b["disruption"];
-    assert_eq!(d["target_was_leader"], true);
-    assert!(d["loss_to_healthy_s"].as_f64().is_some_and(|s| s > 0.0), "{d:#}");
-    assert_eq!(b["environment"]["kind"], "local");
-    // The printed table: three counts per window, labelled as a local loopback run.
-    assert!(
-        stdout.contains(
-            "| measurement | value | label | observation window | environment | source |"
-        ),
-        "{stdout}"
-    );
-    assert!(
-        stdout.contains("raw sum 3 → 5") && stdout.contains("elections (raft term) 1"),
-        "{stdout}"
-    );
-    assert!(stdout.contains(&local_label()), "{stdout}");
-    assert_eq!(b["environment"]["etcd_versions"], serde_json::json!([pinned_etcd_version()]));
-    assert!(stdout.contains("time from member loss to a healthy 3-member endpoint list"));
-    // The ground truth it knows, and how far the measured instants are from it.
-    let truth = d["ground_truth"].as_array().expect("ground truth");
-    assert!(
-        truth.iter().any(|t| t["kind"] == "sigterm_sent" && t["compared_with"] == "member_lost_at")
-    );
-    assert!(
-        truth.iter().any(|t| t["kind"] == "restarted" && t["measured_minus_truth_s"].is_number())
-    );
-}
-
-/// Regression: an interrupted rehearsal (exit 5) used to lose its "local loopback" label,
-/// which was added only after a complete sitting.
-#[test]
-fn an_interrupted_rehearsal_exits_5_with_a_labelled_incomplete_baseline() {
-    let _one = one_cluster_at_a_time_blocking();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let child = leaderwatch()
-        .args(["rehearse", "--idle", "60s", "--out"])
-        .arg(dir.path())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn rehearse");
-    // Wait for a few at_rest rounds, then SIGTERM (what `kubectl delete` or Ctrl-C sends).
-    let samples = dir.path().join("samples.csv");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while std::fs::read_to_string(&samples).map_or(0, |t| t.lines().count()) < 10 {
-        assert!(std::time::Instant::now() < deadline, "no rounds written");
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM");
-    let o = child.wait_with_output().expect("wait");
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(5), "{err}");
-    assert!(
-        err.lines().last().is_some_and(|l| l.contains("interrupted by a signal during at_rest")),
-        "{err}"
-    );
-    let b: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(dir.path().join("baseline.json")).expect("baseline.json"),
-    )
-    .expect("json");
-    assert_eq!(b["status"], "incomplete");
-    assert_eq!(b["environment"]["description"], local_label().as_str());
-    assert_eq!(
-        b["environment"]["timing_source"].as_str().map(|s| s.starts_with("rehearse flags")),
-        Some(true)
-    );
-    assert_eq!(window(&b, "at_rest")["full_length"], false);
-}
-
-#[test]
-fn an_unknown_target_or_method_is_refused_before_any_cluster_starts() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("run");
-    for args in [["--target", "m9"], ["--method", "sigint"]] {
-        let o = leaderwatch()
-            .arg("rehearse")
-            .args(args)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .expect("rehearse");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(args[1]), "{args:?}: {err}");
-        assert!(!out.exists(), "{args:?}: nothing started");
-    }
-}
-
-#[test]
-fn rehearse_follower_target_no_election_and_the_restart_is_a_reset() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let (b, _) = rehearse("follower", dir.path());
-    for w in b["windows"].as_array().expect("windows") {
-        assert_eq!(w["elections"], 0, "window {}", w["name"]);
-    }
-    let target = b["disruption"]["target"].as_str().expect("target").to_owned();
-    let m = &window(&b, "disruption")["leader_changes"]["per_member"][&target];
-    assert_eq!(m["resets"], 1, "{m}");
-    assert_eq!(m["increase"], 1.0, "the restarted member's new 1 counts from zero");
-}
+use crate::support::{self, leaderwatch};
 
 fn baseline_json() -> String {
     r#"{"schema_version":1,"tool_version":"0.1.0","run_id":"20261129T000000Z-0001",
@@ -248,39 +108,26 @@ fn report_bad_input_is_one_line_and_exit_2() {
 fn etcd_readme_table_is_rendered_from_the_committed_baselines() {
     // Regression guard: the figures in the README must come from files in data/, unedited.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut baselines = Vec::new();
-    for e in std::fs::read_dir(root.join("data")).expect("data/") {
-        let p = e.expect("entry").path().join("baseline.json");
-        if p.exists() {
-            let rel = p.strip_prefix(root).expect("under the crate").to_path_buf();
-            // Relative, as the README links them (the test runs in the crate root).
-            baselines.push(leaderwatch::io::read::baseline_file(&rel).expect("baseline"));
-        }
-    }
-    assert!(!baselines.is_empty(), "data/ holds at least one recorded rehearsal");
+    // Relative, as the README links them (the test runs in the crate root).
+    let baselines: Vec<_> = support::committed_baselines()
+        .iter()
+        .map(|p| p.strip_prefix(root).expect("under the crate").to_path_buf())
+        .map(|rel| leaderwatch::io::read::baseline_file(&rel).expect("baseline"))
+        .collect();
     let readme = std::fs::read_to_string(root.join("deploy/k8s/etcd/README.md")).expect("README");
     let table = leaderwatch::render::report::render(&baselines, Some(Path::new("deploy/k8s/etcd")));
     let want = leaderwatch::render::report::splice(&readme, &table).expect("markers");
     assert!(
         want == readme,
-        "deploy/k8s/etcd/README.md differs from `leaderwatch report data/*/baseline.json --update` (run it)"
+        "deploy/k8s/etcd/README.md differs from `leaderwatch report data/*/baseline.json --update` on the committed runs (run it)"
     );
 }
 
 /// The committed rehearsal `data/rehearsal-<kind>-<UTC time>` (e.g. kind `leader-sigterm`).
 fn committed(kind: &str) -> std::path::PathBuf {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
-    let prefix = format!("rehearsal-{kind}-2");
-    let mut found: Vec<_> = std::fs::read_dir(&data)
-        .expect("data/")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&prefix)))
-        .collect();
-    found.sort();
-    found
-        .pop()
-        .map(|p| p.join("baseline.json"))
-        .unwrap_or_else(|| panic!("a committed {kind} rehearsal"))
+    let mut found = support::committed_runs_named(&format!("rehearsal-{kind}-2"));
+    assert_eq!(found.len(), 1, "one committed {kind} rehearsal: {found:?}");
+    found.remove(0).join("baseline.json")
 }
 
 #[test]

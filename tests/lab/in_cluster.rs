@@ -20,9 +20,8 @@
 //! Ignored in plain `cargo test` (root, runc, umoci, `make kube-tools` and `make image`);
 //! `make test-in-cluster` (part of `make test`) runs it.
 
-#[path = "support/lab.rs"]
-mod lab;
-mod support;
+use crate::support;
+use crate::support::lab;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -373,12 +372,7 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     )
     .expect("yaml");
     let rules = dir.path().join("rules.yaml");
-    let committed: Vec<PathBuf> = std::fs::read_dir(repo().join("data"))
-        .expect("data")
-        .filter_map(|e| e.ok())
-        .map(|e| e.path().join("baseline.json"))
-        .filter(|p| p.is_file())
-        .collect();
+    let committed: Vec<PathBuf> = support::committed_baselines();
 
     // The sitting, in the cluster.
     let env = [

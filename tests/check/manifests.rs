@@ -3,7 +3,7 @@
 //! The manifests are deserialised into k8s-openapi types (unknown fields are caught by
 //! `kubernetes-validate --strict` in `make test-manifests`).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -640,4 +640,25 @@ fn issue2_pvc_template_is_not_a_shared_volume() {
     let name = pvc_template(&s).metadata.name.expect("template name");
     let vols = pod_spec(&s).volumes.unwrap_or_default();
     assert!(vols.iter().all(|v| v.name != name), "no pod volume shadows the claim template {name}");
+}
+
+#[test]
+fn one_kubernetes_version_across_the_lab_both_crates_and_the_validation() {
+    // lab/go/kube pins the control plane the tests run; k8s-openapi's feature in both crates
+    // and the Makefile's kubernetes-validate version follow its minor.
+    let gomod = std::fs::read_to_string(support::repo("lab/go/kube/go.mod")).expect("go.mod");
+    let pin = gomod
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("k8s.io/kubernetes v"))
+        .and_then(|v| v.split_whitespace().next())
+        .expect("k8s.io/kubernetes in lab/go/kube/go.mod");
+    let minor = pin.split('.').nth(1).expect("a minor");
+    let feature = format!("features = [\"v1_{minor}\"]");
+    for toml in ["Cargo.toml", "lab/Cargo.toml"] {
+        let text = std::fs::read_to_string(support::repo(toml)).expect("Cargo.toml");
+        let line = text.lines().find(|l| l.starts_with("k8s-openapi")).expect("k8s-openapi");
+        assert!(line.contains(&feature), "{toml}: {line} (lab/go/kube pins v{pin})");
+    }
+    let make = std::fs::read_to_string(support::repo("Makefile")).expect("Makefile");
+    assert!(make.contains("K8S_VERSION = 1.$(KUBE_MINOR).0"), "the Makefile derives K8S_VERSION");
 }

@@ -23,12 +23,9 @@ use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::SittingConfig;
 use serde_json::Value;
 
-#[path = "support/lab.rs"]
-mod lab;
-#[path = "support/promtool.rs"]
-mod promtool;
-#[path = "support/writer.rs"]
-mod writer;
+use crate::support::lab;
+use crate::support::promtool;
+use crate::support::writer;
 use lab::{Lab, repo};
 
 fn config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> MeasureConfig {

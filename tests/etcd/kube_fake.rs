@@ -1,11 +1,11 @@
 //! The Kubernetes side against the fake API server (tests/support/fake_api.rs), through
 //! the real kube client stack, with the fake driving a real local etcd cluster: only the
 //! faults and states a real control plane cannot be made to produce here, each test saying
-//! why. Everything else runs on the real one (tests/kube_lab.rs): the eviction, the leader
+//! why. Everything else runs on the real one (tests/lab/kube.rs): the eviction, the leader
 //! election it causes, the PDB refusing a NotReady member, the real RBAC, 410 Gone and API
 //! outages.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -163,7 +163,7 @@ async fn preflight_passes_and_each_criterion_fails_on_its_own() {
     }
 }
 /// Fake because: an API server that answers 403 to every request and one that closes its port
-/// mid-run; the real 403 of a missing Role verb is tested in tests/kube_lab.rs.
+/// mid-run; the real 403 of a missing Role verb is tested in tests/lab/kube.rs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forbidden_and_unreachable_api_are_one_clear_line_and_exit_6() {
     let _one = one_cluster_at_a_time().await;

@@ -9,7 +9,7 @@
 //! Ignored in plain `cargo test` (root, runc, umoci and the built image); `make test-image`
 //! (part of `make test`) builds the image and runs them.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

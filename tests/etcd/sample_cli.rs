@@ -1,7 +1,7 @@
 //! `leaderwatch sample` as a user runs it: the binary against a real local cluster, its
 //! files, clean ends on SIGTERM, reopening a run directory after a crash, bad input.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::{Child, Output};
@@ -174,137 +174,6 @@ async fn reopening_after_a_crash_repairs_the_torn_line_and_appends_a_new_run() {
     );
 }
 
-fn run_bad(args: &[&str]) -> (i32, String) {
-    let out = leaderwatch().args(args).output().expect("run");
-    let err = String::from_utf8_lossy(&out.stderr).into_owned();
-    (out.status.code().unwrap_or(-1), err)
-}
-
-#[test]
-fn bad_input_is_one_line_and_a_documented_exit_code() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("o");
-    let out = out.to_str().expect("utf8");
-    // A port already taken, for --metrics-addr.
-    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let taken = taken.local_addr().expect("addr").to_string();
-    let cases: [(&[&str], i32, &str); 11] = [
-        (&["measure", "--idle", "5m", "--out", out], 2, "at least 20m"),
-        (
-            &[
-                "rehearse",
-                "--target",
-                "m1",
-                "--idle",
-                "1s",
-                "--etcd-bin",
-                "/nonexistent/etcd",
-                "--out",
-                out,
-            ],
-            4,
-            "/nonexistent/etcd",
-        ),
-        (&["sample", "--endpoint", "m0", "--out", out], 2, "NAME=URL"),
-        (&["sample", "--endpoint", "m0=ftp://x:1", "--out", out], 2, "http:// or https://"),
-        (
-            &["sample", "--endpoint", "m0=http://127.0.0.1:1", "--interval", "soon", "--out", out],
-            2,
-            "not a duration",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=http://127.0.0.1:1",
-                "--metrics-interval",
-                "500ms",
-                "--out",
-                out,
-            ],
-            2,
-            "--metrics-interval 500ms is shorter than --interval 1s",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=http://127.0.0.1:1",
-                "--cert",
-                "/nonexistent.pem",
-                "--out",
-                out,
-            ],
-            2,
-            "--cert and --key",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=https://127.0.0.1:1",
-                "--cacert",
-                "/nonexistent.pem",
-                "--out",
-                out,
-            ],
-            2,
-            "/nonexistent.pem",
-        ),
-        (
-            &["sample", "--endpoint", "m0=http://127.0.0.1:1", "--retain", "12h", "--out", out],
-            2,
-            "keep at least 1d",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=http://127.0.0.1:1",
-                "--metrics-addr",
-                "localhost",
-                "--out",
-                out,
-            ],
-            2,
-            "--metrics-addr",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=http://127.0.0.1:1",
-                "--metrics-addr",
-                &taken,
-                "--out",
-                out,
-            ],
-            2,
-            "Address already in use",
-        ),
-    ];
-    for (args, code, needle) in cases {
-        let (got, err) = run_bad(args);
-        assert_eq!(got, code, "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!dir.path().join("o").exists(), "{args:?}: refused before anything was written");
-    }
-    // An --out that cannot be a directory: exit 3, naming the path.
-    let file = dir.path().join("plain-file");
-    std::fs::write(&file, "x").expect("write");
-    let (got, err) = run_bad(&[
-        "sample",
-        "--endpoint",
-        "m0=http://127.0.0.1:1",
-        "--out",
-        file.to_str().expect("utf8"),
-    ]);
-    assert_eq!(got, 3, "{err}");
-    assert!(err.contains("plain-file") && err.lines().count() == 1, "{err}");
-}
-
-/// `sample --canary` writes and reads into canary.csv and removes its key on a clean exit;
-/// killed with SIGKILL (no clean-up at all), its key is gone within the lease TTL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_canary_key_never_outlives_leaderwatch_by_more_than_its_ttl() {
     let f = cluster().await;

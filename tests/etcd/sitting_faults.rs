@@ -3,7 +3,7 @@
 //! phase, a restart that cannot start, a wall-clock step). Each must leave a baseline.json
 //! with every round measured up to that point.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! The measuring core against a real 3-member etcd cluster on 127.0.0.1 (etcd from
 //! ETCD_BIN / .tools / PATH; a missing binary fails the test, it never skips).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! comes from a member, one line and a documented exit code where it comes from the user;
 //! and a full disk, which must name the path and keep the rows already written.
 
-mod support;
+use crate::support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -138,26 +138,4 @@ async fn a_full_disk_names_the_path_exits_3_and_keeps_earlier_rows() {
     let _reopened = leaderwatch::io::record::RunDir::open(copy.path(), "check").expect("reopen");
     let rows = support::samples(copy.path()); // panics on any unparseable row
     assert_eq!(rows.len(), complete, "every complete row is intact");
-}
-
-#[test]
-fn a_bad_kubeconfig_is_one_line_and_exit_6() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let junk = dir.path().join("kubeconfig");
-    std::fs::write(&junk, "this: [is not a kubeconfig").expect("write");
-    for kc in [dir.path().join("missing"), junk] {
-        let o = support::leaderwatch()
-            .args(["preflight", "--kubeconfig"])
-            .arg(&kc)
-            .output()
-            .expect("run");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(6), "{err}");
-        assert!(
-            err.trim().lines().count() == 1
-                && err.contains("Kubernetes config")
-                && err.contains(&kc.display().to_string()),
-            "{err}"
-        );
-    }
 }

@@ -4,7 +4,7 @@
 //! the before outputs are in tests/fixtures/before-layers/ (recorded with the release
 //! binary of commit df1211f, 2026-12-01).
 
-mod support;
+use crate::support;
 
 use support::{leaderwatch, repo};
 

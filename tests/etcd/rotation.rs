@@ -3,7 +3,7 @@
 //! a restart a day later closes it first. No row is lost or written twice, every closed day
 //! is one gzip file, and files older than the retention are deleted whole.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;

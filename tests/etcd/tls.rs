@@ -1,7 +1,7 @@
 //! `--cacert/--cert/--key` on both sides (HTTP and gRPC) against a real etcd cluster
 //! serving clients over TLS with client-certificate auth.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

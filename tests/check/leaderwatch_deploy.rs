@@ -1,8 +1,8 @@
 //! deploy/k8s/leaderwatch: typed checks of the Job and the Deployment (security context,
-//! labels the etcd selectors can never match, arguments this binary accepts), and the
-//! log-marker retrieval of baseline.json.
+//! labels the etcd selectors can never match, arguments this binary accepts). The log-marker
+//! retrieval of baseline.json runs a rehearsal: tests/etcd/baseline_from_log.rs.
 
-mod support;
+use crate::support;
 
 use clap::Parser;
 use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
@@ -10,10 +10,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{PodSpec, PodTemplateSpec};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use std::process::Command;
 
 use support::selects;
-use support::{leaderwatch, repo, yaml_docs as docs};
+use support::yaml_docs as docs;
 
 fn job() -> Job {
     docs::<Job>("deploy/k8s/leaderwatch/job-measure.yaml", "Job").remove(0)
@@ -128,59 +127,6 @@ fn manifest_arguments_are_accepted_by_this_version() {
             "{what}: image tag is this version"
         );
     }
-}
-
-#[test]
-fn kubectl_logs_alone_retrieves_a_valid_baseline_json() {
-    // A real run's log (stdout and stderr, as `kubectl logs` shows them): a short rehearsal
-    // prints the same end block as measure.
-    let dir = tempfile::tempdir().expect("tempdir");
-    let out = dir.path().join("run");
-    let _one = support::one_cluster_at_a_time_blocking();
-    let o = leaderwatch()
-        .args([
-            "rehearse", "--idle", "2s", "--settle", "1s", "--down", "1s", "--target", "follower",
-            "--out",
-        ])
-        .arg(&out)
-        .env("LEADERWATCH_LOG", "info")
-        .output()
-        .expect("rehearse");
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    let log = dir.path().join("pod.log");
-    std::fs::write(&log, [o.stderr.as_slice(), o.stdout.as_slice()].concat()).expect("write log");
-
-    let stubs = repo("tests/stubs");
-    let path = format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default());
-    let r = Command::new("bash")
-        .arg(repo("deploy/k8s/leaderwatch/baseline-from-log.sh"))
-        .env("PATH", path)
-        .env("KUBECTL_STUB_LOG", dir.path().join("calls"))
-        .env("KUBECTL_STUB_LOGS", &log)
-        .output()
-        .expect("retrieval script");
-    assert_eq!(r.status.code(), Some(0), "{}", String::from_utf8_lossy(&r.stderr));
-    let got = dir.path().join("baseline.json");
-    std::fs::write(&got, &r.stdout).expect("write");
-    let b = leaderwatch::io::read::baseline(&got)
-        .unwrap_or_else(|e| panic!("not a valid baseline.json: {e}"));
-    let on_disk =
-        leaderwatch::io::read::baseline(&out.join("baseline.json")).expect("run's baseline.json");
-    assert_eq!(b, on_disk, "the log carries exactly the baseline.json of the run");
-    let calls = std::fs::read_to_string(dir.path().join("calls")).expect("calls");
-    assert_eq!(calls.trim(), "-n dlock logs job/leaderwatch-measure");
-
-    // A log without the block: one clear line, exit 1.
-    std::fs::write(&log, "still sampling...\n").expect("write");
-    let r = Command::new("bash")
-        .arg(repo("deploy/k8s/leaderwatch/baseline-from-log.sh"))
-        .env("PATH", format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default()))
-        .env("KUBECTL_STUB_LOG", dir.path().join("calls"))
-        .env("KUBECTL_STUB_LOGS", &log)
-        .output()
-        .expect("retrieval script");
-    assert_eq!(r.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&r.stderr).contains("no baseline.json in the log"));
 }
 
 // Managed Service for Prometheus's PodMonitoring (monitoring.googleapis.com/v1): the

@@ -1,7 +1,7 @@
 //! The sitting protocol with a fake disruptor on a real local cluster: window boundaries,
 //! cadence, and target resolution (leader / follower / NAME / unknown NAME).
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -4,9 +4,8 @@
 //! accepts both outputs, and `promtool test rules` shows a rolling restart stays silent
 //! while one election more fires (#[ignore]d: needs promtool, which `make test` installs).
 
-#[path = "support/promtool.rs"]
-mod promtool;
-mod support;
+use crate::support;
+use crate::support::promtool;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -14,17 +13,13 @@ use std::process::Output;
 
 use promtool::{promtool, series, silent_case};
 use serde::Deserialize;
-use support::{leaderwatch, repo};
+use support::leaderwatch;
 
 fn rehearsals() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(repo("data"))
-        .expect("data/")
-        .filter_map(|e| e.ok().map(|e| e.path().join("baseline.json")))
-        .filter(|p| p.exists() && p.to_string_lossy().contains("rehearsal-"))
-        .collect();
-    v.sort();
-    assert!(!v.is_empty(), "committed rehearsals under data/");
-    v
+    support::committed_runs_named("rehearsal-")
+        .into_iter()
+        .map(|d| d.join("baseline.json"))
+        .collect()
 }
 
 fn report(args: &[&str], baselines: &[PathBuf]) -> Output {
@@ -246,13 +241,7 @@ fn promtool_accepts_the_rule_and_its_unit_tests_pass() {
 /// Every committed run: the rehearsals and the sittings on the local control plane,
 /// routine maintenance included.
 fn committed() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(repo("data"))
-        .expect("data/")
-        .filter_map(|e| e.ok().map(|e| e.path().join("baseline.json")))
-        .filter(|p| p.exists())
-        .collect();
-    v.sort();
-    v
+    support::committed_baselines()
 }
 
 #[test]

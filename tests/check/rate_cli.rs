@@ -2,26 +2,16 @@
 //! cause, the rate with its exact interval (text, JSON, CSV); the etcd README's residual
 //! row is what `report` renders from the same files; bad input is one line and exit 2.
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 
 use support::{leaderwatch, repo};
 
-/// The committed rehearsals and the sample frozen by hand (by name, so that a run being
-/// recorded into data/ meanwhile does not change what these tests count).
+/// The committed rehearsals and the sample frozen by hand.
 fn committed() -> Vec<PathBuf> {
-    let named = |p: &PathBuf| {
-        p.file_name().is_some_and(|n| {
-            n.to_string_lossy().starts_with("rehearsal-")
-                || n.to_string_lossy().starts_with("sample-")
-        })
-    };
-    let mut v: Vec<PathBuf> = std::fs::read_dir(repo("data"))
-        .expect("data/")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir() && named(p))
-        .collect();
+    let mut v = support::committed_runs_named("rehearsal-");
+    v.extend(support::committed_runs_named("sample-"));
     v.sort();
     v
 }
@@ -63,10 +53,14 @@ fn on_the_committed_runs_it_prints_exposure_count_and_interval() {
         "{out}"
     );
     // `rate data/` stands for the runs inside it, and a run named twice counts once (data/
-    // also holds the sittings on the local control plane: compare with data/ alone).
-    let (code, whole, err) = rate(&[], &[repo("data"), runs[0].clone()]);
+    // also holds the sittings on the local control plane: compare with data/ alone). A copy
+    // of the committed runs, so that a run a user recorded into data/ changes nothing here.
+    let copy = support::committed_data_dir();
+    let data = copy.path().join("data");
+    let first = data.join(runs[0].file_name().expect("run name"));
+    let (code, whole, err) = rate(&[], &[data.clone(), first]);
     assert_eq!(code, 0, "{err}");
-    let (_, data_only, _) = rate(&[], &[repo("data")]);
+    let (_, data_only, _) = rate(&[], &[data]);
     let exposure = |t: &str| t.lines().find(|l| l.contains("quiet exposure:")).map(str::to_owned);
     assert!(
         exposure(&whole).is_some() && exposure(&whole) == exposure(&data_only),
