@@ -85,8 +85,8 @@ rehearse-kube: kube-tools build
 
 # leaderwatch's own Job and Deployment from its image on the local cluster, Prometheus
 # scraping the sampler (tests/lab/in_cluster.rs; root, runc, umoci, the built image).
-test-in-cluster: kube-tools image deps
-	$(CARGO) test --locked --test lab -- --ignored in_cluster::
+test-in-cluster: kube-tools test-image-build deps
+	LEADERWATCH_IMAGE_DIR=$(TEST_IMAGE_DIR) $(CARGO) test --locked --test lab -- --ignored in_cluster::
 
 # Tier 3 of make test (the Makefile's test-lab prints its summary line): lw-lab's own
 # faults (a missing tool, a namespace a killed run left), then each cluster in turn.
