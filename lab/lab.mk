@@ -68,7 +68,7 @@ kube-down:
 # The debug binary is enough for its preflight check, and make test has built it already
 # (the release build's fat LTO would add minutes to every CI run).
 acceptance: kube-tools deps-apt
-	$(CARGO) build --locked
+	$(TEST_BIN)
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab acceptance --repo $(CURDIR) --leaderwatch target/debug/leaderwatch
 
 # The Kubernetes tests of leaderwatch on the real control plane (tests/lab/kube.rs; ignored
