@@ -617,6 +617,9 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
     // Long enough that the restart (up to 30 s of graceful shutdown, then the new one) is
     // over before the eviction.
     cfg.sitting.idle = Duration::from_secs(90);
+    // Long enough that the replacement's Ready is watched after the 30 s freeze: with 5 s
+    // its pod_ready came after the sitting had ended (seen once on a fresh clone).
+    cfg.sitting.settle = Duration::from_secs(15);
     let client = leaderwatch::k8s::client(&cfg.kube).await.expect("client");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     // The faults, beside the sitting (its future is not Send: both run in this task).
