@@ -195,12 +195,8 @@ check-steps: deps-apt deps-py
 test-etcd:
 	$(call tier,test-etcd,test-etcd-steps)
 
-# One test at a time: the cluster tests hold support's lock, but a test without a cluster
-# (the misbehaving members) beside a timed sitting can still cost it an election's worth
-# (regression: canary_vs_writer's sigterm test read 0.40 s against the writer's 0.00 s on
-# a fresh clone, once the files were one binary).
 test-etcd-steps: deps
-	$(CARGO) test --locked --test etcd -- --include-ignored --test-threads=1
+	$(CARGO) test --locked --test etcd -- --include-ignored
 
 # Tier 3 (root): the local cluster, the image under runc and as pods (lab/lab.mk).
 test-lab:

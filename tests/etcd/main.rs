@@ -2,8 +2,8 @@
 //! version deploy/k8s/etcd/statefulset.yaml pins, `make deps` builds it into .tools/bin;
 //! a missing binary fails, never skips), with the fake API server and the misbehaving
 //! members where a real counterpart cannot produce the fault. Every test that starts a
-//! cluster takes support's cluster lock, and `make test-etcd` runs one test at a time
-//! (`--test-threads=1`), so that CPU contention on 2 cores cannot cause elections.
+//! cluster takes support's cluster lock: one cluster at a time, so that CPU contention
+//! between clusters on 2 cores cannot cause elections.
 
 #[path = "../support/mod.rs"]
 mod support;
