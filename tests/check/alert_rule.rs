@@ -238,17 +238,13 @@ fn promtool_accepts_the_rule_and_its_unit_tests_pass() {
     assert!(!o.status.success(), "a rule at exactly {n} should fire on the burst (extrapolation)");
 }
 
-/// Every committed run: the rehearsals and the sittings on the local control plane,
-/// routine maintenance included.
-fn committed() -> Vec<PathBuf> {
-    support::committed_baselines()
-}
-
 #[test]
 #[ignore = "needs promtool (Debian's prometheus); make test runs it"]
 fn the_rule_from_the_committed_runs_stays_silent_on_each_recorded_rolling_restart_and_drain_and_fires_on_a_storm()
  {
-    let all = committed();
+    // Every committed run: the rehearsals and the sittings on the local control plane,
+    // routine maintenance included.
+    let all = support::committed_baselines();
     let o = report(&["--alert-rule", "--allow-local", "--format", "prometheus"], &all);
     let rules = stdout(&o).into_bytes();
     let derivation = String::from_utf8_lossy(&o.stderr).into_owned();
