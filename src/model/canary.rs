@@ -31,7 +31,8 @@ pub struct Op {
     pub ok: bool,
     /// One line; empty when `ok`.
     pub error: String,
-    /// The member that answered, from the response header (0 = not known).
+    /// The member it went to: the answer's header, or for a failure the id that member
+    /// gave in its earlier answers (0 = not known).
     pub member_id: u64,
     /// A client with one op in flight would have sent this one (see the module header).
     pub one_in_flight: bool,
