@@ -364,6 +364,10 @@ pub struct ReportArgs {
     /// group's evaluation interval).
     #[arg(long, default_value = "30s", value_parser = parse_duration, requires = "alert_rule")]
     pub scrape_interval: Duration,
+    /// With --alert-rule: derive a threshold even when no baseline disrupted a leader (it
+    /// then says nothing about a leader loss, and is refused without this).
+    #[arg(long, requires = "alert_rule")]
+    pub force: bool,
     /// With --alert-rule: the namespace of the Rules manifest.
     #[arg(long, default_value = "dlock", requires = "alert_rule")]
     pub namespace: String,

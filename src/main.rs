@@ -208,6 +208,7 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
             disruptions: a.disruptions,
             allow_local: a.allow_local,
             scrape_interval: a.scrape_interval,
+            force: a.force,
         };
         let d = leaderwatch::render::alert::derive(&baselines, &p)?;
         for l in &d.lines {

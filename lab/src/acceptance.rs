@@ -135,6 +135,7 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
         .await;
     let lw_files = [
         "deploy/k8s/leaderwatch/rbac.yaml",
+        "deploy/k8s/leaderwatch/rbac-maintenance.yaml",
         "deploy/k8s/leaderwatch/rbac-drain.yaml",
         "deploy/k8s/leaderwatch/job-measure.yaml",
         "deploy/k8s/leaderwatch/deployment-sample.yaml",

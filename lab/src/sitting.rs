@@ -155,10 +155,15 @@ pub async fn run(
     crate::with_lab(opts, move |state| async move {
         deploy(&state, &repo).await?;
         let method = arg(&args, "--method").unwrap_or("evict").to_owned();
-        if method == "drain" {
-            // A drain's cluster-wide rules are applied only for a drain, as a user would.
-            kubectl(&state, &repo, &["apply", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"])
-                .await?;
+        // The rights beyond an eviction's are applied only for the methods that use them,
+        // as a user would.
+        let extra = match method.as_str() {
+            "drain" => Some("deploy/k8s/leaderwatch/rbac-drain.yaml"),
+            "delete" | "rolling-restart" => Some("deploy/k8s/leaderwatch/rbac-maintenance.yaml"),
+            _ => None,
+        };
+        if let Some(file) = extra {
+            kubectl(&state, &repo, &["apply", "-f", file]).await?;
         }
         if let Some(to) = &leader {
             move_leader(&state, &repo, to).await?;

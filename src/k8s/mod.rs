@@ -33,7 +33,7 @@ pub enum KubeError {
     #[error("Kubernetes config: {0}")]
     Config(String),
     #[error(
-        "Kubernetes API {what}: forbidden ({message}); the Role in deploy/k8s/leaderwatch lists what leaderwatch needs"
+        "Kubernetes API {what}: forbidden ({message}); deploy/k8s/leaderwatch/rbac.yaml grants what a sitting needs, with rbac-maintenance.yaml for --method delete or rolling-restart and rbac-drain.yaml for drain"
     )]
     Forbidden { what: String, message: String },
     #[error("Kubernetes API {what}: {message}")]

@@ -27,6 +27,8 @@ pub struct Params {
     pub allow_local: bool,
     /// The scrape interval of the PodMonitoring: how far `increase()` may extrapolate.
     pub scrape_interval: Duration,
+    /// Derive one even when no baseline used disrupted a leader.
+    pub force: bool,
 }
 
 /// The threshold and everything it rests on, for the YAML comments and annotations.
@@ -104,10 +106,24 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
     if used.is_empty() {
         return Err(Error::Usage("no complete baseline to derive the alert from".to_owned()));
     }
+    let routine = |b: &Baseline| b.disruption.as_ref().is_some_and(|d| d.maintenance.is_some());
+    // A follower's eviction costs no election (or one at most), a leader's at least one: the
+    // threshold must rest on a leader loss, or a sitting day of leader evictions pages.
+    let leader_lost = |b: &Baseline| {
+        b.disruption.as_ref().is_some_and(|d| d.target_was_leader)
+            || (routine(b)
+                && crate::analysis::maintenance::cost(b)
+                    .is_some_and(|c| !c.election_times.is_empty()))
+    };
+    if !p.force && !used.iter().any(|(_, b)| leader_lost(b)) {
+        return Err(Error::Usage(format!(
+            "none of the {} baseline(s) used disrupted a leader, so a threshold from them says nothing about a leader loss (one election or more each): add a leader sitting (--target leader) or a rolling restart, or pass --force",
+            used.len()
+        )));
+    }
     let window_s = p.window.as_secs_f64();
     // The worst single voluntary disruption measured: elections from the request to the end
     // of settle. A routine operation (several pods) is held against the threshold below.
-    let routine = |b: &Baseline| b.disruption.as_ref().is_some_and(|d| d.maintenance.is_some());
     let per_disruption = used
         .iter()
         .filter(|(_, b)| b.disruption.is_some() && !routine(b))
@@ -393,7 +409,22 @@ mod tests {
             disruptions: None,
             allow_local: false,
             scrape_interval: Duration::from_secs(30),
+            force: false,
         }
+    }
+
+    #[test]
+    fn follower_only_baselines_are_refused_unless_forced() {
+        let mut follower = baseline(EnvironmentKind::Kubernetes, (1200.0, 0), 0, 0);
+        if let Some(d) = follower.1.disruption.as_mut() {
+            d.target_was_leader = false;
+        }
+        let b = [follower];
+        assert!(
+            matches!(derive(&b, &params()), Err(Error::Usage(m)) if m.contains("disrupted a leader") && m.contains("--force"))
+        );
+        let d = derive(&b, &Params { force: true, ..params() }).expect("forced");
+        assert_eq!(d.threshold, 1);
     }
 
     #[test]

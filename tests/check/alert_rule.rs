@@ -1,5 +1,6 @@
 //! `leaderwatch report --alert-rule` as a user runs it on the committed rehearsals: it
-//! refuses local-only baselines without --allow-local; the Rules manifest has the fields
+//! refuses local-only baselines without --allow-local, and follower-only ones without
+//! --force; the Rules manifest has the fields
 //! the managed Prometheus CRD takes (typed, unknown fields refused); `promtool check rules`
 //! accepts both outputs, and `promtool test rules` shows a rolling restart stays silent
 //! while one election more fires (#[ignore]d: needs promtool, which `make test` installs).
@@ -112,6 +113,29 @@ fn local_baselines_are_refused_without_allow_local() {
     // --format prometheus is for --alert-rule only.
     let o = report(&["--format", "prometheus"], &rehearsals());
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// The committed sittings that took down only followers: a threshold from them would page
+/// on the first leader eviction.
+#[test]
+fn follower_only_runs_are_refused_unless_forced() {
+    let followers: Vec<PathBuf> = support::committed_runs_named("kube-")
+        .into_iter()
+        .filter(|d| {
+            let n = d.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            n.contains("follower") && !n.contains("rolling-restart")
+        })
+        .map(|d| d.join("baseline.json"))
+        .collect();
+    assert!(followers.len() >= 3, "the committed follower sittings: {followers:?}");
+    let o = report(&["--alert-rule", "--allow-local"], &followers);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains("disrupted a leader") && err.contains("--force"), "{err}");
+    assert!(o.stdout.is_empty(), "nothing written");
+    let forced = stdout(&report(&["--alert-rule", "--allow-local", "--force"], &followers));
+    assert!(forced.contains("DlockEtcdElections"), "{forced}");
 }
 
 #[test]

@@ -128,9 +128,9 @@ fn alert_silent(baselines: &[PathBuf], at: &[f64], minutes: u64) -> bool {
     promtool::alert_silent(&o.stdout, at, minutes)
 }
 
-/// The Roles and ClusterRoles of rbac.yaml and rbac-drain.yaml as (apiGroup, resource, verb).
+/// The Roles and ClusterRoles of the three RBAC files as (apiGroup, resource, verb).
 fn granted() -> BTreeSet<(String, String, String)> {
-    let text = ["rbac.yaml", "rbac-drain.yaml"]
+    let text = ["rbac.yaml", "rbac-maintenance.yaml", "rbac-drain.yaml"]
         .map(|f| std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch").join(f)).expect(f))
         .join("\n---\n");
     let mut out = BTreeSet::new();
@@ -235,6 +235,19 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
 
     // 1b. `--method delete` of a follower: a DELETE with the pod's grace period, no
     //     Eviction, the same recovery. Once the replacement is Ready the PDB allows one again.
+    //     rbac.yaml alone (which ran step 1) grants nothing that bypasses the PDB; the
+    //     delete and the rolling restart run with rbac-maintenance.yaml beside it.
+    let can = |verb: &str, what: &str| {
+        let sa = "system:serviceaccount:dlock:leaderwatch";
+        lab.kubectl(&["-n", "dlock", "auth", "can-i", verb, what, "--as", sa]).1.trim() == "yes"
+    };
+    assert_eq!(
+        (can("delete", "pods"), can("patch", "statefulsets.apps"), can("create", "pods/eviction")),
+        (false, false, true),
+        "rbac.yaml: evictions only"
+    );
+    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
+    assert!(can("delete", "pods") && can("patch", "statefulsets.apps"), "rbac-maintenance.yaml");
     lab.wait_pdb_allows_one();
     let pods_before: Vec<String> = (0..3).map(|i| before_uid(&format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
@@ -347,6 +360,8 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         "one patch of the StatefulSet by leaderwatch"
     );
     all_ours(&b, "the rolling restart");
+
+    lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
 
     // 1d. `--method drain` of a follower's node with a surge node: cordon, every pod evicted
     //     through the Eviction API, the member back on the zone's new node, uncordoned.
