@@ -45,7 +45,8 @@ help:
 	@echo "make kube-tools build Kubernetes $(KUBE_VERSION) from lab/go/kube and lw-lab, install runc (docs/local-cluster.md)"
 	@echo "make kube-up    start a local cluster in the background (KUBECONFIG=.tools/lab/kubeconfig); make kube-down stops it"
 	@echo "make acceptance T-056's acceptance criteria 1-8 and §6 on a fresh local cluster (in make test-lab)"
-	@echo "make rehearse-kube  the GKE sitting on a fresh local cluster: measure --reach pod-ip, 20 min at rest (ARGS go to measure)"
+	@echo "make rehearse-kube  the GKE sitting on a fresh local cluster by leaderwatch sitting with the built image, 20 min at rest (ARGS go to sitting)"
+	@echo "make measure-kube   leaderwatch measure from this host on a fresh local cluster, --reach pod-ip (ARGS go to measure)"
 	@echo "make test-kube  leaderwatch's Kubernetes tests on the real local control plane (in make test-lab)"
 	@echo "make test-image the image under runc with the pods' securityContext (in make test-lab)"
 	@echo "make test-in-cluster  the Job and the Deployment from the image on the local cluster, Prometheus scraping (in make test-lab)"
@@ -119,7 +120,7 @@ build: deps-apt
 # The container image, built without a daemon or a pull (deploy/image/build.sh): the release
 # binary and Debian 12's base-files, netbase, tzdata, ca-certificates, libc6 and libgcc-s1
 # as a one-layer OCI image layout in target/image/oci (umoci), checked by skopeo, which also
-# pushes it (README, "Running it in the cluster"). runc runs it in the tests.
+# pushes it (README, "The sitting on GKE"). runc runs it in the tests.
 IMAGE_DIR := $(CURDIR)/target/image
 image-apt:
 	@missing=""; \

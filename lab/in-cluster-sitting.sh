@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The in-cluster sitting at full length on a fresh local cluster, as a user runs it on GKE:
-# deploy/k8s/apply.sh, rbac.yaml, then job-measure.yaml from the image `make image` built,
-# unchanged but for the README's `sed s/PROJECT/lw-lab/` and LEADERWATCH_ENVIRONMENT (so
-# the baseline says where it ran). Waits for the Job (20 min at rest, the eviction, 5 min
-# settle), checks that baseline-from-log.sh gives the PVC's baseline.json, and copies the
-# run directory to data/kube-in-cluster-<UTC time>/. Tears the cluster down on exit.
-#   lab/in-cluster-sitting.sh            (root; make kube-tools image first)
+# The GKE sitting rehearsed on a fresh local cluster by the command a user runs on GKE:
+# the cluster up with the image `make image` built (served under the name the manifests
+# give it, with PROJECT=lw-lab), deploy/k8s/namespace.yaml and deploy/k8s/apply.sh, then
+# `leaderwatch sitting` with that image: 20 min at rest, a follower evicted, 5 min settle
+# by default, the run brought back into data/kube-in-cluster-<target>-<method>-<UTC>/ and
+# the etcd README's table rendered. Tears the cluster down on exit.
+#   lab/in-cluster-sitting.sh [leaderwatch sitting flags]   (root; make kube-tools image first)
+#   make rehearse-kube ARGS="--target leader"
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -21,20 +22,9 @@ trap '"${lab[@]}" down' EXIT
 "$KUBECTL" apply -f deploy/k8s/namespace.yaml
 deploy/k8s/apply.sh
 env="local control plane (lw-lab), Kubernetes $kver, etcd 3.6.14, in-cluster Job, image $IMAGE_DIGEST"
-work=$(mktemp -d)
-sed 's|/PROJECT/|/lw-lab/|' deploy/k8s/leaderwatch/job-measure.yaml |
-  awk -v env="$env" '{print} /^ *value: info$/ {i = substr($0, 1, index($0, "value:") - 3); print i "- name: LEADERWATCH_ENVIRONMENT"; print i "  value: \"" env "\""}' >"$work/job-measure.yaml"
-diff deploy/k8s/leaderwatch/job-measure.yaml "$work/job-measure.yaml" || true
-"$KUBECTL" apply -f deploy/k8s/leaderwatch/rbac.yaml -f "$work/job-measure.yaml"
-echo "in-cluster-sitting: $(date -u +%FT%TZ) Job applied; waiting (about 27 minutes)"
-"$KUBECTL" -n dlock wait --for=condition=Complete job/leaderwatch-measure --timeout=45m
-deploy/k8s/leaderwatch/baseline-from-log.sh >"$work/from-log.json"
-pod=$("$KUBECTL" -n dlock get pods -l job-name=leaderwatch-measure -o jsonpath='{.items[0].metadata.name}')
-pv=$("$KUBECTL" -n dlock get pvc leaderwatch-data -o jsonpath='{.spec.volumeName}')
-dir=$("$KUBECTL" get pv "$pv" -o jsonpath='{.spec.hostPath.path}')/$pod
-python3 -c 'import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); sys.exit(0 if a == b else "the log and the PVC disagree")' "$work/from-log.json" "$dir/baseline.json"
-out=data/kube-in-cluster-follower-eviction-$(date -u +%Y%m%dT%H%M%SZ)
-cp -r "$dir" "$out"
-chown -R --reference=data "$out"
-echo "in-cluster-sitting: $out (baseline-from-log.sh gives the same baseline.json)"
-target/release/leaderwatch report "$out/baseline.json"
+status=0
+target/release/leaderwatch sitting --kubeconfig "$KUBECONFIG" --image "$ref" \
+  --environment "$env" --label kube-in-cluster "$@" || status=$?
+# The fetched run belongs to whoever owns the checkout, not to root.
+chown -R --reference=data data
+exit "$status"

@@ -17,7 +17,7 @@ LW_LAB       := lab/target/debug/lw-lab
 KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
   -X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 
-.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing lw-lab kube-up kube-down acceptance test-kube test-in-cluster rehearse-kube
+.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing lw-lab kube-up kube-down acceptance test-kube test-in-cluster rehearse-kube measure-kube
 kube-binaries-missing:
 
 kube-tools: kube-apt kube-binaries lw-lab deps-etcd
@@ -76,11 +76,17 @@ acceptance: kube-tools deps-apt
 test-kube: kube-tools deps
 	$(CARGO) test --locked --test lab -- --ignored kube::
 
-# The GKE sitting on a fresh local cluster, as a user runs it: apply.sh, rbac.yaml, the
-# ServiceAccount's token, `leaderwatch measure --reach pod-ip` with its defaults (20 min at
-# rest, 5 min settle, a follower) but the environment label, then the table. ARGS go to
-# measure, e.g. make rehearse-kube ARGS="--target leader".
-rehearse-kube: kube-tools build
+# The GKE sitting rehearsed on a fresh local cluster by the command a user runs on GKE:
+# `leaderwatch sitting` with the image make image built (lab/in-cluster-sitting.sh): 20 min
+# at rest, a follower evicted, 5 min settle, the run fetched into data/kube-in-cluster-*.
+# ARGS go to leaderwatch sitting, e.g. make rehearse-kube ARGS="--target leader".
+rehearse-kube: kube-tools image
+	lab/in-cluster-sitting.sh $(ARGS)
+
+# `leaderwatch measure` run from this host against a fresh local cluster (--reach pod-ip,
+# the ServiceAccount's token), as the committed maintenance runs were made. ARGS go to
+# measure, e.g. make measure-kube ARGS="--method rolling-restart".
+measure-kube: kube-tools build
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab measure --repo $(CURDIR) -- $(ARGS)
 
 # leaderwatch's own Job and Deployment from its image on the local cluster, Prometheus

@@ -49,6 +49,104 @@ pub enum Command {
     /// eviction, recovery, settle; writes baseline.json.
     #[command(after_help = MEASURE_EXAMPLES)]
     Measure(MeasureArgs),
+    /// The whole sitting in the cluster from this machine: checks, the Job (the committed
+    /// manifests with your image and flags), its progress, then its run directory brought
+    /// back into data/, the etcd README's table and the T-056 note.
+    #[command(after_help = SITTING_EXAMPLES)]
+    Sitting(SittingArgs),
+    /// Print a run directory as an archive block on stdout (what `sitting` runs in a pod to
+    /// bring the files back through the pod's log).
+    #[command(hide = true)]
+    Pack(PackArgs),
+}
+
+const SITTING_EXAMPLES: &str = "\
+Steps:
+  1. checks: the cluster's version, the dlock namespace, a server-side dry run of every
+     object, the image reference, the preflight's API checks (members, zones, PVCs, PDB);
+  2. applies rbac.yaml (and rbac-maintenance.yaml or rbac-drain.yaml when --method needs
+     it), the PVC and the Job, with --target --method --idle --settle --environment in its
+     arguments (the committed files are the template and are never edited);
+  3. follows the Job: its phase, the time left, its events and log lines. Ctrl-C detaches
+     (exit 9); the sitting goes on, and `leaderwatch sitting --attach` follows it again;
+  4. when the Job ends, brings its whole run directory back through the API (a pod that
+     mounts the volume read-only prints it to its log), every file checked against the
+     checksums the Job wrote, into OUT-DIR/LABEL-TARGET-METHOD-UTC;
+  5. renders the table of --readme from OUT-DIR/*/baseline.json and prints the T-056 note;
+  6. deletes the Job and its pod (not with --keep), and the extra RBAC; the PVC stays
+     unless --cleanup-pvc. A failed fetch keeps everything: --fetch tries again.
+
+Examples:
+  # GKE: the spec's sitting (a follower evicted), with the image you pushed
+  leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke \\
+    --image europe-west1-docker.pkg.dev/PROJECT/dlock/leaderwatch:0.1.0
+  # a leader eviction on GKE, then follow a sitting you detached from
+  leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --image IMAGE --target leader
+  leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --attach
+  # the local control plane (make rehearse-kube does this with the image make image built)
+  leaderwatch sitting --kubeconfig .tools/lab/kubeconfig --image IMAGE --label kube-in-cluster \\
+    --environment \"local control plane (lw-lab), Kubernetes v1.35.4, etcd 3.6.14, in-cluster Job\"
+Exit codes: 0 complete and fetched, 2 bad input, 3 the local run directory not writable,
+5 the sitting was incomplete (fetched), 6 Kubernetes API unusable, 7 preflight failed (nothing
+applied), 8 a step failed (named; what is on the PVC is kept), 9 detached (Ctrl-C).";
+
+#[derive(Debug, Args)]
+pub struct SittingArgs {
+    /// The leaderwatch image the Job runs (the one you built and pushed).
+    #[arg(long, required_unless_present_any = ["attach", "fetch"])]
+    pub image: Option<String>,
+    /// kubeconfig file (default: KUBECONFIG, ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Bound on each API request.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub request_timeout: Duration,
+    /// Member to disrupt: leader, follower or a pod name (the Job's `--target`).
+    #[arg(long, default_value = "follower")]
+    pub target: String,
+    /// evict (the spec's), delete, rolling-restart or drain (the Job's `--method`; the two
+    /// last and delete apply their extra RBAC file for the sitting only).
+    #[arg(long, default_value = "evict", value_parser = ["evict", "delete", "rolling-restart", "drain"])]
+    pub method: String,
+    /// Length of the at_rest window; at least 20m.
+    #[arg(long, default_value = "20m", value_parser = parse_measure_idle)]
+    pub idle: Duration,
+    /// Length of the settle window.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub settle: Duration,
+    /// Cluster label recorded in baseline.json and every table.
+    #[arg(long, default_value = "GKE Autopilot, dlock-gke")]
+    pub environment: String,
+    /// First part of the local run directory's name: LABEL-TARGET-METHOD-UTC.
+    #[arg(long, default_value = "gke")]
+    pub label: String,
+    /// Where the run directory lands.
+    #[arg(long, default_value = "data")]
+    pub out_dir: PathBuf,
+    /// The README whose table is rendered from OUT-DIR/*/baseline.json (skipped if absent).
+    #[arg(long, default_value = "deploy/k8s/etcd/README.md")]
+    pub readme: PathBuf,
+    /// Follow the sitting already in the cluster (after a Ctrl-C), then fetch.
+    #[arg(long, conflicts_with = "fetch")]
+    pub attach: bool,
+    /// Only bring back the finished sitting's results (after a failed fetch).
+    #[arg(long)]
+    pub fetch: bool,
+    /// Leave the Job and its pod in the cluster (their log stays readable).
+    #[arg(long)]
+    pub keep: bool,
+    /// Delete the PVC with the results too (only after they were fetched).
+    #[arg(long)]
+    pub cleanup_pvc: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PackArgs {
+    /// The run directory.
+    pub dir: PathBuf,
 }
 
 const PREFLIGHT_EXAMPLES: &str = "\
@@ -221,6 +319,10 @@ pub struct MeasureArgs {
     /// whole sitting, e.g. 0.0.0.0:9464 (the address goes to events.csv).
     #[arg(long, value_name = "HOST:PORT")]
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Write SHA256SUMS of the run directory's files as the last act (what `sitting`
+    /// checks its copy against).
+    #[arg(long)]
+    pub checksums: bool,
 }
 
 const REHEARSE_EXAMPLES: &str = "\

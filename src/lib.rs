@@ -12,6 +12,7 @@
 //! - [`render`]: text for people and tools: the report table, CSV, compare, the rate
 //!   table, the alert rule, progress;
 //! - the commands on top: [`sample`], [`sitting`] (with [`rehearse`] and [`measure`]),
+//!   [`in_cluster`] (`leaderwatch sitting`: the sitting as a Job, driven from outside),
 //!   [`cli`], and [`k8s`] (the Kubernetes API).
 //!
 //! The data path: `io::probe` (one member) -> `io::round` (all members) ->
@@ -21,6 +22,7 @@
 
 pub mod analysis;
 pub mod cli;
+pub mod in_cluster;
 pub mod io;
 pub mod k8s;
 pub mod measure;
@@ -52,6 +54,12 @@ pub enum Error {
     /// Preflight found at least one acceptance criterion failing.
     #[error("preflight failed: {0}")]
     Preflight(String),
+    /// A step of `leaderwatch sitting` failed; what is on the sitting's volume is kept.
+    #[error("{step}: {message}")]
+    Step { step: &'static str, message: String },
+    /// Ctrl-C during `leaderwatch sitting`: it stopped following; the sitting goes on.
+    #[error("{0}")]
+    Detached(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -74,6 +82,10 @@ pub mod exit {
     pub const KUBERNETES: i32 = 6;
     /// Preflight: at least one check failed (nothing was evicted).
     pub const PREFLIGHT: i32 = 7;
+    /// `sitting`: a step failed (named in the message); results on the volume are kept.
+    pub const STEP: i32 = 8;
+    /// `sitting`: detached by Ctrl-C; the sitting goes on in the cluster.
+    pub const DETACHED: i32 = 9;
 }
 
 impl Error {
@@ -86,6 +98,8 @@ impl Error {
             Error::Incomplete(_) => exit::INCOMPLETE,
             Error::Kube(_) => exit::KUBERNETES,
             Error::Preflight(_) => exit::PREFLIGHT,
+            Error::Step { .. } => exit::STEP,
+            Error::Detached(_) => exit::DETACHED,
         }
     }
 }

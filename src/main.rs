@@ -49,6 +49,9 @@ fn main() {
             Command::Preflight(a) => run_preflight(a).await,
             Command::Measure(a) => run_measure(a).await,
             Command::Rate(a) => run_rate(a),
+            Command::Sitting(a) => leaderwatch::in_cluster::run(a, shutdown_signal()).await,
+            Command::Pack(a) => leaderwatch::io::pack::pack(&a.dir, &mut std::io::stdout().lock())
+                .map_err(Error::Usage),
         }
     });
     match result {
@@ -172,7 +175,15 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let path = a.out.join(leaderwatch::model::baseline::BASELINE);
     let since = std::time::SystemTime::now();
-    match leaderwatch::measure::run(client, cfg, clock, shutdown_signal()).await {
+    let result = leaderwatch::measure::run(client, cfg, clock, shutdown_signal()).await;
+    // The last act, whatever the outcome: what `leaderwatch sitting` checks its copy against.
+    if a.checksums
+        && a.out.is_dir()
+        && let Err(e) = leaderwatch::io::pack::write_sums(&a.out)
+    {
+        tracing::warn!("checksums: {e}");
+    }
+    match result {
         Ok(b) => {
             leaderwatch::render::report::print_result(&leaderwatch::io::read::with_rate(&path, b)?);
             Ok(())

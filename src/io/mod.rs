@@ -8,6 +8,7 @@ pub mod disrupt;
 pub mod exporter;
 pub mod local;
 pub mod metrics;
+pub mod pack;
 pub mod probe;
 pub mod read;
 pub mod readme;

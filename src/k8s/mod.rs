@@ -5,6 +5,7 @@
 pub mod discover;
 pub mod evict;
 pub mod forward;
+pub mod job;
 pub mod maintenance;
 pub mod preflight;
 pub mod timing;

@@ -83,6 +83,21 @@ pub async fn run(
     Ok(checks)
 }
 
+/// The checks the API alone answers (all but the members' health, which needs their
+/// client port): what `leaderwatch sitting` checks from outside before it applies the Job,
+/// whose `measure` then runs them all.
+pub async fn run_api(
+    client: &Client,
+    o: &KubeOptions,
+    po: &PreflightOptions,
+) -> Result<Vec<Check>, KubeError> {
+    let pods = pods(client, o).await?;
+    let mut checks = members(client, o, po, &pods).await?;
+    checks.push(pvcs(client, o, po, &pods).await?);
+    checks.push(pdb(client, o, po).await?);
+    Ok(checks)
+}
+
 /// 2. n/n Running on n distinct nodes in n distinct zones.
 async fn members(
     client: &Client,

@@ -26,7 +26,8 @@ pub const END: &str = "<!-- baseline:end -->";
 pub const MEASURED: &str = "**ASSUMPTION-free measurement:**";
 
 /// The command that will fill the GKE rows, shown until a Kubernetes baseline exists.
-pub const GKE_COMMAND: &str = "leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)";
+pub const GKE_COMMAND: &str =
+    "leaderwatch sitting --context <GKE context> --image <the image you pushed>";
 
 // ---------------------------------------------------------------------------------------
 // Markdown: the window table and the member-health table
@@ -178,6 +179,33 @@ fn window_rows(ms: &[Measurement], link: &str) -> Vec<String> {
         ));
     }
     out
+}
+
+/// The T-056 note for the ledger (tasks/README.md): where and when the run was measured,
+/// then each figure of the spec's table (at rest, after the eviction, the recovery, what it
+/// cost a client) with its window, as the table words them.
+pub fn ledger_note(f: &BaselineFile) -> String {
+    let b = &f.baseline;
+    let ms = measurements(&f.path, b);
+    let started = b.windows.first().map(|w| w.start.format("%Y-%m-%d %H:%M UTC").to_string());
+    let mut out = vec![format!(
+        "T-056 baseline: measured {} on {}; run {} ({}), status {}.",
+        started.as_deref().unwrap_or("(no window)"),
+        b.environment.description,
+        b.run_id,
+        f.path.display(),
+        if b.is_complete() { "complete" } else { "incomplete" },
+    )];
+    for rows in groups(&ms).iter().filter(|g| g.first().is_some_and(|m| m.member.is_empty())) {
+        let Some(first) = rows.first() else { continue };
+        let value = match first.window.as_str() {
+            RECOVERY => recovery_cell(rows),
+            CLIENT => client_cell(rows),
+            _ => counts_cell(rows),
+        };
+        out.push(format!("- {}: {value} ({})", first.label, span(first)));
+    }
+    out.join("\n")
 }
 
 /// The residual rate over the baselines' quiet windows, one row per environment (a rate
@@ -412,7 +440,7 @@ pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
     // A sitting on the local control plane is Kubernetes but not GKE: the GKE rows stay.
     if !baselines.iter().any(|f| f.baseline.environment.on_target_cluster()) {
         let gke = "GKE Autopilot, dlock-gke";
-        let todo = format!("run `{GKE_COMMAND}`, then `leaderwatch report ... --update`");
+        let todo = format!("run `{GKE_COMMAND}` (docs/gke-sitting.md): it fills this table");
         for m in [
             "leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections",
             "leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections",
@@ -421,7 +449,7 @@ pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
             out.push(format!("| {m} | — | not yet measured | — | {gke} | {todo} |"));
         }
         out.push(format!(
-            "| residual rate of elections at rest, per day with its 95% interval | — | not yet measured | — | {gke} | after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/*/baseline.json <sampler run directory>` |"
+            "| residual rate of elections at rest, per day with its 95% interval | — | not yet measured | — | {gke} | after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/baseline.json <sampler run directory>` |"
         ));
     }
     out.extend(rows(&spec, &mut health));

@@ -158,10 +158,10 @@ fn split_votes_and_several_causes_are_listed_per_election() {
 
 const SCHEMA2_BEFORE: &str = r#"| measurement | value | label | observation window | environment | source |
 |---|---|---|---|---|---|
-| leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
-| leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
-| time from member loss to a healthy 3-member endpoint list | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch measure -n dlock --reach port-forward --idle 20m --target follower --out data/gke-$(date -u +%Y%m%dT%H%M%SZ)`, then `leaderwatch report ... --update` |
-| residual rate of elections at rest, per day with its 95% interval | — | not yet measured | — | GKE Autopilot, dlock-gke | after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/*/baseline.json <sampler run directory>` |
+| leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch sitting --context <GKE context> --image <the image you pushed>` (docs/gke-sitting.md): it fills this table |
+| leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch sitting --context <GKE context> --image <the image you pushed>` (docs/gke-sitting.md): it fills this table |
+| time from member loss to a healthy 3-member endpoint list | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch sitting --context <GKE context> --image <the image you pushed>` (docs/gke-sitting.md): it fills this table |
+| residual rate of elections at rest, per day with its 95% interval | — | not yet measured | — | GKE Autopilot, dlock-gke | after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/baseline.json <sampler run directory>` |
 
 Short rehearsals on local loopback (`leaderwatch rehearse`: minutes at rest, not the spec's 20, and a local signal instead of an eviction), for comparison:
 

@@ -5,10 +5,12 @@
 //! README's `sed s/PROJECT/<project>/`; nothing else in the manifests is changed, except the
 //! test-only environment below, which no product manifest carries:
 //!
-//! - `job-measure.yaml` runs the sitting in the cluster (`--reach=dns`, the ServiceAccount's
-//!   projected token, `KUBERNETES_SERVICE_HOST`), with LEADERWATCH_TEST_IDLE/SETTLE
-//!   shortening its 20 + 5 minutes and LEADERWATCH_ENVIRONMENT naming where it ran;
-//!   `baseline-from-log.sh` gets the same baseline.json from `kubectl logs` as the PVC holds.
+//! - `leaderwatch sitting` runs the sitting in the cluster as a user does: `job-measure.yaml`
+//!   with the image and flags given (`--reach=dns`, the ServiceAccount's projected token,
+//!   `KUBERNETES_SERVICE_HOST`; the test-only LEADERWATCH_TEST_MIN_IDLE lets `--idle 30s`
+//!   through), followed to its end, its run directory fetched through the API and equal to
+//!   the volume's byte for byte, the table rendered; `baseline-from-log.sh` gets the same
+//!   baseline.json from `kubectl logs` as the PVC holds.
 //! - The Job's `backoffLimit: 0`: its pod SIGKILLed mid-sitting, after its eviction, is not
 //!   replaced, so no second member is evicted.
 //! - `deployment-sample.yaml` runs the continuous sampler; the kubelet's liveness probe on
@@ -374,22 +376,84 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     let rules = dir.path().join("rules.yaml");
     let committed: Vec<PathBuf> = support::committed_baselines();
 
-    // The sitting, in the cluster.
-    let env = [
-        ("LEADERWATCH_TEST_IDLE", "30s"),
-        ("LEADERWATCH_TEST_SETTLE", "20s"),
-        (
-            "LEADERWATCH_ENVIRONMENT",
-            "local control plane (lw-lab), Kubernetes v1.35.4, etcd 3.6.14, in-cluster Job",
-        ),
-    ];
-    let job = manifest("deploy/k8s/leaderwatch/job-measure.yaml", &env, dir.path());
-    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml", "-f", job.to_str().expect("path")]);
-    let (cond, reason) = wait_job(&lab, Duration::from_secs(300));
-    assert_eq!(cond, "Complete", "{reason}");
+    // The sitting, in the cluster, as a user starts it: `leaderwatch sitting` applies the
+    // committed manifests with the image and flags given, follows the Job, brings the run
+    // directory back through the API and renders the table (into a copy of the README).
+    // --keep leaves the Job for the checks below; the idle floor is the test-only override.
+    let environment =
+        "local control plane (lw-lab), Kubernetes v1.35.4, etcd 3.6.14, in-cluster Job";
+    let out_dir = dir.path().join("data");
+    let readme = dir.path().join("README.md");
+    std::fs::copy(repo().join("deploy/k8s/etcd/README.md"), &readme).expect("README copy");
+    let o = support::leaderwatch()
+        .env("LEADERWATCH_TEST_MIN_IDLE", "30s")
+        .args(["sitting", "--kubeconfig", &kubeconfig, "--image"])
+        .arg(manifest_image("deploy/k8s/leaderwatch/job-measure.yaml"))
+        .args(["--idle", "30s", "--settle", "20s", "--environment", environment])
+        .args(["--label", "kube-in-cluster", "--keep", "--out-dir"])
+        .arg(&out_dir)
+        .arg("--readme")
+        .arg(&readme)
+        .output()
+        .expect("leaderwatch sitting");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
+    eprintln!("leaderwatch sitting:\n{stderr}");
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    assert_eq!(job_condition(&lab).map(|c| c.0).as_deref(), Some("Complete"));
     let pods = job_pods(&lab);
     assert_eq!(pods.len(), 1);
     let pod = pods[0]["metadata"]["name"].as_str().expect("pod name").to_string();
+    // The fetched directory is the volume's, byte for byte, the Job's checksums included.
+    let fetched: Vec<PathBuf> =
+        std::fs::read_dir(&out_dir).expect("out dir").map(|e| e.expect("entry").path()).collect();
+    assert_eq!(fetched.len(), 1, "{fetched:?}");
+    let name = fetched[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    assert!(name.starts_with("kube-in-cluster-follower-evict-"), "{name}");
+    let on_volume = volume_dir(&lab, "leaderwatch-data").join(&pod);
+    let listing = |d: &Path| {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+            .expect("dir")
+            .map(|e| {
+                let p = e.expect("entry").path();
+                (
+                    p.file_name().expect("name").to_string_lossy().into_owned(),
+                    std::fs::read(&p).expect("read"),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let (a, b) = (listing(&fetched[0]), listing(&on_volume));
+    assert_eq!(
+        a.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        b.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    assert!(a == b, "the fetched files differ from the volume's");
+    assert!(a.iter().any(|f| f.0 == "SHA256SUMS"), "the Job wrote its checksums");
+    assert!(stderr.contains("each checked against the Job's SHA256SUMS"), "{stderr}");
+    // The table and the ledger note.
+    assert!(stdout.contains("T-056 baseline: measured"), "{stdout}");
+    let table = std::fs::read_to_string(&readme).expect("README");
+    assert!(table.contains(&name), "the README's table names the fetched run");
+    // Nothing else of the sitting's is left but the Job (--keep) and the PVC.
+    let (_, fetch_pod, _) =
+        lab.kubectl(&["-n", "dlock", "get", "pod", "leaderwatch-fetch", "-o", "name"]);
+    assert!(fetch_pod.trim().is_empty(), "the fetch pod is gone: {fetch_pod}");
+    // Started again while its Job is there, it refuses and says what to do.
+    let o = support::leaderwatch()
+        .args(["sitting", "--kubeconfig", &kubeconfig, "--image"])
+        .arg(manifest_image("deploy/k8s/leaderwatch/job-measure.yaml"))
+        .arg("--out-dir")
+        .arg(&out_dir)
+        .output()
+        .expect("leaderwatch sitting");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(8), "{err}");
+    assert!(err.contains("--fetch"), "{err}");
 
     // The result from the log alone equals the one on the volume.
     let o = Command::new(repo().join("deploy/k8s/leaderwatch/baseline-from-log.sh"))
@@ -401,7 +465,7 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
         .expect("baseline-from-log.sh");
     assert!(o.status.success(), "baseline-from-log.sh: {}", String::from_utf8_lossy(&o.stderr));
     let from_log: Value = serde_json::from_slice(&o.stdout).expect("baseline.json from the log");
-    let run = volume_dir(&lab, "leaderwatch-data").join(&pod);
+    let run = on_volume;
     let on_volume: Value = serde_json::from_slice(
         &std::fs::read(run.join("baseline.json")).expect("baseline.json on the PVC"),
     )
@@ -461,7 +525,11 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     lab.wait_pdb_allows_one();
     lab.ok(&["-n", "dlock", "delete", "job", JOB, "--wait=true"]);
     wait_until("the first Job's pod gone", Duration::from_secs(60), || job_pods(&lab).is_empty());
-    let env = [("LEADERWATCH_TEST_IDLE", "20s"), ("LEADERWATCH_TEST_SETTLE", "5m"), env[2]];
+    let env = [
+        ("LEADERWATCH_TEST_IDLE", "20s"),
+        ("LEADERWATCH_TEST_SETTLE", "5m"),
+        ("LEADERWATCH_ENVIRONMENT", environment),
+    ];
     let job = manifest("deploy/k8s/leaderwatch/job-measure.yaml", &env, dir.path());
     lab.ok(&["apply", "-f", job.to_str().expect("path")]);
     wait_until("the second Job's eviction", Duration::from_secs(180), || {

@@ -1,0 +1,460 @@
+//! The in-cluster sitting's objects, from the committed manifests compiled into the binary
+//! (deploy/k8s/leaderwatch: rbac.yaml, the method's extra RBAC file, job-measure.yaml):
+//! parsed into typed objects, the Job's image and arguments set from the user's flags (the
+//! files stay the template and are never edited), applied server-side (dry run first), and
+//! the pod that brings a run directory back from the volume (src/io/pack.rs).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{EnvVar, PersistentVolumeClaim, Pod, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::{Client, Resource};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::{KubeError, call};
+use crate::model::baseline::KubeMethod;
+
+/// The committed manifests, as the binary was built with them.
+pub const RBAC: &str = include_str!("../../deploy/k8s/leaderwatch/rbac.yaml");
+pub const RBAC_MAINTENANCE: &str =
+    include_str!("../../deploy/k8s/leaderwatch/rbac-maintenance.yaml");
+pub const RBAC_DRAIN: &str = include_str!("../../deploy/k8s/leaderwatch/rbac-drain.yaml");
+pub const JOB: &str = include_str!("../../deploy/k8s/leaderwatch/job-measure.yaml");
+
+/// Server-side apply's field manager: what `kubectl get --show-managed-fields` names.
+const MANAGER: &str = "leaderwatch-sitting";
+
+/// One object of the manifests.
+#[derive(Debug, Clone)]
+pub enum Object {
+    ServiceAccount(ServiceAccount),
+    Role(Role),
+    RoleBinding(RoleBinding),
+    ClusterRole(ClusterRole),
+    ClusterRoleBinding(ClusterRoleBinding),
+    Pvc(Box<PersistentVolumeClaim>),
+    Job(Box<Job>),
+}
+
+impl Object {
+    /// "Job dlock/leaderwatch-measure", for every line about it.
+    pub fn describe(&self) -> String {
+        fn d<K: Resource<DynamicType = ()>>(k: &K) -> String {
+            let m = k.meta();
+            let ns = m.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default();
+            format!("{} {ns}{}", K::kind(&()), m.name.as_deref().unwrap_or("?"))
+        }
+        match self {
+            Object::ServiceAccount(o) => d(o),
+            Object::Role(o) => d(o),
+            Object::RoleBinding(o) => d(o),
+            Object::ClusterRole(o) => d(o),
+            Object::ClusterRoleBinding(o) => d(o),
+            Object::Pvc(o) => d(o.as_ref()),
+            Object::Job(o) => d(o.as_ref()),
+        }
+    }
+}
+
+/// The objects of one manifest file, in order.
+pub fn parse(file: &str, text: &str) -> Result<Vec<Object>, String> {
+    let mut out = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(text) {
+        let v = <serde_json::Value as serde::Deserialize>::deserialize(doc)
+            .map_err(|e| format!("{file}: {e}"))?;
+        if v.is_null() {
+            continue;
+        }
+        let kind = v["kind"].as_str().unwrap_or_default().to_owned();
+        fn typed<K: DeserializeOwned>(file: &str, v: serde_json::Value) -> Result<K, String> {
+            serde_json::from_value(v).map_err(|e| format!("{file}: {e}"))
+        }
+        out.push(match kind.as_str() {
+            "ServiceAccount" => Object::ServiceAccount(typed(file, v)?),
+            "Role" => Object::Role(typed(file, v)?),
+            "RoleBinding" => Object::RoleBinding(typed(file, v)?),
+            "ClusterRole" => Object::ClusterRole(typed(file, v)?),
+            "ClusterRoleBinding" => Object::ClusterRoleBinding(typed(file, v)?),
+            "PersistentVolumeClaim" => Object::Pvc(Box::new(typed(file, v)?)),
+            "Job" => Object::Job(Box::new(typed(file, v)?)),
+            other => return Err(format!("{file}: a {other:?} is not an object a sitting applies")),
+        });
+    }
+    Ok(out)
+}
+
+/// The extra RBAC file a method needs beside rbac.yaml, if any.
+pub fn extra_rbac(method: KubeMethod) -> Option<(&'static str, &'static str)> {
+    match method {
+        KubeMethod::Evict => None,
+        KubeMethod::Delete | KubeMethod::RollingRestart => {
+            Some(("rbac-maintenance.yaml", RBAC_MAINTENANCE))
+        }
+        KubeMethod::Drain => Some(("rbac-drain.yaml", RBAC_DRAIN)),
+    }
+}
+
+/// What the user's flags make of the Job.
+#[derive(Debug, Clone)]
+pub struct JobParams {
+    pub image: String,
+    pub target: String,
+    pub method: KubeMethod,
+    pub idle: Duration,
+    pub settle: Duration,
+    pub environment: String,
+    /// Added to the container's environment (the test-only idle floor, when set here).
+    pub env: Vec<(String, String)>,
+}
+
+/// `--name=value` replaced in `args`, or appended.
+fn set_arg(args: &mut Vec<String>, name: &str, value: Option<&str>) {
+    let new = match value {
+        Some(v) => format!("{name}={v}"),
+        None => name.to_owned(),
+    };
+    let prefix = format!("{name}=");
+    match args.iter().position(|a| a == name || a.starts_with(&prefix)) {
+        Some(i) => args[i] = new,
+        None => args.push(new),
+    }
+}
+
+/// The committed Job with the user's image, flags and environment: everything else (the
+/// run directory on the volume, the security context, the deadline, no retry) as committed.
+pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
+    let mut job = template.clone();
+    let c = job
+        .spec
+        .as_mut()
+        .and_then(|s| s.template.spec.as_mut())
+        .and_then(|s| s.containers.first_mut())
+        .ok_or("job-measure.yaml: the Job has no container")?;
+    c.image = Some(p.image.clone());
+    let args = c.args.get_or_insert_with(Vec::new);
+    if args.first().map(String::as_str) != Some("measure") {
+        return Err("job-measure.yaml: the container's first argument is not `measure`".into());
+    }
+    let d = |d: Duration| humantime::format_duration(d).to_string();
+    set_arg(args, "--target", Some(&p.target));
+    set_arg(args, "--method", Some(p.method.as_str()));
+    set_arg(args, "--idle", Some(&d(p.idle)));
+    set_arg(args, "--settle", Some(&d(p.settle)));
+    set_arg(args, "--environment", Some(&p.environment));
+    set_arg(args, "--checksums", None);
+    let env = c.env.get_or_insert_with(Vec::new);
+    for (k, v) in &p.env {
+        env.push(EnvVar { name: k.clone(), value: Some(v.clone()), ..EnvVar::default() });
+    }
+    // Room for a long idle: the windows, a blocked eviction (10 min), the recovery (15 min)
+    // and a margin; never below the committed deadline.
+    if let Some(s) = job.spec.as_mut() {
+        let need = i64::try_from((p.idle + p.settle + Duration::from_secs(1800)).as_secs())
+            .unwrap_or(i64::MAX);
+        s.active_deadline_seconds = Some(s.active_deadline_seconds.unwrap_or(0).max(need));
+    }
+    Ok(job)
+}
+
+/// The PVC the Job writes to (`leaderwatch-data`).
+pub fn claim_of(job: &Job) -> Option<String> {
+    job.spec
+        .as_ref()?
+        .template
+        .spec
+        .as_ref()?
+        .volumes
+        .as_ref()?
+        .iter()
+        .find_map(|v| v.persistent_volume_claim.as_ref().map(|c| c.claim_name.clone()))
+}
+
+/// A pod from the Job's own template (image, security context, volume) that prints the
+/// run directory `run` as an archive block and exits: read through its log, it brings the
+/// files back with nothing but the API. The volume is mounted read-only.
+pub fn fetch_pod(job: &Job, name: &str, run: &str) -> Result<Pod, String> {
+    let t = job.spec.as_ref().map(|s| s.template.clone()).ok_or("the Job has no spec")?;
+    let mut spec = t.spec.ok_or("the Job's template has no spec")?;
+    spec.restart_policy = Some("Never".into());
+    // It needs no API access.
+    spec.automount_service_account_token = Some(false);
+    let c = spec.containers.first_mut().ok_or("the Job has no container")?;
+    c.name = "pack".into();
+    c.args = Some(vec!["pack".into(), format!("/data/{run}")]);
+    c.env = None;
+    for m in c.volume_mounts.iter_mut().flatten() {
+        m.read_only = Some(true);
+    }
+    let mut labels = BTreeMap::new();
+    labels.insert("app.kubernetes.io/name".to_owned(), "leaderwatch".to_owned());
+    labels.insert("app.kubernetes.io/component".to_owned(), "fetch".to_owned());
+    Ok(Pod {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: job.metadata.namespace.clone(),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
+}
+
+async fn ssa<K>(
+    api: Api<K>,
+    obj: &K,
+    dry_run: bool,
+    t: Duration,
+    what: &str,
+) -> Result<(), KubeError>
+where
+    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let mut pp = PatchParams::apply(MANAGER).force();
+    pp.dry_run = dry_run;
+    call(what, t, api.patch(&name, &pp, &Patch::Apply(obj))).await.map(|_| ())
+}
+
+/// Server-side apply of one object (a dry run when `dry_run`: the API server validates and
+/// admits it, nothing is stored).
+pub async fn apply(
+    client: &Client,
+    o: &Object,
+    dry_run: bool,
+    t: Duration,
+) -> Result<(), KubeError> {
+    let what = format!("{} {}", if dry_run { "dry-run apply" } else { "apply" }, o.describe());
+    let ns = |m: &kube::api::ObjectMeta| m.namespace.clone().unwrap_or_else(|| "default".into());
+    match o {
+        Object::ServiceAccount(x) => {
+            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x, dry_run, t, &what).await
+        }
+        Object::Role(x) => {
+            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x, dry_run, t, &what).await
+        }
+        Object::RoleBinding(x) => {
+            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x, dry_run, t, &what).await
+        }
+        Object::ClusterRole(x) => ssa(Api::all(client.clone()), x, dry_run, t, &what).await,
+        Object::ClusterRoleBinding(x) => ssa(Api::all(client.clone()), x, dry_run, t, &what).await,
+        Object::Pvc(x) => {
+            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x.as_ref(), dry_run, t, &what)
+                .await
+        }
+        Object::Job(x) => {
+            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x.as_ref(), dry_run, t, &what)
+                .await
+        }
+    }
+}
+
+/// Deletes one object (gone already is fine); a Job's pods go with it.
+pub async fn delete(client: &Client, o: &Object, t: Duration) -> Result<(), KubeError> {
+    let what = format!("delete {}", o.describe());
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        ..Default::default()
+    };
+    async fn del<K>(
+        api: Api<K>,
+        name: &str,
+        dp: &DeleteParams,
+        t: Duration,
+        what: &str,
+    ) -> Result<(), KubeError>
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        match call(what, t, api.delete(name, dp)).await {
+            Ok(_) => Ok(()),
+            Err(KubeError::Api { message, .. }) if message.starts_with("HTTP 404") => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+    let ns = |m: &kube::api::ObjectMeta| m.namespace.clone().unwrap_or_else(|| "default".into());
+    let name = |m: &kube::api::ObjectMeta| m.name.clone().unwrap_or_default();
+    match o {
+        Object::ServiceAccount(x) => {
+            del::<ServiceAccount>(
+                Api::namespaced(client.clone(), &ns(&x.metadata)),
+                &name(&x.metadata),
+                &dp,
+                t,
+                &what,
+            )
+            .await
+        }
+        Object::Role(x) => {
+            del::<Role>(
+                Api::namespaced(client.clone(), &ns(&x.metadata)),
+                &name(&x.metadata),
+                &dp,
+                t,
+                &what,
+            )
+            .await
+        }
+        Object::RoleBinding(x) => {
+            del::<RoleBinding>(
+                Api::namespaced(client.clone(), &ns(&x.metadata)),
+                &name(&x.metadata),
+                &dp,
+                t,
+                &what,
+            )
+            .await
+        }
+        Object::ClusterRole(x) => {
+            del::<ClusterRole>(Api::all(client.clone()), &name(&x.metadata), &dp, t, &what).await
+        }
+        Object::ClusterRoleBinding(x) => {
+            del::<ClusterRoleBinding>(Api::all(client.clone()), &name(&x.metadata), &dp, t, &what)
+                .await
+        }
+        Object::Pvc(x) => {
+            del::<PersistentVolumeClaim>(
+                Api::namespaced(client.clone(), &ns(&x.metadata)),
+                &name(&x.metadata),
+                &dp,
+                t,
+                &what,
+            )
+            .await
+        }
+        Object::Job(x) => {
+            del::<Job>(
+                Api::namespaced(client.clone(), &ns(&x.metadata)),
+                &name(&x.metadata),
+                &dp,
+                t,
+                &what,
+            )
+            .await
+        }
+    }
+}
+
+/// Creates the fetch pod (a dry run first is not needed: it is made from the Job's
+/// template, which the API server admitted).
+pub async fn create_pod(client: &Client, pod: &Pod, t: Duration) -> Result<(), KubeError> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let what = format!("create pod {ns}/{}", pod.metadata.name.as_deref().unwrap_or("?"));
+    call(&what, t, api.create(&PostParams::default(), pod)).await.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn template() -> Job {
+        parse("job-measure.yaml", JOB)
+            .expect("parse")
+            .into_iter()
+            .find_map(|o| match o {
+                Object::Job(j) => Some(*j),
+                _ => None,
+            })
+            .expect("a Job")
+    }
+
+    fn params() -> JobParams {
+        JobParams {
+            image: "registry.example/p/leaderwatch@sha256:00".into(),
+            target: "leader".into(),
+            method: KubeMethod::Delete,
+            idle: Duration::from_secs(1800),
+            settle: Duration::from_secs(600),
+            environment: "GKE Autopilot, dlock-gke".into(),
+            env: vec![("LEADERWATCH_TEST_MIN_IDLE".into(), "1m".into())],
+        }
+    }
+
+    #[test]
+    fn every_committed_manifest_parses_into_the_objects_a_sitting_applies() {
+        let kinds = |t: &str| -> Vec<String> {
+            parse("f", t).expect("parse").iter().map(|o| o.describe()).collect()
+        };
+        assert_eq!(
+            kinds(RBAC),
+            [
+                "ServiceAccount dlock/leaderwatch",
+                "Role dlock/leaderwatch",
+                "RoleBinding dlock/leaderwatch",
+                "ClusterRole dlock-leaderwatch-nodes",
+                "ClusterRoleBinding dlock-leaderwatch-nodes"
+            ]
+        );
+        assert_eq!(
+            kinds(JOB),
+            ["PersistentVolumeClaim dlock/leaderwatch-data", "Job dlock/leaderwatch-measure"]
+        );
+        assert_eq!(kinds(RBAC_MAINTENANCE).len(), 2);
+        assert_eq!(kinds(RBAC_DRAIN).len(), 2);
+        assert!(parse("f", "kind: Secret\nmetadata: {name: x}\n").is_err());
+    }
+
+    #[test]
+    fn the_users_flags_go_into_the_jobs_arguments_and_nothing_else_changes() {
+        let t = template();
+        let j = job(&t, &params()).expect("job");
+        let c = |j: &Job| {
+            j.spec
+                .as_ref()
+                .and_then(|s| s.template.spec.as_ref())
+                .map(|s| s.containers[0].clone())
+                .expect("container")
+        };
+        let args = c(&j).args.expect("args");
+        assert_eq!(
+            args,
+            [
+                "measure",
+                "--reach=dns",
+                "--target=leader",
+                "--idle=30m",
+                "--settle=10m",
+                "--out=/data/$(POD_NAME)",
+                "--method=delete",
+                "--environment=GKE Autopilot, dlock-gke",
+                "--checksums"
+            ]
+        );
+        assert_eq!(c(&j).image.as_deref(), Some("registry.example/p/leaderwatch@sha256:00"));
+        assert!(c(&j).env.expect("env").iter().any(|e| e.name == "LEADERWATCH_TEST_MIN_IDLE"));
+        // The rest is the committed template's.
+        let (mut a, mut b) =
+            (serde_json::to_value(&t).expect("json"), serde_json::to_value(&j).expect("json"));
+        for v in [&mut a, &mut b] {
+            let c = &mut v["spec"]["template"]["spec"]["containers"][0];
+            for k in ["args", "image", "env"] {
+                c[k] = serde_json::Value::Null;
+            }
+        }
+        assert_eq!(a, b, "30 + 10 min + 30 min of room is under the committed 70 min deadline");
+        let long =
+            job(&t, &JobParams { idle: Duration::from_secs(3 * 3600), ..params() }).expect("job");
+        assert_eq!(long.spec.and_then(|s| s.active_deadline_seconds), Some(3 * 3600 + 600 + 1800));
+        assert_eq!(claim_of(&j).as_deref(), Some("leaderwatch-data"));
+    }
+
+    #[test]
+    fn the_fetch_pod_mounts_the_volume_read_only_and_only_packs() {
+        let p =
+            fetch_pod(&template(), "leaderwatch-fetch", "leaderwatch-measure-abcde").expect("pod");
+        let s = p.spec.expect("spec");
+        let c = &s.containers[0];
+        assert_eq!(
+            c.args.as_deref(),
+            Some(&["pack".to_owned(), "/data/leaderwatch-measure-abcde".to_owned()][..])
+        );
+        assert!(c.volume_mounts.iter().flatten().all(|m| m.read_only == Some(true)));
+        assert_eq!(s.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(s.automount_service_account_token, Some(false));
+    }
+}
