@@ -175,6 +175,8 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let path = a.out.join(leaderwatch::model::baseline::BASELINE);
     let since = std::time::SystemTime::now();
+    // In a pod the log may be the only way out (baseline-from-log.sh reads it there).
+    let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
     let result = leaderwatch::measure::run(client, cfg, clock, shutdown_signal()).await;
     // The last act, whatever the outcome: what `leaderwatch sitting` checks its copy against.
     if a.checksums
@@ -185,13 +187,16 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     }
     match result {
         Ok(b) => {
-            leaderwatch::render::report::print_result(&leaderwatch::io::read::with_rate(&path, b)?);
+            leaderwatch::render::report::print_result(
+                &leaderwatch::io::read::with_rate(&path, b)?,
+                in_pod,
+            );
             Ok(())
         }
         Err(e) => {
             // An incomplete sitting still wrote what it measured: the Job's log gets it too.
             if let Some(f) = leaderwatch::io::read::written_since(&path, since) {
-                leaderwatch::render::report::print_result(&f);
+                leaderwatch::render::report::print_result(&f, in_pod);
             }
             Err(e)
         }

@@ -85,10 +85,10 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
     drop(cluster); // the last handle: stops the members before printing
     let path = out.join(BASELINE);
     match result {
-        Ok(baseline) => report::print_result(&read::with_rate(&path, baseline)?),
+        Ok(baseline) => report::print_result(&read::with_rate(&path, baseline)?, false),
         Err(e) => {
             if let Some(f) = read::written_since(&path, since) {
-                report::print_result(&f);
+                report::print_result(&f, false);
             }
             return Err(e);
         }

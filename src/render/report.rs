@@ -605,15 +605,14 @@ fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> V
     out
 }
 
-/// What `rehearse` and `measure` print at the end: the tables, then baseline.json between
-/// the log markers, in one write so that no log line from elsewhere lands inside it.
-pub fn print_result(f: &BaselineFile) {
+/// What `rehearse` and `measure` print at the end, the table last. With `log_block` (a
+/// sitting in a pod, whose log may be the only way out) baseline.json between the log
+/// markers comes first; in one write, so that no log line from elsewhere lands inside it.
+pub fn print_result(f: &BaselineFile, log_block: bool) {
     use std::io::Write;
-    let text = format!(
-        "{}\n{}",
-        render(std::slice::from_ref(f), None),
-        crate::model::baseline::log_block(&f.baseline)
-    );
+    let block =
+        if log_block { crate::model::baseline::log_block(&f.baseline) } else { String::new() };
+    let text = format!("{block}{}\n", render(std::slice::from_ref(f), None));
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
