@@ -501,18 +501,21 @@ fn routine(f: &BaselineFile) -> bool {
 
 const MAINTENANCE_HEADER: &str = "| operation | first disrupted | elections (raft-term delta) | leader changes: raw sum / reset-aware increase | causes | client writes unavailable, longest: canary / one in flight | per member, terminating → Ready | operation in all | request → healthy list | environment | source |\n|---|---|---|---|---|---|---|---|---|---|---|";
 
-/// The command for a method's GKE row, until one is measured there.
-fn gke_method_command(m: KubeMethod) -> String {
+/// What a method's GKE row says to do, until one is measured there.
+fn gke_method_todo(m: KubeMethod) -> String {
     let flags = match m {
-        KubeMethod::Evict => "--target follower",
-        KubeMethod::Delete => "--method delete --target follower",
-        KubeMethod::RollingRestart => "--method rolling-restart",
-        KubeMethod::Drain => "--method drain --target follower",
+        KubeMethod::Evict => "",
+        KubeMethod::Delete => " --method delete",
+        KubeMethod::RollingRestart => " --method rolling-restart",
+        // Autopilot manages its nodes: a cordon of ours may be refused, and its own node
+        // upgrades are the drains there.
+        KubeMethod::Drain => {
+            return format!(
+                "on Autopilot, its own node upgrades are the drains (the continuous sampler records them; a cordon of ours may be refused); on GKE Standard run `{GKE_COMMAND} --method drain`"
+            );
+        }
     };
-    format!(
-        "leaderwatch measure -n dlock --reach port-forward --idle 20m {flags} --out data/gke-{}-$(date -u +%Y%m%dT%H%M%SZ)",
-        m.as_str()
-    )
+    format!("run `{GKE_COMMAND}{flags}`")
 }
 
 fn secs(v: Option<f64>) -> String {
@@ -530,7 +533,7 @@ fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> V
                 == Some(m)
         };
         if !baselines.iter().filter(of_method).any(|f| f.baseline.environment.on_target_cluster()) {
-            out.push(format!("| {} | — | — | — | — | — | — | — | not yet measured | GKE Autopilot, dlock-gke | run `{}` |", m.as_str(), gke_method_command(m)));
+            out.push(format!("| {} | — | — | — | — | — | — | — | not yet measured | GKE Autopilot, dlock-gke | {} |", m.as_str(), gke_method_todo(m)));
         }
     }
     let mut rows: Vec<&&BaselineFile> = baselines
