@@ -1,6 +1,6 @@
 //! `cargo bench --bench core`: what the measuring core costs, in a release build.
 //! 1. `/metrics` extraction on a real etcd 3.6.14 page (the version the deployment and the
-//!    local members run; the README's extraction figures were measured on the 3.5.1 page,
+//!    local members run; docs/benchmarks.md's extraction figures were measured on the 3.5.1 page,
 //!    160 KB against this one's 170 KB): full prometheus-parse vs the filtered path
 //!    leaderwatch uses.
 //! 2. One round (metrics + health + Status RPC per member, and without metrics) against

@@ -8,7 +8,7 @@
 #
 # OUT_DIR/oci is the OCI image layout (tag TAG, default the crate's version); push it with
 #   skopeo copy oci:OUT_DIR/oci:TAG docker://$REGION-docker.pkg.dev/$PROJECT/dlock/leaderwatch:TAG
-# (README, "Running it in the cluster"). OUT_DIR/rootfs is the unpacked root filesystem,
+# (README, "The sitting on GKE"). OUT_DIR/rootfs is the unpacked root filesystem,
 # OUT_DIR/image.env the figures (digest, sizes) for the tests and the benchmark.
 # Needs umoci and skopeo (Debian packages; make image installs them) and root.
 set -euo pipefail

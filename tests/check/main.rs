@@ -12,6 +12,7 @@ mod bad_args;
 mod before_layers;
 mod committed_runs;
 mod counts_props;
+mod docs;
 mod health_fixtures;
 mod health_props;
 mod layers;

@@ -124,7 +124,7 @@ fn the_etcd_readme_row_is_what_report_renders_from_the_committed_rehearsals() {
         readme.lines().any(
             |l| l.starts_with("| residual rate of elections at rest (") && cell(l) == cell(row)
         ),
-        "the README's row is current: run leaderwatch report data/rehearsal-*/baseline.json --update deploy/k8s/etcd/README.md"
+        "the README's row is current: run leaderwatch report data/*/baseline.json --update deploy/k8s/etcd/README.md"
     );
     assert!(readme.contains("| residual rate of elections at rest, per day with its 95% interval | — | not yet measured |"), "the GKE row stays unmeasured");
 }
