@@ -36,7 +36,7 @@ kube-apt:
 kube-binaries: $(KUBE_STAMP)
 
 # Rebuilt only when the pinned version (a new stamp name) or go.mod/go.sum change, or a
-# binary is missing. Cold on 2 cores: see README "Local Kubernetes"; warm: seconds.
+# binary is missing. Cold on 2 cores: see docs/local-cluster.md ("How it is built"); warm: seconds.
 $(KUBE_STAMP): $(KUBE_MOD)/go.mod $(KUBE_MOD)/go.sum $(if $(strip $(foreach c,$(KUBE_CMDS),$(if $(wildcard $(KUBE_BIN)/$(c)),,x))),kube-binaries-missing)
 	@command -v go >/dev/null || { echo "kube-tools: \`go\` not found on PATH: Kubernetes $(KUBE_VERSION) is built from $(KUBE_MOD) and needs Go >= $$(sed -n 's/^go //p' $(KUBE_MOD)/go.mod) and the Go module proxy" >&2; exit 3; }
 	@mkdir -p $(KUBE_BIN)

@@ -348,7 +348,7 @@ in it, by cause (unexplained, node or pod events, stress). Reading it: docs/rate
 
 Examples:
   leaderwatch rate data/                                     # every run in data/
-  leaderwatch rate data/gke-*/*/baseline.json /data/continuous --confidence 0.9
+  leaderwatch rate data/gke-*/baseline.json /data/continuous --confidence 0.9
   leaderwatch rate data/*/ -o json
   leaderwatch rate data/*/ -o csv   # the columns of report --format csv
 Exit codes: 0 written, 2 bad input (a path that is neither a sitting nor a sample directory).";
@@ -359,7 +359,7 @@ Examples:
   leaderwatch report data/rehearsal-leader/baseline.json
   leaderwatch report data/rehearsal-*/baseline.json --update deploy/k8s/etcd/README.md
   # the alert on leaderwatch_elections_total, from sittings measured on GKE (a Rules manifest)
-  leaderwatch report --alert-rule data/gke-*/*/baseline.json > rules.yaml && kubectl apply -f rules.yaml
+  leaderwatch report --alert-rule data/gke-*/baseline.json > rules.yaml && kubectl apply -f rules.yaml
   # a plain Prometheus rule file from the local rehearsals, to try it out with promtool
   leaderwatch report --alert-rule --allow-local --format prometheus data/rehearsal-*/baseline.json > rules.yml
 Exit codes: 0 written, 2 bad input (a file that is not a baseline; --alert-rule without a

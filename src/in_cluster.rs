@@ -265,6 +265,7 @@ async fn follow(
     name: &str,
     t: Duration,
     planned: Duration,
+    again: &str,
     shutdown: &mut std::pin::Pin<Box<impl Future<Output = ()>>>,
 ) -> Result<(Job, Option<Pod>), Error> {
     let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
@@ -339,7 +340,7 @@ async fn follow(
                     h.abort();
                 }
                 return Err(Error::Detached(format!(
-                    "detached; the sitting goes on in the cluster (Job {ns}/{name}). Follow it again: leaderwatch sitting --attach (with the same --context or --kubeconfig)"
+                    "detached; the sitting goes on in the cluster (Job {ns}/{name}). Follow it again: leaderwatch sitting --attach{again}"
                 )));
             }
             _ = tokio::time::sleep(POLL) => {}
@@ -568,7 +569,15 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
         let pod = job_pod(&client, &ns, &name, t).await?;
         (j, pod)
     } else {
-        follow(&client, &ns, &name, t, planned, &mut shutdown).await?
+        // The flags that reach this cluster again, for the line a detach prints.
+        let mut again = String::new();
+        if let Some(c) = &a.context {
+            again.push_str(&format!(" --context {c}"));
+        }
+        if let Some(k) = &a.kubeconfig {
+            again.push_str(&format!(" --kubeconfig {}", k.display()));
+        }
+        follow(&client, &ns, &name, t, planned, &again, &mut shutdown).await?
     };
     let code = pod.as_ref().and_then(exit_code);
 

@@ -495,7 +495,7 @@ impl Sitting<'_> {
             // The round that closes this window must show a restarted member's new counter:
             // the extra full round below sees to that. Reading every page at the fast
             // interval once the target was back cost each member ten /metrics pages a
-            // second until the list was healthy (README, Benchmarks: observer cost).
+            // second until the list was healthy (docs/benchmarks.md: observer cost).
             self.sampler.set_with_metrics(k.is_multiple_of(every));
             k += 1;
             let r = tokio::select! {

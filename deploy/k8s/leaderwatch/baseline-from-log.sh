@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Prints the baseline.json that `leaderwatch measure` wrote to its log, between the lines
 # "--- baseline.json begin ---" and "--- baseline.json end ---": `kubectl logs` alone
-# retrieves the result of an in-cluster sitting.
-#   deploy/k8s/leaderwatch/baseline-from-log.sh [JOB] > baseline.json
+# retrieves the result of an in-cluster sitting when its PVC cannot be read (`leaderwatch
+# sitting` brings back the whole run directory otherwise).
+#   mkdir -p data/gke-RUN && deploy/k8s/leaderwatch/baseline-from-log.sh [JOB] > data/gke-RUN/baseline.json
 # Environment: KUBECTL (default kubectl), NAMESPACE (default dlock).
 set -euo pipefail
 
