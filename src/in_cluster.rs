@@ -600,9 +600,18 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
         .map(|t| t.format("%Y%m%dT%H%M%SZ").to_string())
         .unwrap_or_default();
     let dest = a.out_dir.join(format!("{}-{target}-{method_run}-{when}", a.label));
-    std::fs::create_dir_all(&a.out_dir)
-        .map_err(|e| Error::Usage(format!("{}: {e}", a.out_dir.display())))?;
-    let got = fetch(&client, &j, &run, &dest, t).await?;
+    std::fs::create_dir_all(&a.out_dir).map_err(|source| {
+        Error::Record(crate::io::record::RecordError::Io { path: a.out_dir.clone(), source })
+    })?;
+    let got = fetch(&client, &j, &run, &dest, t).await.map_err(|e| match e {
+        Error::Step { step, message } => Error::Step {
+            step,
+            message: format!(
+                "{message} (the Job and the PVC are kept: `leaderwatch sitting --fetch` tries again; `kubectl -n {ns} delete job {name}` gives the run up)"
+            ),
+        },
+        e => e,
+    })?;
     eprintln!(
         "sitting: {} files ({} bytes) of run {run} fetched into {}, {}",
         got.files,
