@@ -237,17 +237,24 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     //     Eviction, the same recovery. Once the replacement is Ready the PDB allows one again.
     //     rbac.yaml alone (which ran step 1) grants nothing that bypasses the PDB; the
     //     delete and the rolling restart run with rbac-maintenance.yaml beside it.
-    let can = |verb: &str, what: &str| {
+    let can = |verb: &str, what: &[&str]| {
         let sa = "system:serviceaccount:dlock:leaderwatch";
-        lab.kubectl(&["-n", "dlock", "auth", "can-i", verb, what, "--as", sa]).1.trim() == "yes"
+        let mut args = vec!["-n", "dlock", "auth", "can-i", verb];
+        args.extend_from_slice(what);
+        args.extend_from_slice(&["--as", sa]);
+        lab.kubectl(&args).1.trim() == "yes"
     };
+    let evict = ["pods", "--subresource=eviction"];
     assert_eq!(
-        (can("delete", "pods"), can("patch", "statefulsets.apps"), can("create", "pods/eviction")),
+        (can("delete", &["pods"]), can("patch", &["statefulsets.apps"]), can("create", &evict)),
         (false, false, true),
         "rbac.yaml: evictions only"
     );
     lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
-    assert!(can("delete", "pods") && can("patch", "statefulsets.apps"), "rbac-maintenance.yaml");
+    assert!(
+        can("delete", &["pods"]) && can("patch", &["statefulsets.apps"]),
+        "rbac-maintenance.yaml"
+    );
     lab.wait_pdb_allows_one();
     let pods_before: Vec<String> = (0..3).map(|i| before_uid(&format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
