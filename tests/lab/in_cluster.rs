@@ -1,8 +1,9 @@
 //! leaderwatch's own manifests, run from its image on the real local control plane (lw-lab:
 //! kube-apiserver, controller-manager and scheduler v1.35.4, the process kubelet running
 //! containers through runc, cluster DNS, GKE's StorageClasses). The image is the one
-//! `make image` built, served to the kubelet under the name the manifests give it after the
-//! README's `sed s/PROJECT/<project>/`; nothing else in the manifests is changed, except the
+//! `make image` built, served to the kubelet under the name the manifests give it with the
+//! project id lw-lab (what `leaderwatch sitting --image` is given, and what the sampler's
+//! `sed` in docs/exporter.md sets); nothing else in the manifests is changed, except the
 //! test-only environment below, which no product manifest carries:
 //!
 //! - `leaderwatch sitting` runs the sitting in the cluster as a user does: `job-measure.yaml`
@@ -33,11 +34,11 @@ use lab::{Lab, repo};
 use serde_json::Value;
 use serde_yaml_ng::Value as Yaml;
 
-/// What the README's `sed -i "s/PROJECT/$PROJECT/"` puts in the image names.
+/// The project id in the image names here.
 const PROJECT: &str = "lw-lab";
 const JOB: &str = "leaderwatch-measure";
 
-/// The image reference a manifest names, after the README's sed.
+/// The image reference a manifest names, with [`PROJECT`].
 fn manifest_image(rel: &str) -> String {
     let text = std::fs::read_to_string(repo().join(rel)).expect("manifest");
     let line = text.lines().find_map(|l| l.trim().strip_prefix("image: ")).expect("an image: line");
@@ -56,7 +57,7 @@ fn image_arg() -> String {
     format!("{job}={}:{}", env["IMAGE_LAYOUT"], env["IMAGE_TAG"])
 }
 
-/// The manifest as a user applies it after the README's sed, with `extra_env` appended to
+/// The manifest as a user applies it with its image set, with `extra_env` appended to
 /// its one container's env (test-only overrides), written into `dir`. Asserts that nothing
 /// else differs from the committed file.
 fn manifest(rel: &str, extra_env: &[(&str, &str)], dir: &Path) -> PathBuf {
@@ -99,6 +100,12 @@ fn manifest(rel: &str, extra_env: &[(&str, &str)], dir: &Path) -> PathBuf {
     let path = dir.join(Path::new(rel).file_name().expect("file name"));
     std::fs::write(&path, out.join("---\n")).expect("write manifest");
     path
+}
+
+/// The Job, or `None` when it does not exist.
+fn job_json(lab: &Lab) -> Option<Value> {
+    let (ok, out, _) = lab.kubectl(&["-n", "dlock", "get", "job", JOB, "-o", "json"]);
+    if ok { serde_json::from_str(&out).ok() } else { None }
 }
 
 fn job_condition(lab: &Lab) -> Option<(String, String)> {
@@ -385,17 +392,34 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     let out_dir = dir.path().join("data");
     let readme = dir.path().join("README.md");
     std::fs::copy(repo().join("deploy/k8s/etcd/README.md"), &readme).expect("README copy");
-    let o = support::leaderwatch()
+    // Ctrl-C while it follows only detaches (exit 9): the Job goes on ...
+    let first = support::leaderwatch()
         .env("LEADERWATCH_TEST_MIN_IDLE", "30s")
         .args(["sitting", "--kubeconfig", &kubeconfig, "--image"])
         .arg(manifest_image("deploy/k8s/leaderwatch/job-measure.yaml"))
         .args(["--idle", "30s", "--settle", "20s", "--environment", environment])
-        .args(["--label", "kube-in-cluster", "--keep", "--out-dir"])
+        .args(["--label", "kube-in-cluster", "--out-dir"])
+        .arg(&out_dir)
+        .spawn()
+        .expect("leaderwatch sitting");
+    wait_until("the Job's pod Running", Duration::from_secs(120), || {
+        job_pods(&lab).first().is_some_and(|p| p["status"]["phase"] == "Running")
+    });
+    signal(first.id() as i32, nix::sys::signal::Signal::SIGINT);
+    let o = first.wait_with_output().expect("leaderwatch sitting");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(9), "{err}");
+    assert!(err.contains("leaderwatch sitting --attach"), "{err}");
+    assert_eq!(job_condition(&lab), None, "the sitting goes on");
+    // ... and --attach follows it to its end and fetches (--keep: the Job stays for below).
+    let o = support::leaderwatch()
+        .args(["sitting", "--attach", "--keep", "--kubeconfig", &kubeconfig])
+        .args(["--label", "kube-in-cluster", "--out-dir"])
         .arg(&out_dir)
         .arg("--readme")
         .arg(&readme)
         .output()
-        .expect("leaderwatch sitting");
+        .expect("leaderwatch sitting --attach");
     let (stdout, stderr) = (
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
@@ -465,6 +489,19 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
         .expect("baseline-from-log.sh");
     assert!(o.status.success(), "baseline-from-log.sh: {}", String::from_utf8_lossy(&o.stderr));
     let from_log: Value = serde_json::from_slice(&o.stdout).expect("baseline.json from the log");
+    // --fetch alone brings the same run back again, then removes the Job.
+    let again = dir.path().join("again");
+    let o = support::leaderwatch()
+        .args(["sitting", "--fetch", "--kubeconfig", &kubeconfig, "--label", "kube-in-cluster"])
+        .arg("--out-dir")
+        .arg(&again)
+        .arg("--readme")
+        .arg(dir.path().join("no-README.md"))
+        .output()
+        .expect("leaderwatch sitting --fetch");
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(listing(&again.join(&name)) == b, "--fetch brought the same files");
+    wait_until("the Job gone", Duration::from_secs(60), || job_json(&lab).is_none());
     let run = on_volume;
     let on_volume: Value = serde_json::from_slice(
         &std::fs::read(run.join("baseline.json")).expect("baseline.json on the PVC"),
@@ -523,7 +560,6 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
 
     // Never retried: a second Job, SIGKILLed after its eviction, gets no second pod.
     lab.wait_pdb_allows_one();
-    lab.ok(&["-n", "dlock", "delete", "job", JOB, "--wait=true"]);
     wait_until("the first Job's pod gone", Duration::from_secs(60), || job_pods(&lab).is_empty());
     let env = [
         ("LEADERWATCH_TEST_IDLE", "20s"),
