@@ -223,7 +223,8 @@ async fn new_events(
 }
 
 /// Follows the pod's log into `tx`, line by line, from where it left off when the stream
-/// breaks (timestamps skip what was printed); ends when the container has ended.
+/// breaks (the kubelet's timestamps, or a count of lines where it gives none, skip what was
+/// printed); ends when the container has ended.
 fn follow_log(
     client: Client,
     ns: String,
@@ -233,16 +234,35 @@ fn follow_log(
     tokio::spawn(async move {
         let api: Api<Pod> = Api::namespaced(client, &ns);
         let mut last: Option<String> = None;
+        // Without timestamps, a new stream starts from the top again: skip what was sent.
+        let mut sent_unstamped = 0usize;
         loop {
             let lp = LogParams { follow: true, timestamps: true, ..LogParams::default() };
             if let Ok(stream) = api.log_stream(&pod, &lp).await {
                 let mut lines = stream.lines();
+                let mut unstamped = 0usize;
                 while let Some(Ok(l)) = lines.next().await {
-                    let (ts, text) = l.split_once(' ').unwrap_or(("", l.as_str()));
-                    if last.as_deref().is_some_and(|t| ts <= t) {
-                        continue;
-                    }
-                    last = Some(ts.to_owned());
+                    // The kubelet's timestamp prefix, when it gives one (a kubelet may not).
+                    let stamped = l
+                        .split_once(' ')
+                        .filter(|(ts, _)| ts.parse::<k8s_openapi::jiff::Timestamp>().is_ok());
+                    let text = match stamped {
+                        Some((ts, text)) => {
+                            if last.as_deref().is_some_and(|t| ts <= t) {
+                                continue;
+                            }
+                            last = Some(ts.to_owned());
+                            text
+                        }
+                        None => {
+                            unstamped += 1;
+                            if unstamped <= sent_unstamped {
+                                continue;
+                            }
+                            sent_unstamped = unstamped;
+                            l.as_str()
+                        }
+                    };
                     if tx.send(text.to_owned()).is_err() {
                         return;
                     }
@@ -462,10 +482,9 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
     let client = k8s::client(&o).await?;
     let version = call("version", t, client.apiserver_version()).await?;
     eprintln!(
-        "sitting: cluster {} (context {}), Kubernetes {}",
-        client.default_namespace(),
-        a.context.as_deref().unwrap_or("current"),
-        version.git_version
+        "sitting: Kubernetes {} (context {})",
+        version.git_version,
+        a.context.as_deref().unwrap_or("the kubeconfig's current one")
     );
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
     let method: KubeMethod = a.method.parse().map_err(Error::Usage)?;

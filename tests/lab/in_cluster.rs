@@ -459,6 +459,9 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     assert!(a == b, "the fetched files differ from the volume's");
     assert!(a.iter().any(|f| f.0 == "SHA256SUMS"), "the Job wrote its checksums");
     assert!(stderr.contains("each checked against the Job's SHA256SUMS"), "{stderr}");
+    // The Job's log lines, whole (regression: a kubelet that gives no timestamp prefix had
+    // each line's first word taken for one, and most lines skipped).
+    assert!(stderr.contains("  | PASS members-running"), "{stderr}");
     // The table and the ledger note.
     assert!(stdout.contains("T-056 baseline: measured"), "{stdout}");
     let table = std::fs::read_to_string(&readme).expect("README");
