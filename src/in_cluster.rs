@@ -192,28 +192,33 @@ fn exit_code(p: &Pod) -> Option<i32> {
         .map(|t| t.exit_code)
 }
 
-/// Events about `name` not printed yet.
+/// Events about `name` not printed yet, none from before `since` (the Job's creation).
 async fn new_events(
     client: &Client,
     ns: &str,
     name: &str,
+    since: Option<k8s_openapi::jiff::Timestamp>,
     seen: &mut HashSet<String>,
     t: Duration,
 ) -> Result<Vec<String>, KubeError> {
     let api: Api<Event> = Api::namespaced(client.clone(), ns);
     let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
     let mut items = call("list events", t, api.list(&lp)).await?.items;
-    items.sort_by_key(|e| {
-        e.last_timestamp.clone().map(|t| t.0).or(e.event_time.clone().map(|t| t.0))
-    });
+    let at =
+        |e: &Event| e.last_timestamp.clone().map(|t| t.0).or(e.event_time.clone().map(|t| t.0));
+    items.sort_by_key(at);
     let mut out = Vec::new();
     for e in items {
+        if since.is_some_and(|s| at(&e).is_some_and(|a| a < s)) {
+            continue;
+        }
         let key =
             format!("{}/{}", e.metadata.uid.clone().unwrap_or_default(), e.count.unwrap_or(1));
         if seen.insert(key) {
             out.push(format!(
-                "event {}: {} {}",
+                "event {} {}: {} {}",
                 e.involved_object.kind.as_deref().unwrap_or("?"),
+                e.involved_object.name.as_deref().unwrap_or("?"),
                 e.reason.as_deref().unwrap_or(""),
                 e.message.as_deref().unwrap_or("").trim()
             ));
@@ -278,11 +283,14 @@ fn follow_log(
     })
 }
 
-/// Follows the Job until it ends; Ctrl-C detaches.
+/// Follows the Job until it ends, with its events, its pod's and the members' (the
+/// eviction, the replacement pod: a StatefulSet's pod keeps its name); Ctrl-C detaches.
+#[allow(clippy::too_many_arguments)]
 async fn follow(
     client: &Client,
     ns: &str,
     name: &str,
+    members: &[String],
     t: Duration,
     planned: Duration,
     again: &str,
@@ -296,13 +304,16 @@ async fn follow(
     let began = Instant::now();
     loop {
         let j = call("get the Job", t, jobs.get(name)).await?;
+        let since = j.metadata.creation_timestamp.clone().map(|t| t.0);
         let pod = job_pod(client, ns, name, t).await?;
-        for e in new_events(client, ns, name, &mut seen, t).await? {
-            out.line(&e);
+        for n in std::iter::once(name).chain(members.iter().map(String::as_str)) {
+            for e in new_events(client, ns, n, since, &mut seen, t).await? {
+                out.line(&e);
+            }
         }
         if let Some(p) = &pod {
             let pname = p.metadata.name.clone().unwrap_or_default();
-            for e in new_events(client, ns, &pname, &mut seen, t).await? {
+            for e in new_events(client, ns, &pname, since, &mut seen, t).await? {
                 out.line(&e);
             }
             let started = p
@@ -596,7 +607,12 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
         if let Some(k) = &a.kubeconfig {
             again.push_str(&format!(" --kubeconfig {}", k.display()));
         }
-        follow(&client, &ns, &name, t, planned, &again, &mut shutdown).await?
+        let members: Vec<String> = k8s::discover::pods(&client, &o)
+            .await?
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        follow(&client, &ns, &name, &members, t, planned, &again, &mut shutdown).await?
     };
     let code = pod.as_ref().and_then(exit_code);
 

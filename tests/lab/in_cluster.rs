@@ -462,6 +462,8 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     // The Job's log lines, whole (regression: a kubelet that gives no timestamp prefix had
     // each line's first word taken for one, and most lines skipped).
     assert!(stderr.contains("  | PASS members-running"), "{stderr}");
+    // The members' events as they happen (the evicted one's, its replacement's).
+    assert!(stderr.contains("event Pod dlock-etcd-"), "{stderr}");
     // The table and the ledger note.
     assert!(stdout.contains("T-056 baseline: measured"), "{stdout}");
     let table = std::fs::read_to_string(&readme).expect("README");
