@@ -95,15 +95,8 @@ pub struct SittingArgs {
     /// The leaderwatch image the Job runs (the one you built and pushed).
     #[arg(long, required_unless_present_any = ["attach", "fetch"])]
     pub image: Option<String>,
-    /// kubeconfig file (default: KUBECONFIG, ~/.kube/config).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// kubeconfig context (default: the current one).
-    #[arg(long)]
-    pub context: Option<String>,
-    /// Bound on each API request.
-    #[arg(long, default_value = "10s", value_parser = parse_duration)]
-    pub request_timeout: Duration,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// Member to disrupt: leader, follower or a pod name (the Job's `--target`).
     #[arg(long, default_value = "follower")]
     pub target: String,
@@ -174,15 +167,9 @@ rollout unfinished past --evict-timeout, or no recovery), 6 Kubernetes API unusa
 failed (nothing evicted; also a drain of a node holding two members). A drained node is
 uncordoned however the sitting ends, Ctrl-C and SIGTERM included.";
 
-/// Where the cluster is and which pods are the members.
+/// Which cluster, and how long one API request may take.
 #[derive(Debug, Args)]
-pub struct KubeArgs {
-    /// Namespace of the etcd pods.
-    #[arg(short = 'n', long, default_value = "dlock")]
-    pub namespace: String,
-    /// Label selector of the etcd pods.
-    #[arg(long, default_value = "app.kubernetes.io/name=dlock-etcd")]
-    pub selector: String,
+pub struct ConnArgs {
     /// kubeconfig file (default: KUBECONFIG, ~/.kube/config, or in-cluster).
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
@@ -192,6 +179,19 @@ pub struct KubeArgs {
     /// Bound on each API request.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub request_timeout: Duration,
+}
+
+/// Where the cluster is and which pods are the members.
+#[derive(Debug, Args)]
+pub struct KubeArgs {
+    /// Namespace of the etcd pods.
+    #[arg(short = 'n', long, default_value = "dlock")]
+    pub namespace: String,
+    /// Label selector of the etcd pods.
+    #[arg(long, default_value = "app.kubernetes.io/name=dlock-etcd")]
+    pub selector: String,
+    #[command(flatten)]
+    pub conn: ConnArgs,
     /// How to reach the members: dns (<pod>.<headless svc>, in the cluster), pod-ip, or
     /// port-forward (from a laptop; follows a recreated pod by name).
     #[arg(long, default_value = "dns")]

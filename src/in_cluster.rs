@@ -482,10 +482,10 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
     let m = manifests()?;
     let ns = m.job.metadata.namespace.clone().unwrap_or_else(|| "dlock".into());
     let name = m.job.metadata.name.clone().unwrap_or_else(|| "leaderwatch-measure".into());
-    let t = a.request_timeout;
+    let t = a.conn.request_timeout;
     let o = KubeOptions {
-        kubeconfig: a.kubeconfig.clone(),
-        context: a.context.clone(),
+        kubeconfig: a.conn.kubeconfig.clone(),
+        context: a.conn.context.clone(),
         namespace: ns.clone(),
         selector: "app.kubernetes.io/name=dlock-etcd".into(),
         request_timeout: t,
@@ -495,7 +495,7 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
     eprintln!(
         "sitting: Kubernetes {} (context {})",
         version.git_version,
-        a.context.as_deref().unwrap_or("the kubeconfig's current one")
+        a.conn.context.as_deref().unwrap_or("the kubeconfig's current one")
     );
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
     let method: KubeMethod = a.method.parse().map_err(Error::Usage)?;
@@ -601,10 +601,10 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
     } else {
         // The flags that reach this cluster again, for the line a detach prints.
         let mut again = String::new();
-        if let Some(c) = &a.context {
+        if let Some(c) = &a.conn.context {
             again.push_str(&format!(" --context {c}"));
         }
-        if let Some(k) = &a.kubeconfig {
+        if let Some(k) = &a.conn.kubeconfig {
             again.push_str(&format!(" --kubeconfig {}", k.display()));
         }
         let members: Vec<String> = k8s::discover::pods(&client, &o)

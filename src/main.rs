@@ -121,11 +121,11 @@ async fn run_sample(a: SampleArgs) -> Result<(), Error> {
 
 fn kube_options(a: &KubeArgs) -> KubeOptions {
     KubeOptions {
-        kubeconfig: a.kubeconfig.clone(),
-        context: a.context.clone(),
+        kubeconfig: a.conn.kubeconfig.clone(),
+        context: a.conn.context.clone(),
         namespace: a.namespace.clone(),
         selector: a.selector.clone(),
-        request_timeout: a.request_timeout,
+        request_timeout: a.conn.request_timeout,
     }
 }
 

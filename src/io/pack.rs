@@ -49,7 +49,7 @@ fn files(dir: &Path) -> Result<Vec<String>, String> {
     for e in rd {
         let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
         let name = e.file_name().to_string_lossy().into_owned();
-        let t = e.file_type().map_err(|e| format!("{}: {e}", e))?;
+        let t = e.file_type().map_err(|err| format!("{}: {err}", dir.join(&name).display()))?;
         if !t.is_file() {
             return Err(format!(
                 "{}: not a regular file (a run directory is flat)",

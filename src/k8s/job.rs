@@ -10,7 +10,10 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{EnvVar, PersistentVolumeClaim, Pod, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams,
+    PropagationPolicy,
+};
 use kube::{Client, Resource};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -41,21 +44,53 @@ pub enum Object {
 }
 
 impl Object {
-    /// "Job dlock/leaderwatch-measure", for every line about it.
-    pub fn describe(&self) -> String {
-        fn d<K: Resource<DynamicType = ()>>(k: &K) -> String {
-            let m = k.meta();
-            let ns = m.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default();
-            format!("{} {ns}{}", K::kind(&()), m.name.as_deref().unwrap_or("?"))
+    /// The object as the API's generic type, with its kind's resource: one apply and one
+    /// delete for every kind.
+    fn erased(&self) -> (ApiResource, Result<DynamicObject, String>) {
+        fn e<K: Resource<DynamicType = ()> + Serialize>(
+            k: &K,
+        ) -> (ApiResource, Result<DynamicObject, String>) {
+            let obj = serde_json::to_value(k).and_then(serde_json::from_value).map_err(|e| {
+                format!("{} {}: {e}", K::kind(&()), k.meta().name.as_deref().unwrap_or("?"))
+            });
+            (ApiResource::erase::<K>(&()), obj)
         }
         match self {
-            Object::ServiceAccount(o) => d(o),
-            Object::Role(o) => d(o),
-            Object::RoleBinding(o) => d(o),
-            Object::ClusterRole(o) => d(o),
-            Object::ClusterRoleBinding(o) => d(o),
-            Object::Pvc(o) => d(o.as_ref()),
-            Object::Job(o) => d(o.as_ref()),
+            Object::ServiceAccount(o) => e(o),
+            Object::Role(o) => e(o),
+            Object::RoleBinding(o) => e(o),
+            Object::ClusterRole(o) => e(o),
+            Object::ClusterRoleBinding(o) => e(o),
+            Object::Pvc(o) => e(o.as_ref()),
+            Object::Job(o) => e(o.as_ref()),
+        }
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        match self {
+            Object::ServiceAccount(o) => &o.metadata,
+            Object::Role(o) => &o.metadata,
+            Object::RoleBinding(o) => &o.metadata,
+            Object::ClusterRole(o) => &o.metadata,
+            Object::ClusterRoleBinding(o) => &o.metadata,
+            Object::Pvc(o) => &o.metadata,
+            Object::Job(o) => &o.metadata,
+        }
+    }
+
+    /// "Job dlock/leaderwatch-measure", for every line about it.
+    pub fn describe(&self) -> String {
+        let m = self.meta();
+        let ns = m.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default();
+        format!("{} {ns}{}", self.erased().0.kind, m.name.as_deref().unwrap_or("?"))
+    }
+
+    /// The API of its kind, in its namespace (cluster-wide without one).
+    fn api(&self, client: &Client) -> Api<DynamicObject> {
+        let ar = self.erased().0;
+        match &self.meta().namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
         }
     }
 }
@@ -204,22 +239,6 @@ pub fn fetch_pod(job: &Job, name: &str, run: &str) -> Result<Pod, String> {
     })
 }
 
-async fn ssa<K>(
-    api: Api<K>,
-    obj: &K,
-    dry_run: bool,
-    t: Duration,
-    what: &str,
-) -> Result<(), KubeError>
-where
-    K: Resource + Clone + Serialize + DeserializeOwned + std::fmt::Debug,
-{
-    let name = obj.meta().name.clone().unwrap_or_default();
-    let mut pp = PatchParams::apply(MANAGER).force();
-    pp.dry_run = dry_run;
-    call(what, t, api.patch(&name, &pp, &Patch::Apply(obj))).await.map(|_| ())
-}
-
 /// Server-side apply of one object (a dry run when `dry_run`: the API server validates and
 /// admits it, nothing is stored).
 pub async fn apply(
@@ -229,28 +248,11 @@ pub async fn apply(
     t: Duration,
 ) -> Result<(), KubeError> {
     let what = format!("{} {}", if dry_run { "dry-run apply" } else { "apply" }, o.describe());
-    let ns = |m: &kube::api::ObjectMeta| m.namespace.clone().unwrap_or_else(|| "default".into());
-    match o {
-        Object::ServiceAccount(x) => {
-            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x, dry_run, t, &what).await
-        }
-        Object::Role(x) => {
-            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x, dry_run, t, &what).await
-        }
-        Object::RoleBinding(x) => {
-            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x, dry_run, t, &what).await
-        }
-        Object::ClusterRole(x) => ssa(Api::all(client.clone()), x, dry_run, t, &what).await,
-        Object::ClusterRoleBinding(x) => ssa(Api::all(client.clone()), x, dry_run, t, &what).await,
-        Object::Pvc(x) => {
-            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x.as_ref(), dry_run, t, &what)
-                .await
-        }
-        Object::Job(x) => {
-            ssa(Api::namespaced(client.clone(), &ns(&x.metadata)), x.as_ref(), dry_run, t, &what)
-                .await
-        }
-    }
+    let obj = o.erased().1.map_err(|message| KubeError::Api { what: what.clone(), message })?;
+    let name = o.meta().name.clone().unwrap_or_default();
+    let mut pp = PatchParams::apply(MANAGER).force();
+    pp.dry_run = dry_run;
+    call(&what, t, o.api(client).patch(&name, &pp, &Patch::Apply(&obj))).await.map(|_| ())
 }
 
 /// Deletes one object (gone already is fine); a Job's pods go with it.
@@ -260,82 +262,11 @@ pub async fn delete(client: &Client, o: &Object, t: Duration) -> Result<(), Kube
         propagation_policy: Some(PropagationPolicy::Background),
         ..Default::default()
     };
-    async fn del<K>(
-        api: Api<K>,
-        name: &str,
-        dp: &DeleteParams,
-        t: Duration,
-        what: &str,
-    ) -> Result<(), KubeError>
-    where
-        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
-    {
-        match call(what, t, api.delete(name, dp)).await {
-            Ok(_) => Ok(()),
-            Err(KubeError::Api { message, .. }) if message.starts_with("HTTP 404") => Ok(()),
-            Err(e) => Err(e),
-        }
-    }
-    let ns = |m: &kube::api::ObjectMeta| m.namespace.clone().unwrap_or_else(|| "default".into());
-    let name = |m: &kube::api::ObjectMeta| m.name.clone().unwrap_or_default();
-    match o {
-        Object::ServiceAccount(x) => {
-            del::<ServiceAccount>(
-                Api::namespaced(client.clone(), &ns(&x.metadata)),
-                &name(&x.metadata),
-                &dp,
-                t,
-                &what,
-            )
-            .await
-        }
-        Object::Role(x) => {
-            del::<Role>(
-                Api::namespaced(client.clone(), &ns(&x.metadata)),
-                &name(&x.metadata),
-                &dp,
-                t,
-                &what,
-            )
-            .await
-        }
-        Object::RoleBinding(x) => {
-            del::<RoleBinding>(
-                Api::namespaced(client.clone(), &ns(&x.metadata)),
-                &name(&x.metadata),
-                &dp,
-                t,
-                &what,
-            )
-            .await
-        }
-        Object::ClusterRole(x) => {
-            del::<ClusterRole>(Api::all(client.clone()), &name(&x.metadata), &dp, t, &what).await
-        }
-        Object::ClusterRoleBinding(x) => {
-            del::<ClusterRoleBinding>(Api::all(client.clone()), &name(&x.metadata), &dp, t, &what)
-                .await
-        }
-        Object::Pvc(x) => {
-            del::<PersistentVolumeClaim>(
-                Api::namespaced(client.clone(), &ns(&x.metadata)),
-                &name(&x.metadata),
-                &dp,
-                t,
-                &what,
-            )
-            .await
-        }
-        Object::Job(x) => {
-            del::<Job>(
-                Api::namespaced(client.clone(), &ns(&x.metadata)),
-                &name(&x.metadata),
-                &dp,
-                t,
-                &what,
-            )
-            .await
-        }
+    let name = o.meta().name.clone().unwrap_or_default();
+    match call(&what, t, o.api(client).delete(&name, &dp)).await {
+        Ok(_) => Ok(()),
+        Err(KubeError::Api { message, .. }) if message.starts_with("HTTP 404") => Ok(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -161,16 +161,21 @@ fn recovery_cell(rows: &[&Measurement]) -> String {
     v
 }
 
+/// A window-table row's value cell, by what its window is.
+fn value_cell(rows: &[&Measurement]) -> String {
+    match rows.first().map(|m| m.window.as_str()) {
+        Some(RECOVERY) => recovery_cell(rows),
+        Some(CLIENT) => client_cell(rows),
+        _ => counts_cell(rows),
+    }
+}
+
 /// Window-table rows of one baseline's figures. `link` is how the source column names it.
 fn window_rows(ms: &[Measurement], link: &str) -> Vec<String> {
     let mut out = Vec::new();
     for rows in groups(ms).iter().filter(|g| g.first().is_some_and(|m| m.member.is_empty())) {
         let Some(first) = rows.first() else { continue };
-        let value = match first.window.as_str() {
-            RECOVERY => recovery_cell(rows),
-            CLIENT => client_cell(rows),
-            _ => counts_cell(rows),
-        };
+        let value = value_cell(rows);
         out.push(format!(
             "| {} | {value} | {MEASURED_LABEL} | {} | {} | {link} |",
             first.label,
@@ -198,11 +203,7 @@ pub fn ledger_note(f: &BaselineFile) -> String {
     )];
     for rows in groups(&ms).iter().filter(|g| g.first().is_some_and(|m| m.member.is_empty())) {
         let Some(first) = rows.first() else { continue };
-        let value = match first.window.as_str() {
-            RECOVERY => recovery_cell(rows),
-            CLIENT => client_cell(rows),
-            _ => counts_cell(rows),
-        };
+        let value = value_cell(rows);
         out.push(format!("- {}: {value} ({})", first.label, span(first)));
     }
     out.join("\n")
