@@ -1,6 +1,7 @@
 # The local Kubernetes cluster (docs/local-cluster.md), included by the Makefile.
-#   make kube-tools   build kube-apiserver, controller-manager, scheduler, kubectl (lab/go/kube),
-#                     install runc and iproute2, build lw-lab
+#   make kube-tools   build Kubernetes (lab/go/kube: the control plane, kubectl, kubelet,
+#                     kube-proxy) and the nodes' runtime (lab/go/node: containerd, runc, CNI
+#                     plugins, CoreDNS), install iproute2/iptables/libseccomp-dev, build lw-lab
 #   make kube-up      start a cluster in the background; KUBECONFIG=.tools/lab/kubeconfig
 #   make kube-down    stop it (and remove what a killed run left behind)
 #   make acceptance   T-056's acceptance criteria 1-8 and §6 on a fresh cluster (in make test-lab)
@@ -11,22 +12,39 @@ KUBE_VERSION := $(shell sed -n 's|^\tk8s.io/kubernetes \(v[^ ]*\).*|\1|p' $(KUBE
 KUBE_MINOR   := $(word 2,$(subst ., ,$(KUBE_VERSION)))
 KUBE_BIN     := $(TOOLS)/kube-$(KUBE_VERSION)/bin
 KUBE_STAMP   := $(TOOLS)/.kube-go-$(KUBE_VERSION)
-KUBE_CMDS    := kube-apiserver kube-controller-manager kube-scheduler kubectl
+KUBE_CMDS    := kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy
+# The nodes' runtime, each from its own upstream module (one wrapper module each, so that
+# no project's dependencies are raised by another's): the versions are the wrappers' pins.
+NODE_MOD     := lab/go/node
+NODE_BIN     := $(TOOLS)/node/bin
+NODE_STAMP   := $(TOOLS)/.node-go
+NODE_SUMS    := $(foreach m,containerd runc cni coredns,$(NODE_MOD)/$(m)/go.mod $(NODE_MOD)/$(m)/go.sum)
+NODE_CMDS    := containerd containerd-shim-runc-v2 ctr runc bridge host-local loopback portmap coredns pause
+pin           = $(shell sed -n 's|^\t$(1) \(v[^ ]*\).*|\1|p' $(NODE_MOD)/$(2)/go.mod)
+CONTAINERD_VERSION := $(call pin,github.com/containerd/containerd/v2,containerd)
 LW_LAB       := lab/target/debug/lw-lab
 # What `kubectl version` and the API server's /version report (upstream sets these too).
 KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
   -X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 
-.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing lw-lab kube-up kube-down acceptance test-kube test-in-cluster rehearse-kube measure-kube
+.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing node-binaries lw-lab kube-up kube-down acceptance test-kube test-in-cluster rehearse-kube measure-kube
 kube-binaries-missing:
 
-kube-tools: kube-apt kube-binaries lw-lab deps-etcd
+kube-tools: kube-apt kube-binaries node-binaries lw-lab deps-etcd
 
-# runc runs the pods' containers; iproute2 makes the bridge and the network namespaces.
+# iproute2 makes the bridge and the nodes' network namespaces; iptables is kube-proxy's
+# (and conntrack its cleanup tool); libseccomp-dev and pkg-config build runc with seccomp;
+# umoci assembles the OCI images imported into the nodes' containerd.
 kube-apt:
 	@missing=""; \
-	command -v runc >/dev/null || missing="$$missing runc"; \
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v iptables >/dev/null || missing="$$missing iptables"; \
+	command -v conntrack >/dev/null || missing="$$missing conntrack"; \
+	command -v umoci >/dev/null || missing="$$missing umoci"; \
+	command -v pkg-config >/dev/null || missing="$$missing pkg-config"; \
+	command -v gcc >/dev/null || missing="$$missing gcc"; \
+	[ -f /usr/include/seccomp.h ] || missing="$$missing libseccomp-dev"; \
+	[ -f /usr/lib/x86_64-linux-gnu/libc.a ] || missing="$$missing libc6-dev"; \
 	if [ -n "$$missing" ]; then \
 	  echo "kube-tools: installing$$missing"; \
 	  $(SUDO) apt-get update -qq; \
@@ -53,6 +71,36 @@ $(KUBE_STAMP): $(KUBE_MOD)/go.mod $(KUBE_MOD)/go.sum $(if $(strip $(foreach c,$(
 	sha256sum go.mod go.sum >$@; \
 	echo "kube-tools: built in $$(( $$(date +%s) - start )) s: $$(cd $(KUBE_BIN) && du -b $(KUBE_CMDS) | awk '{printf "%s %.0f MB, ", $$2, $$1/1e6}')"
 	@$(KUBE_BIN)/kube-apiserver --version
+
+node-binaries: $(NODE_STAMP)
+
+# Same scheme as Kubernetes': rebuilt when a wrapper's go.mod/go.sum change or a binary is
+# missing. runc needs cgo (libseccomp); the rest are static. Versions are stamped as the
+# upstream Makefiles stamp them. Cold on 2 cores: see docs/local-cluster.md.
+$(NODE_STAMP): $(NODE_SUMS) $(if $(strip $(foreach c,$(NODE_CMDS),$(if $(wildcard $(NODE_BIN)/$(c)),,x))),kube-binaries-missing)
+	@command -v go >/dev/null || { echo "kube-tools: \`go\` not found on PATH: the nodes' runtime is built from $(NODE_MOD) and needs Go and the Go module proxy" >&2; exit 3; }
+	@mkdir -p $(NODE_BIN)
+	@if [ -f $@ ] && sha256sum --status -c $@ && \
+	    (for c in $(NODE_CMDS); do [ -x $(NODE_BIN)/$$c ] || exit 1; done); then \
+	  echo "kube-tools: $(NODE_MOD) unchanged, the nodes' runtime not rebuilt"; touch $@; exit 0; \
+	fi; \
+	start=$$(date +%s); \
+	build() { mod=$$1 tags=$$2 ldflags=$$3; shift 3; echo "kube-tools: building $${*##*/} from $(NODE_MOD)/$$mod"; \
+	  (cd $(NODE_MOD)/$$mod && go build -trimpath -tags "$$tags" -ldflags "-s -w $$ldflags" -o $(NODE_BIN)/.new/ "$$@") || \
+	  { echo "kube-tools: go build in $(NODE_MOD)/$$mod failed: go's error is above" >&2; rm -rf $(NODE_BIN)/.new; exit 3; }; }; \
+	CGO_ENABLED=0 build containerd no_btrfs "-X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)" \
+	  $(foreach c,containerd containerd-shim-runc-v2 ctr,github.com/containerd/containerd/v2/cmd/$(c)); \
+	CGO_ENABLED=1 build runc seccomp "" github.com/opencontainers/runc; \
+	CGO_ENABLED=0 build cni "" "" $(foreach p,main/bridge main/loopback ipam/host-local meta/portmap,github.com/containernetworking/plugins/plugins/$(p)); \
+	CGO_ENABLED=0 build coredns "" "" github.com/coredns/coredns; \
+	: "The pods' sandbox: Kubernetes' own pause.c, in the module the control plane is built from, compiled as its build/pause/Makefile does"; \
+	pause=$$(cd $(KUBE_MOD) && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/build/pause; \
+	echo "kube-tools: compiling pause $$(sed -n 's/^TAG ?= //p' $$pause/Makefile) from $$pause/linux/pause.c"; \
+	gcc -Os -Wall -Werror -static -DVERSION=v$$(sed -n 's/^TAG ?= //p' $$pause/Makefile) -o $(NODE_BIN)/.new/pause $$pause/linux/pause.c; \
+	for c in $(NODE_CMDS); do mv -f $(NODE_BIN)/.new/$$c $(NODE_BIN)/$$c; done; rmdir $(NODE_BIN)/.new; \
+	sha256sum $(NODE_SUMS) >$@; \
+	echo "kube-tools: the nodes' runtime built in $$(( $$(date +%s) - start )) s"
+	@$(NODE_BIN)/containerd --version; $(NODE_BIN)/runc --version | head -1; $(NODE_BIN)/coredns -version | head -1
 
 # The harness has its own Cargo.lock and target/ (not in leaderwatch's dependency graph).
 # Its unit tests run in make check, its faults test (root) in make test-lab.

@@ -5,7 +5,6 @@
 //! member frozen.
 
 use crate::error::{Error, Result};
-use crate::kubelet::runtime::Runc;
 use crate::lab::{Options, State};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,7 +15,8 @@ struct Env {
     kubectl: PathBuf,
     kubeconfig: PathBuf,
     repo: PathBuf,
-    runc: Runc,
+    /// The runc binary and the nodes' shared state directory, to find a member's pid.
+    runc: (PathBuf, PathBuf),
 }
 
 struct Out {
@@ -110,10 +110,11 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
         kubectl: state.kubectl.clone(),
         kubeconfig: state.kubeconfig.clone(),
         repo: repo.clone(),
-        runc: Runc { root: state.runc_root.clone() },
+        runc: (state.runc.clone(), state.runc_root.clone()),
     };
     println!(
-        "acceptance: local control plane, Kubernetes {} (kube-apiserver, kube-controller-manager, kube-scheduler built from k8s.io/kubernetes), process kubelet, etcd 3.6.14; nodes {}",
+        "acceptance: local control plane, Kubernetes {} (kube-apiserver, kube-controller-manager, kube-scheduler built from k8s.io/kubernetes), nodes of kubelet {} + containerd, etcd 3.6.14; nodes {}",
+        crate::lab::KUBE_VERSION,
         crate::lab::KUBE_VERSION,
         state.nodes.iter().map(|n| format!("{} ({})", n.0, n.1)).collect::<Vec<_>>().join(", ")
     );
@@ -452,14 +453,14 @@ async fn endpoint_status(env: &Env) -> (bool, String) {
     )
 }
 
-/// SIGSTOP / SIGCONT a member's etcd through the runtime (the process kubelet's pid).
+/// SIGSTOP / SIGCONT a member's etcd (its pid from runc's state of the container).
 async fn freeze(env: &Env, pod: &str, stop: bool) -> Option<i32> {
     let p = env.json(&["-n", "dlock", "get", "pod", pod, "-o", "json"]).await?;
     let id = p["status"]["containerStatuses"][0]["containerID"]
         .as_str()?
-        .strip_prefix("runc://")?
+        .strip_prefix("containerd://")?
         .to_string();
-    let pid = env.runc.pid(&id).await?;
+    let pid = crate::node::container_pid(&env.runc.0, &env.runc.1, &id).await?;
     let sig =
         if stop { nix::sys::signal::Signal::SIGSTOP } else { nix::sys::signal::Signal::SIGCONT };
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).ok()?;

@@ -43,7 +43,7 @@ impl Binaries {
     }
 }
 
-/// The cluster's Service range; no kube-proxy runs, so ClusterIPs are not routed.
+/// The cluster's Service range (each node's kube-proxy routes it).
 pub const SERVICE_CIDR: &str = "10.96.0.0/16";
 
 pub struct ControlPlane {
@@ -156,14 +156,9 @@ impl ControlPlane {
             format!("--service-account-key-file={}", pd.join("sa.pub").display()),
             format!("--service-account-signing-key-file={}", pd.join("sa.key").display()),
             format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-            // No kubelet serves the `kubernetes` Service's endpoints here.
-            "--endpoint-reconciler-type=none".into(),
             format!("--kubelet-client-certificate={}", kc_crt.display()),
             format!("--kubelet-client-key={}", kc_key.display()),
             "--kubelet-preferred-address-types=InternalIP".into(),
-            // kubectl's WebSocket exec goes through to the process kubelet as WebSocket
-            // instead of being translated to SPDY, which the process kubelet does not speak.
-            "--feature-gates=TranslateStreamCloseWebsocketRequests=false".into(),
             format!("--audit-policy-file={}", policy.display()),
             format!("--audit-log-path={}", audit_log.display()),
             "--audit-log-format=json".into(),

@@ -1,17 +1,10 @@
-//! core/v1 Events as the kubelet and a CSI provisioner post them (leaderwatch records them).
+//! core/v1 Events as a CSI provisioner posts them (leaderwatch records them).
 
-use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
 use kube::api::{Api, PostParams};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    Normal,
-    Warning,
-}
-
-/// Who posts: `kubelet` on a node, or the provisioner.
+/// Who posts: the provisioner standing in for the PD CSI driver.
 #[derive(Clone)]
 pub struct Source {
     pub component: String,
@@ -22,28 +15,8 @@ fn now() -> String {
     k8s_openapi::jiff::Timestamp::now().to_string()
 }
 
-/// Posts one Event about a pod (optionally one of its containers). A failure is logged, not
-/// returned: the kubelet does not stop a pod because an Event could not be written.
-pub async fn pod(
-    client: &Client,
-    src: &Source,
-    pod: &Pod,
-    container: Option<&str>,
-    kind: Kind,
-    reason: &str,
-    message: &str,
-) {
-    let ns = pod.namespace().unwrap_or_default();
-    let mut involved = json!({
-        "apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": pod.name_any(),
-        "uid": pod.metadata.uid, "resourceVersion": pod.metadata.resource_version,
-    });
-    if let Some(c) = container {
-        involved["fieldPath"] = json!(format!("spec.containers{{{c}}}"));
-    }
-    post(client, &ns, &pod.name_any(), involved, src, kind, reason, message).await;
-}
-
+/// Posts one Normal Event. A failure is logged, not returned: a provisioner does not
+/// undo a volume because its Event could not be written.
 #[allow(clippy::too_many_arguments)]
 pub async fn post(
     client: &Client,
@@ -51,7 +24,6 @@ pub async fn post(
     name: &str,
     involved: serde_json::Value,
     src: &Source,
-    kind: Kind,
     reason: &str,
     message: &str,
 ) {
@@ -69,7 +41,7 @@ pub async fn post(
         "metadata": {"name": format!("{name}.{nanos:x}"), "namespace": ns},
         "involvedObject": involved,
         "reason": reason, "message": message,
-        "type": if kind == Kind::Normal { "Normal" } else { "Warning" },
+        "type": "Normal",
         "source": source,
         "firstTimestamp": t, "lastTimestamp": t, "count": 1,
         "reportingComponent": src.component,

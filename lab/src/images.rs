@@ -1,22 +1,21 @@
-//! The images the process kubelet can "pull": each maps an image reference from a manifest,
-//! unmodified, to a root filesystem assembled here from locally built binaries of the same
-//! version. The etcd image is distroless static upstream (no shell): so is this one.
-//! Other images come from OCI image layouts (`lw-lab --image REF=LAYOUT:TAG`, e.g. the one
-//! `make image` writes): their root filesystem is unpacked by umoci, as a node's runtime
-//! unpacks a pulled image, and their config gives the entrypoint, cmd, env and user.
+//! The images the nodes run, without a registry: each is an OCI archive imported into
+//! every node's containerd under the reference the manifests name, unmodified, and pinned.
+//! etcd's and the pause image are built here (umoci) from binaries built from their
+//! sources at the pinned versions; others come from OCI layouts (`lw-lab --image
+//! REF=LAYOUT:TAG`, e.g. the one `make image` writes).
 
 use crate::error::{Error, IoContext, Result};
+use crate::proc::run;
 use std::path::{Path, PathBuf};
 
-pub struct Image {
+/// An image as an OCI archive (a tarred image layout) that every node's containerd imports.
+#[derive(Clone, Debug)]
+pub struct Archive {
+    /// The reference pods name it by, unmodified (e.g. `gcr.io/etcd-development/etcd:v3.6.14`).
     pub reference: String,
-    pub rootfs: PathBuf,
-    /// The image's ENTRYPOINT and CMD, used when a container gives no command/args.
-    pub entrypoint: Vec<String>,
-    pub cmd: Vec<String>,
-    pub env: Vec<String>,
-    /// The image's USER as uid and gid (numeric only), used when the pod sets none.
-    pub user: Option<(u32, u32)>,
+    pub tar: PathBuf,
+    /// The tag the layout's index gives the image (`org.opencontainers.image.ref.name`).
+    pub tag: String,
 }
 
 /// An image to serve from an OCI layout: `REF=LAYOUT[:TAG]` (tag default `latest`).
@@ -42,73 +41,67 @@ impl std::str::FromStr for OciSource {
     }
 }
 
-fn read_json(p: &Path) -> Result<serde_json::Value> {
-    let b = std::fs::read(p).ctx(|| format!("read {}", p.display()))?;
-    serde_json::from_slice(&b)
-        .map_err(|e| Error::Command(format!("{}: not JSON: {e}", p.display())))
-}
-
-fn blob(layout: &Path, digest: &str) -> PathBuf {
-    let (alg, hex) = digest.split_once(':').unwrap_or(("sha256", digest));
-    layout.join("blobs").join(alg).join(hex)
-}
-
-/// Unpacks one OCI image into `dir` and reads its config (index.json -> the manifest tagged
-/// `tag` -> config blob).
-fn from_layout(src: &OciSource, dir: &Path) -> Result<Image> {
-    let index = read_json(&src.layout.join("index.json"))?;
-    let manifest = index["manifests"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == src.tag.as_str())
-        .and_then(|m| m["digest"].as_str())
-        .ok_or_else(|| {
-            Error::Command(format!(
-                "{}: no image tagged {:?} (make image writes it)",
-                src.layout.display(),
-                src.tag
-            ))
-        })?;
-    let manifest = read_json(&blob(&src.layout, manifest))?;
-    let config =
-        read_json(&blob(&src.layout, manifest["config"]["digest"].as_str().unwrap_or_default()))?;
-    let c = &config["config"];
-    let strings = |v: &serde_json::Value| -> Vec<String> {
-        v.as_array().into_iter().flatten().filter_map(|x| x.as_str().map(str::to_string)).collect()
-    };
-    let user = c["User"].as_str().and_then(|u| {
-        let (uid, gid) = u.split_once(':').unwrap_or((u, u));
-        Some((uid.parse().ok()?, gid.parse().ok()?))
-    });
-    let safe: String = src
-        .reference
-        .chars()
-        .map(|ch| if ch.is_ascii_alphanumeric() || ch == '.' || ch == '-' { ch } else { '_' })
-        .collect();
-    let rootfs = dir.join(safe);
-    let _ = std::fs::remove_dir_all(&rootfs);
+fn umoci(args: &[&str]) -> Result<()> {
     let out = std::process::Command::new("umoci")
-        .args(["raw", "unpack", "--image"])
-        .arg(format!("{}:{}", src.layout.display(), src.tag))
-        .arg(&rootfs)
+        .args(args)
         .output()
-        .ctx(|| "run umoci (Debian's umoci; make image installs it)".into())?;
+        .ctx(|| "run umoci (Debian's umoci; make kube-tools installs it)".into())?;
     if !out.status.success() {
         return Err(Error::Command(format!(
-            "umoci raw unpack {}: {}",
-            src.layout.display(),
+            "umoci {}: {}",
+            args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok(Image {
-        reference: src.reference.clone(),
-        rootfs,
-        entrypoint: strings(&c["Entrypoint"]),
-        cmd: strings(&c["Cmd"]),
-        env: strings(&c["Env"]),
-        user,
-    })
+    Ok(())
+}
+
+/// The tag part of a reference (`repo:tag`; a digest reference has none).
+fn split_ref(reference: &str) -> (&str, &str) {
+    match reference.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => (repo, tag),
+        _ => (reference, "latest"),
+    }
+}
+
+/// A one-layer image of `rootfs` as an OCI layout, with the config's entrypoint, cmd,
+/// env and user (as upstream's image has them), tarred for `ctr images import`.
+fn build(dir: &Path, reference: &str, rootfs: &Path, config: &[&str]) -> Result<Archive> {
+    let (_, tag) = split_ref(reference);
+    let safe: String = reference
+        .chars()
+        .map(|ch| if ch.is_ascii_alphanumeric() || ch == '.' || ch == '-' { ch } else { '_' })
+        .collect();
+    let layout = dir.join(format!("{safe}.oci"));
+    let _ = std::fs::remove_dir_all(&layout);
+    let image = format!("{}:{tag}", layout.display());
+    umoci(&["init", "--layout", &layout.display().to_string()])?;
+    umoci(&["new", "--image", &image])?;
+    umoci(&["insert", "--image", &image, &rootfs.display().to_string(), "/"])?;
+    let mut args = vec!["config", "--image", &image, "--os", "linux", "--architecture", "amd64"];
+    args.extend_from_slice(config);
+    umoci(&args)?;
+    umoci(&["gc", "--layout", &layout.display().to_string()])?;
+    tar(&layout, &dir.join(format!("{safe}.tar")), reference, tag)
+}
+
+fn tar(layout: &Path, tar: &Path, reference: &str, tag: &str) -> Result<Archive> {
+    let out = std::process::Command::new("tar")
+        .arg("-C")
+        .arg(layout)
+        .arg("-cf")
+        .arg(tar)
+        .arg(".")
+        .output()
+        .ctx(|| "run tar".into())?;
+    if !out.status.success() {
+        return Err(Error::Command(format!(
+            "tar {}: {}",
+            layout.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(Archive { reference: reference.into(), tar: tar.to_path_buf(), tag: tag.into() })
 }
 
 pub const ETCD_IMAGE: &str = "gcr.io/etcd-development/etcd:v3.6.14";
@@ -116,9 +109,19 @@ pub const ETCD_IMAGE: &str = "gcr.io/etcd-development/etcd:v3.6.14";
 const PASSWD: &str = "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n";
 const GROUP: &str = "root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n";
 
-/// Builds the known images' root filesystems under `dir` from the binaries in `tools/bin`.
-pub fn prepare(dir: &Path, tools_bin: &Path, oci: &[OciSource]) -> Result<Vec<Image>> {
-    let root = dir.join("etcd-v3.6.14");
+/// The images the nodes hold, as archives under `dir`: etcd's (from the etcd binaries
+/// built here, under the upstream reference: distroless static upstream, so no shell
+/// here either), the pause image (Kubernetes' pause.c, built by make kube-tools, under
+/// the reference the kubelet and containerd of this version name), and any OCI layouts
+/// given (`--image`, e.g. the one `make image` writes).
+pub fn prepare(
+    dir: &Path,
+    tools_bin: &Path,
+    node_bin: &Path,
+    oci: &[OciSource],
+) -> Result<Vec<Archive>> {
+    std::fs::create_dir_all(dir).ctx(|| format!("create {}", dir.display()))?;
+    let root = dir.join("etcd-rootfs");
     for d in ["usr/local/bin", "etc", "tmp", "var", "home/nonroot", "root"] {
         std::fs::create_dir_all(root.join(d)).ctx(|| format!("create image dir {d}"))?;
     }
@@ -131,20 +134,84 @@ pub fn prepare(dir: &Path, tools_bin: &Path, oci: &[OciSource]) -> Result<Vec<Im
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(root.join("tmp"), std::fs::Permissions::from_mode(0o1777))
         .ctx(|| "chmod image tmp".into())?;
-    let mut images = vec![Image {
-        reference: ETCD_IMAGE.into(),
-        rootfs: root,
-        // Upstream: ENTRYPOINT unset, CMD ["/usr/local/bin/etcd"].
-        entrypoint: vec![],
-        cmd: vec!["/usr/local/bin/etcd".into()],
-        env: vec!["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()],
-        // Upstream sets no USER: root unless the pod says otherwise.
-        user: None,
-    }];
+    // Upstream: CMD ["/usr/local/bin/etcd"], no ENTRYPOINT, no USER (root unless the pod
+    // says otherwise).
+    let mut images = vec![build(
+        dir,
+        ETCD_IMAGE,
+        &root,
+        &[
+            "--config.cmd",
+            "/usr/local/bin/etcd",
+            "--config.env",
+            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        ],
+    )?];
+    let pause = node_bin.join("pause");
+    let version = std::process::Command::new(&pause)
+        .arg("-v")
+        .output()
+        .ctx(|| format!("run {} -v", pause.display()))?;
+    // "pause.c v3.10.1"
+    let version = String::from_utf8_lossy(&version.stdout)
+        .split_whitespace()
+        .nth(1)
+        .map(|v| v.trim_start_matches('v').to_string())
+        .ok_or_else(|| Error::Command(format!("{} -v: no version", pause.display())))?;
+    let proot = dir.join("pause-rootfs");
+    std::fs::create_dir_all(&proot).ctx(|| format!("create {}", proot.display()))?;
+    std::fs::copy(&pause, proot.join("pause")).ctx(|| "copy pause into its image".into())?;
+    // As build/pause/Dockerfile: ENTRYPOINT ["/pause"], USER 65535:65535.
+    images.push(build(
+        dir,
+        &format!("registry.k8s.io/pause:{version}"),
+        &proot,
+        &["--config.entrypoint", "/pause", "--config.user", "65535:65535"],
+    )?);
     for src in oci {
-        images.push(from_layout(src, dir)?);
+        let safe: String = src
+            .reference
+            .chars()
+            .map(|ch| if ch.is_ascii_alphanumeric() || ch == '.' || ch == '-' { ch } else { '_' })
+            .collect();
+        images.push(tar(&src.layout, &dir.join(format!("{safe}.tar")), &src.reference, &src.tag)?);
     }
     Ok(images)
+}
+
+/// Imports an archive into a node's containerd (namespace k8s.io, the kubelet's), names
+/// it by its reference, and pins it so that image GC keeps it: no registry is reachable,
+/// a collected image could not come back.
+pub async fn import(ctr: &Path, sock: &Path, a: &Archive) -> Result<()> {
+    let ctr = ctr.display().to_string();
+    let sock = sock.display().to_string();
+    let (repo, _) = split_ref(&a.reference);
+    let tar = a.tar.display().to_string();
+    run(&ctr, &["-a", &sock, "-n", "k8s.io", "images", "import", "--base-name", repo, &tar])
+        .await?;
+    let imported = format!("{repo}:{}", a.tag);
+    if imported != a.reference {
+        run(
+            &ctr,
+            &["-a", &sock, "-n", "k8s.io", "images", "tag", "--force", &imported, &a.reference],
+        )
+        .await?;
+    }
+    run(
+        &ctr,
+        &[
+            "-a",
+            &sock,
+            "-n",
+            "k8s.io",
+            "images",
+            "label",
+            &a.reference,
+            "io.cri-containerd.pinned=pinned",
+        ],
+    )
+    .await?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,24 +1,25 @@
-//! The whole local cluster, started and stopped as one: the pod network, credentials, the
-//! control plane, three Nodes in three zones with their process kubelets, GKE's
-//! StorageClasses with the directory-backed provisioner, and cluster DNS.
+//! The whole local cluster, started and stopped as one: the node network, credentials, the
+//! control plane, three nodes in three zones made of the real kubelet, containerd and
+//! kube-proxy, GKE's StorageClasses with the directory-backed provisioner, and CoreDNS.
 
 use crate::control_plane::{Binaries, ControlPlane};
-use crate::dns::Dns;
 use crate::error::{Error, IoContext, KubeContext, Result};
-use crate::kubelet::{self, Kubelet, Shared};
+use crate::images::Archive;
 use crate::net::{self, Network};
-use crate::nodes::{self, NodeSpec};
+use crate::node::{self, Cluster, Node, NodeBinaries, NodeKit, NodeSpec};
 use crate::pki::Pki;
+use crate::proc::Proc;
 use crate::registry::{self, alive};
 use crate::storage::{self, Provisioner};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::Node as NodeObject;
 use kube::Client;
 use kube::api::Api;
 use serde::{Deserialize, Serialize};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
 use tokio::task::JoinHandle;
 
 /// The Kubernetes version the harness runs: the one lab/go/kube/go.mod requires, which
@@ -77,7 +78,9 @@ pub struct State {
     pub kubectl: PathBuf,
     pub bridge: String,
     pub pod_cidr: String,
+    /// The nodes' runc state directory (every node's), and the runc that reads it.
     pub runc_root: PathBuf,
+    pub runc: PathBuf,
     pub audit_log: PathBuf,
     pub nodes: Vec<NodeRow>,
     /// The control plane's processes (kube-apiserver, ...), for tests that signal them.
@@ -87,10 +90,13 @@ pub struct State {
 
 pub struct Lab {
     pub state: State,
-    pub shared: Arc<Shared>,
     cp: ControlPlane,
+    coredns: Proc,
+    /// The nodes, surge nodes included once they join.
+    nodes: Arc<Mutex<Vec<Node>>>,
     tasks: Vec<JoinHandle<()>>,
     dir: PathBuf,
+    runc: PathBuf,
 }
 
 pub fn state_path(dir: &Path) -> PathBuf {
@@ -124,12 +130,7 @@ pub async fn client_from(kubeconfig: &Path) -> Result<Client> {
 impl Lab {
     pub async fn start(o: &Options) -> Result<Lab> {
         let bins = Binaries::find(&o.tools, KUBE_VERSION)?;
-        if which("runc").is_none() {
-            return Err(Error::MissingTool {
-                what: "runc (Debian package runc)",
-                path: PathBuf::from("runc"),
-            });
-        }
+        let node_bins = NodeBinaries::find(&o.tools, KUBE_VERSION)?;
         if let Some(s) = read_state(&o.dir)
             && alive(s.pid)
         {
@@ -149,7 +150,8 @@ impl Lab {
             std::fs::rename(&o.dir, &prev)
                 .ctx(|| format!("move the previous run's {} aside", o.dir.display()))?;
         }
-        std::fs::create_dir_all(&o.dir).ctx(|| format!("create {}", o.dir.display()))?;
+        std::fs::create_dir_all(o.dir.join("logs"))
+            .ctx(|| format!("create {}", o.dir.display()))?;
         let id = random_id();
         // Registered before its first name exists, so that a cluster starting beside it never
         // takes its names for leftovers.
@@ -161,9 +163,13 @@ impl Lab {
                 return Err(e);
             }
         };
-        match Self::start_on(o, bins, id.clone(), net.clone()).await {
+        match Self::start_on(o, bins, node_bins.clone(), id.clone(), net.clone()).await {
             Ok(lab) => Ok(lab),
             Err(e) => {
+                let _ = node::teardown(&o.dir, &node_bins.bin.join("runc"), &|n| {
+                    n.starts_with(&format!("{}{id}", net::PREFIX))
+                })
+                .await;
                 registry::unregister(&id);
                 let _ = net::remove_leftovers().await;
                 Err(e)
@@ -171,34 +177,40 @@ impl Lab {
         }
     }
 
-    async fn start_on(o: &Options, bins: Binaries, id: String, net: Arc<Network>) -> Result<Lab> {
+    async fn start_on(
+        o: &Options,
+        bins: Binaries,
+        node_bins: NodeBinaries,
+        id: String,
+        net: Arc<Network>,
+    ) -> Result<Lab> {
         let dir = o.dir.clone();
         let mut pki = Pki::create(&dir.join("pki"))?;
         let admin = pki.add_identity("admin", "lw-lab:admin", &["system:masters"]);
         pki.add_identity("kube-controller-manager", "system:kube-controller-manager", &[]);
         pki.add_identity("kube-scheduler", "system:kube-scheduler", &[]);
-        let mut node_specs = Vec::new();
+        let proxy = pki.add_identity("kube-proxy", "system:kube-proxy", &[]);
+        pki.add_identity("coredns", "system:coredns", &[]);
+        let mut specs = Vec::new();
         let mut surge_specs = Vec::new();
         for (i, zone) in ZONES.iter().enumerate() {
-            let ip = net.add_node_ip(i as u8).await?;
             let name = format!("lw-node-{}", zone.rsplit('-').next().unwrap_or("x"));
+            // Its identity must be in the API server's token file from the start.
             pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
-            node_specs.push(NodeSpec {
+            specs.push(NodeSpec {
                 name: name.clone(),
                 zone: zone.to_string(),
                 region: REGION.into(),
-                ip,
+                index: i as u8,
             });
             if o.surge {
-                // Its identity must be in the API server's token file from the start.
-                let ip = net.add_node_ip((ZONES.len() + i) as u8).await?;
                 let name = format!("{name}-surge");
                 pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
                 surge_specs.push(NodeSpec {
                     name,
                     zone: zone.to_string(),
                     region: REGION.into(),
-                    ip,
+                    index: (ZONES.len() + i) as u8,
                 });
             }
         }
@@ -206,105 +218,159 @@ impl Lab {
             ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &admin, &o.apiserver_args)
                 .await?;
         let client = client_from(&cp.admin_kubeconfig).await?;
+        let nodes: Arc<Mutex<Vec<Node>>> = Arc::default();
         let mut tasks = Vec::new();
-        let result: Result<(Arc<Shared>, Vec<NodeRow>)> = async {
+        let mut coredns = None;
+        let result: Result<Vec<NodeRow>> = async {
             storage::create_classes(&client).await?;
-            let images =
-                crate::images::prepare(&dir.join("images"), &o.tools.join("bin"), &o.images)?;
-            let dns = Dns::default();
-            tasks.push(tokio::spawn(dns.clone().follow(client.clone())));
-            let dns_addr = SocketAddr::new(IpAddr::V4(net.gateway), 53);
-            let d2 = dns.clone();
-            tasks.push(tokio::spawn(async move {
-                if let Err(e) = d2.serve(dns_addr).await {
-                    tracing::error!("cluster DNS: {e}");
-                }
-            }));
-            let port: u16 =
-                cp.server.rsplit(':').next().and_then(|p| p.parse().ok()).unwrap_or(443);
-            let runc_root = dir.join("runc");
-            std::fs::create_dir_all(&runc_root)
-                .ctx(|| format!("create {}", runc_root.display()))?;
-            let shared = Arc::new(Shared {
-                net: net.clone(),
-                runc: kubelet::runtime::Runc { root: runc_root },
+            let images: Vec<Archive> = crate::images::prepare(
+                &dir.join("images"),
+                &o.tools.join("bin"),
+                &node_bins.bin,
+                &o.images,
+            )?;
+            coredns = Some(
+                crate::coredns::start(
+                    &client,
+                    &pki,
+                    &cp.server,
+                    &node_bins.bin.join("coredns"),
+                    &dir,
+                    net.gateway,
+                )
+                .await?,
+            );
+            let proxy_kubeconfig = pki.dir.join("kube-proxy.kubeconfig");
+            pki.write_kubeconfig(&proxy_kubeconfig, &cp.server, &proxy)?;
+            let cluster = Cluster {
+                id: id.clone(),
+                dir: dir.clone(),
+                bins: node_bins.clone(),
+                ca_file: pki.dir.join("ca.crt"),
+                dns: net.gateway,
                 images,
-                dir: dir.join("pods"),
-                dns_ip: net.gateway,
-                api_host: net.gateway.to_string(),
-                api_port: port,
-                registry: Default::default(),
-            });
-            let mut nodes_out = Vec::new();
-            for n in &node_specs {
-                let kit = NodeKit::prepare(&mut pki, &cp.server, n)?;
-                tasks.extend(kit.start(shared.clone()).await?);
-                nodes_out.push((n.name.clone(), n.zone.clone(), n.ip.to_string()));
+                proxy_kubeconfig,
+                pod_cidr: net.cidr(),
+            };
+            let kits = specs
+                .iter()
+                .map(|n| kit(&mut pki, &cp.server, n, &net))
+                .collect::<Result<Vec<_>>>()?;
+            let started = futures::future::join_all(kits.iter().map(|k| async {
+                let nn = net.add_node(k.spec.index).await?;
+                Node::start(&cluster, k, nn).await
+            }))
+            .await;
+            let mut rows = Vec::new();
+            for n in started {
+                let n = n?;
+                rows.push((n.spec.name.clone(), n.spec.zone.clone(), n.net.ip.to_string()));
+                nodes.lock().await.push(n);
             }
             if !surge_specs.is_empty() {
                 let kits = surge_specs
                     .iter()
-                    .map(|n| NodeKit::prepare(&mut pki, &cp.server, n))
+                    .map(|n| kit(&mut pki, &cp.server, n, &net))
                     .collect::<Result<Vec<_>>>()?;
-                tasks.push(tokio::spawn(surge_on_cordon(client.clone(), kits, shared.clone())));
+                tasks.push(tokio::spawn(surge_on_cordon(
+                    client.clone(),
+                    kits,
+                    cluster.clone(),
+                    net.clone(),
+                    nodes.clone(),
+                )));
             }
             let prov = Provisioner { client: client.clone(), root: dir.join("volumes") };
             tasks.push(tokio::spawn(prov.run()));
-            wait_nodes_schedulable(&client, node_specs.len()).await?;
-            Ok((shared, nodes_out))
+            wait_nodes_schedulable(&client, specs.len(), &nodes).await?;
+            Ok(rows)
         }
         .await;
-        let (shared, nodes_out) = match result {
+        let rows = match result {
             Ok(x) => x,
             Err(e) => {
                 for t in &tasks {
                     t.abort();
                 }
+                for n in nodes.lock().await.iter_mut() {
+                    n.stop().await;
+                }
+                if let Some(mut p) = coredns {
+                    p.stop(Duration::from_secs(5)).await;
+                }
                 cp.stop().await;
                 return Err(e);
             }
         };
-        let state = State {
-            pid: std::process::id(),
-            id,
-            server: cp.server.clone(),
-            kubeconfig: cp.admin_kubeconfig.clone(),
-            kubectl: bins.kubectl.clone(),
-            bridge: net.bridge.clone(),
-            pod_cidr: net.cidr(),
-            runc_root: shared.runc.root.clone(),
-            audit_log: cp.audit_log.clone(),
-            nodes: nodes_out,
-            pids: cp.pids(),
+        let coredns = coredns.ok_or_else(|| Error::Command("CoreDNS did not start".into()))?;
+        let mut lab = Lab {
+            state: State {
+                pid: std::process::id(),
+                id,
+                server: cp.server.clone(),
+                kubeconfig: cp.admin_kubeconfig.clone(),
+                kubectl: bins.kubectl.clone(),
+                bridge: net.bridge.clone(),
+                pod_cidr: net.cidr(),
+                runc_root: node::container_root(&dir),
+                runc: node_bins.bin.join("runc"),
+                audit_log: cp.audit_log.clone(),
+                nodes: rows,
+                pids: Default::default(),
+            },
+            cp,
+            coredns,
+            nodes,
+            tasks,
+            dir,
+            runc: node_bins.bin.join("runc"),
         };
-        write_state(&dir, &state)?;
-        Ok(Lab { state, shared, cp, tasks, dir })
+        lab.state.pids = lab.pids().await;
+        write_state(&lab.dir, &lab.state)?;
+        Ok(lab)
+    }
+
+    /// Every component's pid by name (tests freeze or signal them).
+    async fn pids(&self) -> std::collections::BTreeMap<String, u32> {
+        let mut p = self.cp.pids();
+        if let Some(pid) = self.coredns.pid() {
+            p.insert("coredns".into(), pid);
+        }
+        for n in self.nodes.lock().await.iter() {
+            p.extend(n.pids());
+        }
+        p
     }
 
     /// SIGUSR1: the API server restarted in place (state.json gets its new pid).
     pub async fn restart_apiserver(&mut self) -> Result<()> {
         self.cp.restart_apiserver().await?;
-        self.state.pids = self.cp.pids();
+        self.state.pids = self.pids().await;
         write_state(&self.dir, &self.state)
     }
 
     /// A component that has died, by name.
-    pub fn check(&mut self) -> Result<()> {
-        self.cp.check()
+    pub async fn check(&mut self) -> Result<()> {
+        self.cp.check()?;
+        self.coredns.check_running()?;
+        for n in self.nodes.lock().await.iter_mut() {
+            n.check()?;
+        }
+        Ok(())
     }
 
     pub async fn stop(mut self) {
         for t in &self.tasks {
             t.abort();
         }
-        // Containers first (SIGKILL: the cluster is going away, nobody observes them).
-        for id in self.shared.runc.list().await {
-            self.shared.runc.kill(&id, "KILL").await;
+        // The nodes' processes first, then their pods (SIGKILL: the cluster is going away,
+        // nobody observes them), mounts and cgroups; then the control plane.
+        for n in self.nodes.lock().await.iter_mut() {
+            n.stop().await;
         }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        for id in self.shared.runc.list().await {
-            self.shared.runc.delete(&id).await;
-        }
+        let prefix = format!("{}{}", net::PREFIX, self.state.id);
+        node::teardown(&self.dir, &self.runc, &|n| n.starts_with(&prefix)).await;
+        self.coredns.stop(Duration::from_secs(5)).await;
         self.cp.stop().await;
         // Unregistered first: its own names count as left over only once it is not live.
         registry::unregister(&self.state.id);
@@ -314,51 +380,26 @@ impl Lab {
     }
 }
 
-/// What a node needs to join: its spec, its identity's kubeconfig, its kubelet's TLS.
-pub struct NodeKit {
-    spec: NodeSpec,
-    kubeconfig: PathBuf,
-    tls: rustls::ServerConfig,
-}
-
-impl NodeKit {
-    fn prepare(pki: &mut Pki, server: &str, n: &NodeSpec) -> Result<NodeKit> {
-        let id = pki
-            .tokens
-            .iter()
-            .find(|t| t.name == n.name)
-            .cloned()
-            .ok_or_else(|| Error::Command("node identity".into()))?;
-        let kubeconfig = pki.dir.join(format!("{}.kubeconfig", n.name));
-        pki.write_kubeconfig(&kubeconfig, server, &id)?;
-        let (crt, key) = pki.leaf(
-            &format!("kubelet-{}", n.name),
-            &format!("system:node:{}", n.name),
-            &["system:nodes"],
-            &[&n.name],
-            &[IpAddr::V4(n.ip)],
-            true,
-        )?;
-        let tls = kubelet::server::tls_config(&crt, &key, &pki.ca_pem)?;
-        Ok(NodeKit { spec: n.clone(), kubeconfig, tls })
-    }
-
-    /// Registers the Node and starts its heartbeat, kubelet server and kubelet.
-    async fn start(self, shared: Arc<Shared>) -> Result<Vec<JoinHandle<()>>> {
-        let n = self.spec;
-        let nc = client_from(&self.kubeconfig).await?;
-        nodes::register(&nc, &n, KUBE_VERSION).await?;
-        let mut tasks = vec![tokio::spawn(nodes::heartbeat(nc.clone(), n.clone()))];
-        let (sh, tls) = (shared.clone(), self.tls);
-        let addr = SocketAddr::new(IpAddr::V4(n.ip), nodes::KUBELET_PORT);
-        tasks.push(tokio::spawn(async move {
-            if let Err(e) = kubelet::server::serve(sh, addr, tls).await {
-                tracing::error!("kubelet server {addr}: {e}");
-            }
-        }));
-        tasks.push(tokio::spawn(Kubelet { client: nc, node: n, shared }.run()));
-        Ok(tasks)
-    }
+/// A node's credentials (the identity made before the API server started) and its
+/// kubelet's serving certificate, for its address and name.
+fn kit(pki: &mut Pki, server: &str, n: &NodeSpec, net: &Network) -> Result<NodeKit> {
+    let id = pki
+        .tokens
+        .iter()
+        .find(|t| t.name == n.name)
+        .cloned()
+        .ok_or_else(|| Error::Command(format!("no identity for node {}", n.name)))?;
+    let kubeconfig = pki.dir.join(format!("{}.kubeconfig", n.name));
+    pki.write_kubeconfig(&kubeconfig, server, &id)?;
+    let (tls_crt, tls_key) = pki.leaf(
+        &format!("kubelet-{}", n.name),
+        &format!("system:node:{}", n.name),
+        &["system:nodes"],
+        &[&n.name],
+        &[IpAddr::V4(net.node_ip(n.index))],
+        true,
+    )?;
+    Ok(NodeKit { spec: n.clone(), kubeconfig, tls_crt, tls_key })
 }
 
 /// A cordoned node with this annotation gets no surge node: a test measures both cases
@@ -366,34 +407,31 @@ impl NodeKit {
 pub const NO_SURGE: &str = "lw-lab/no-surge";
 
 /// `--surge-nodes`: when a node is cordoned, its zone's surge node joins (once), as a GKE
-/// surge upgrade adds an upgraded node before it drains the old one. Its tasks end with
-/// this one (the cluster's teardown aborts it).
-async fn surge_on_cordon(client: Client, kits: Vec<NodeKit>, shared: Arc<Shared>) {
-    struct Abort(Vec<JoinHandle<()>>);
-    impl Drop for Abort {
-        fn drop(&mut self) {
-            for t in &self.0 {
-                t.abort();
-            }
-        }
-    }
-    let api: Api<Node> = Api::all(client);
+/// surge upgrade adds an upgraded node before it drains the old one. A joined node is the
+/// cluster's like the others (stopped with them).
+async fn surge_on_cordon(
+    client: Client,
+    kits: Vec<NodeKit>,
+    cluster: Cluster,
+    net: Arc<Network>,
+    nodes: Arc<Mutex<Vec<Node>>>,
+) {
+    let api: Api<NodeObject> = Api::all(client);
     let mut waiting: Vec<Option<NodeKit>> = kits.into_iter().map(Some).collect();
-    let mut started = Abort(Vec::new());
     loop {
         if let Ok(Ok(list)) =
             tokio::time::timeout(Duration::from_secs(10), api.list(&Default::default())).await
         {
-            for node in &list.items {
-                let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
-                let zone = node
+            for n in &list.items {
+                let cordoned = n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+                let zone = n
                     .metadata
                     .labels
                     .as_ref()
                     .and_then(|l| l.get("topology.kubernetes.io/zone"))
                     .cloned();
                 let opted_out =
-                    node.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(NO_SURGE));
+                    n.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(NO_SURGE));
                 if !cordoned || opted_out {
                     continue;
                 }
@@ -402,13 +440,17 @@ async fn surge_on_cordon(client: Client, kits: Vec<NodeKit>, shared: Arc<Shared>
                         && let Some(kit) = slot.take()
                     {
                         let name = kit.spec.name.clone();
-                        match kit.start(shared.clone()).await {
-                            Ok(t) => {
+                        let started = match net.add_node(kit.spec.index).await {
+                            Ok(nn) => Node::start(&cluster, &kit, nn).await,
+                            Err(e) => Err(e),
+                        };
+                        match started {
+                            Ok(node) => {
                                 tracing::info!(
                                     "node {} cordoned: surge node {name} joined its zone",
-                                    node.metadata.name.as_deref().unwrap_or("")
+                                    n.metadata.name.as_deref().unwrap_or("")
                                 );
-                                started.0.extend(t);
+                                nodes.lock().await.push(node);
                             }
                             Err(e) => tracing::error!("surge node {name}: {e}"),
                         }
@@ -425,56 +467,53 @@ fn write_state(dir: &Path, state: &State) -> Result<()> {
     std::fs::write(state_path(dir), s).ctx(|| "write state.json".into())
 }
 
-/// Every node Ready and without the not-ready taint the node-lifecycle controller lifts.
-async fn wait_nodes_schedulable(client: &Client, n: usize) -> Result<()> {
-    let api: Api<Node> = Api::all(client.clone());
+/// Every node Ready and without the not-ready taint the node-lifecycle controller lifts;
+/// a node whose kubelet or containerd dies meanwhile fails at once, naming it.
+async fn wait_nodes_schedulable(client: &Client, n: usize, nodes: &Mutex<Vec<Node>>) -> Result<()> {
+    let api: Api<NodeObject> = Api::all(client.clone());
     let start = Instant::now();
     let mut detail = String::new();
-    while start.elapsed() < Duration::from_secs(90) {
+    let within = Duration::from_secs(180);
+    while start.elapsed() < within {
+        for node in nodes.lock().await.iter_mut() {
+            node.check()?;
+        }
         if let Ok(list) = api.list(&Default::default()).await {
             let ok = list.items.iter().filter(|node| {
+                let ready =
+                    node.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| {
+                        c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                    });
                 let tainted =
                     node.spec.as_ref().and_then(|s| s.taints.as_ref()).is_some_and(|t| {
                         t.iter().any(|t| t.key.starts_with("node.kubernetes.io/"))
                     });
-                !tainted
+                ready && !tainted
             });
             let count = ok.count();
             if count == n && list.items.len() == n {
                 return Ok(());
             }
-            detail = format!("{count} of {n} nodes schedulable");
+            detail = format!("{count} of {n} nodes Ready and schedulable");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     Err(Error::NotReady {
         component: "nodes".into(),
-        secs: 90,
+        secs: within.as_secs(),
         detail,
-        log: PathBuf::from("logs/kube-controller-manager.log"),
+        log: PathBuf::from("logs/lw-node-*-kubelet.log"),
     })
 }
 
-pub fn which(prog: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")
-        .and_then(|p| std::env::split_paths(&p).map(|d| d.join(prog)).find(|p| p.is_file()))
-}
-
-/// Kills what a killed run left: its runc containers, then its network objects. A run of
-/// this very process (interrupted while starting) is unregistered first.
-pub async fn clean_leftovers(dir: &Path) -> Vec<String> {
+/// Kills what a killed run left: its containers and shims, mounts, cgroups, then its
+/// network objects. A run of this very process (interrupted while starting) is
+/// unregistered first.
+pub async fn clean_leftovers(dir: &Path, tools: &Path) -> Vec<String> {
     registry::unregister_pid(std::process::id());
-    let mut removed = Vec::new();
-    let root = dir.join("runc");
-    if root.is_dir() {
-        let runc = kubelet::runtime::Runc { root };
-        for id in runc.list().await {
-            runc.kill(&id, "KILL").await;
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            runc.delete(&id).await;
-            removed.push(format!("container {id}"));
-        }
-    }
+    let runc = tools.join("node/bin/runc");
+    let mut removed =
+        node::teardown(dir, &runc, &|n| net::ours(n) && !registry::live(&n[2..6])).await;
     removed.extend(net::remove_leftovers().await.unwrap_or_default());
     let _ = std::fs::remove_file(state_path(dir));
     removed

@@ -3,14 +3,13 @@
 
 mod acceptance;
 mod control_plane;
-mod dns;
+mod coredns;
 mod error;
 mod events;
 mod images;
-mod kubelet;
 mod lab;
 mod net;
-mod nodes;
+mod node;
 mod pki;
 mod proc;
 mod registry;
@@ -25,7 +24,7 @@ use std::path::PathBuf;
 #[command(
     name = "lw-lab",
     version,
-    about = "A local Kubernetes control plane (kube-apiserver, controller-manager, scheduler built from k8s.io/kubernetes) with a process kubelet, for leaderwatch",
+    about = "A local Kubernetes control plane (kube-apiserver, controller-manager, scheduler built from k8s.io/kubernetes) and nodes of the real kubelet, containerd, kube-proxy and CoreDNS, for leaderwatch",
     after_help = "Examples:
   lw-lab up                 # foreground; Ctrl-C stops everything
   lw-lab up --detach        # returns once the cluster is ready (make kube-up)
@@ -48,8 +47,8 @@ struct Cli {
     /// adds one: a drained member then comes back on it (without, it waits for the uncordon).
     #[arg(long, global = true)]
     surge_nodes: bool,
-    /// An image the kubelet can run besides etcd's, REF=LAYOUT[:TAG] (repeatable): pods
-    /// naming REF get the OCI layout's image, e.g.
+    /// An image the nodes hold besides etcd's and pause, REF=LAYOUT[:TAG] (repeatable):
+    /// imported into every node's containerd as REF, e.g.
     /// --image europe-west1-docker.pkg.dev/lw-lab/dlock/leaderwatch:0.1.0=target/image/oci:0.1.0
     #[arg(long = "image", global = true, value_name = "REF=LAYOUT[:TAG]")]
     images: Vec<images::OciSource>,
@@ -124,7 +123,9 @@ fn abs(p: PathBuf) -> PathBuf {
 
 fn run(cli: Cli) -> Result<()> {
     if !nix::unistd::Uid::effective().is_root() {
-        return Err(Error::Usage("lw-lab needs root (network namespaces, bridges, runc)".into()));
+        return Err(Error::Usage(
+            "lw-lab needs root (network namespaces, bridges, cgroups, containerd)".into(),
+        ));
     }
     let apiserver_args = match &cli.cmd {
         Cmd::Up { apiserver_args, .. } => apiserver_args.clone(),
@@ -214,7 +215,7 @@ where
         None => {
             // The start future is gone: its processes were killed on drop; its names are
             // no longer registered as live once the registry entry goes.
-            let removed = lab::clean_leftovers(&opts.dir).await;
+            let removed = lab::clean_leftovers(&opts.dir, &opts.tools).await;
             return Err(Error::Command(format!(
                 "interrupted while starting; removed {}",
                 if removed.is_empty() { "nothing".to_string() } else { removed.join(", ") }
@@ -236,7 +237,7 @@ where
             _ = tokio::signal::ctrl_c() => { task.abort(); break Err(Error::Command("interrupted; the cluster was torn down".into())); }
             _ = term.recv() => { task.abort(); break Ok(()); }
             _ = hup.recv() => { task.abort(); break Ok(()); }
-            _ = watchdog.tick() => if let Err(e) = lab.check() { task.abort(); break Err(e); },
+            _ = watchdog.tick() => if let Err(e) = lab.check().await { task.abort(); break Err(e); },
             _ = usr1.recv() => if let Err(e) = lab.restart_apiserver().await { task.abort(); break Err(e); },
         }
     };
@@ -334,7 +335,7 @@ async fn down(opts: &lab::Options) {
         }
         println!("lw-lab: stopped the cluster (pid {})", s.pid);
     }
-    let removed = lab::clean_leftovers(&opts.dir).await;
+    let removed = lab::clean_leftovers(&opts.dir, &opts.tools).await;
     if removed.is_empty() {
         println!("lw-lab: nothing left behind");
     } else {

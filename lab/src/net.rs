@@ -1,28 +1,21 @@
-//! The pod network: one Linux bridge with the gateway and the nodes' addresses, and one
-//! network namespace per pod joined to it by a veth pair, so every pod has its own address
-//! and three etcd members can all listen on 0.0.0.0:2379. Every name starts with `lw` and
-//! the run's id, so what a killed run left behind is found by name.
+//! The node network: one Linux bridge with the host's address, and one network namespace per
+//! node joined to it by a veth pair, with routes so that the host and every node reach every
+//! pod (the pods' own interfaces are the CNI bridge plugin's, inside each node). Every name
+//! starts with `lw` and the run's id, so what a killed run left behind is found by name.
 
 use crate::error::{Error, Result};
 use crate::proc::run;
-use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use std::sync::Mutex;
 
 pub const PREFIX: &str = "lw";
 
 pub struct Network {
     pub id: String,
     pub bridge: String,
-    /// First three octets of the /24.
+    /// First three octets of the run's /21: the bridge's /24, then one /24 per node.
     base: [u8; 3],
+    /// The host's address on the bridge: the API server and CoreDNS listen on it.
     pub gateway: Ipv4Addr,
-    state: Mutex<Pool>,
-}
-
-struct Pool {
-    next_ns: u32,
-    used: BTreeSet<u8>,
 }
 
 /// True for a name one of our runs made: `lw` + 4 hex digits.
@@ -78,8 +71,22 @@ pub async fn remove_leftovers() -> Result<Vec<String>> {
     Ok(removed)
 }
 
+/// A node's place on the network: its own namespace joined to the bridge by a veth pair,
+/// its address on the bridge, and the /24 its pods get addresses from.
+#[derive(Clone, Debug)]
+pub struct NodeNet {
+    /// `lw<id>-<node>`: the kubelet, containerd and kube-proxy run in it (`nsenter --net`).
+    pub netns: String,
+    pub ip: Ipv4Addr,
+    pub pod_cidr: String,
+}
+
+/// How many nodes a cluster can have: three zones, each with a surge node.
+pub const MAX_NODES: u8 = 6;
+
 impl Network {
-    /// A bridge on a private /24 that no route of this machine uses.
+    /// A bridge on a private /24 that no route of this machine uses, and the /24s after it
+    /// (one per node, for its pods) free too: the run owns a /21.
     pub async fn create(id: &str) -> Result<Network> {
         let routes = run("ip", &["-4", "route", "show", "table", "all"]).await?;
         let addrs = run("ip", &["-4", "-o", "addr", "show"]).await?;
@@ -87,119 +94,83 @@ impl Network {
         let base = (0..200u32)
             .map(|i| {
                 let v = seed.wrapping_add(i * 7919);
-                [10u8, 200 + (v % 50) as u8, ((v / 50) % 250) as u8]
+                [10u8, 200 + (v % 50) as u8, (((v / 50) % 31) * 8) as u8]
             })
             .find(|b| {
-                let p = format!("{}.{}.{}.", b[0], b[1], b[2]);
-                !routes.contains(&p) && !addrs.contains(&p)
+                (0..8u8).all(|k| {
+                    let p = format!("{}.{}.{}.", b[0], b[1], b[2] + k);
+                    !routes.contains(&p) && !addrs.contains(&p)
+                })
             })
-            .ok_or(Error::NoFree("private /24 for the pod network"))?;
+            .ok_or(Error::NoFree("private /21 for the node and pod networks"))?;
         let gateway = Ipv4Addr::new(base[0], base[1], base[2], 1);
         let bridge = format!("{PREFIX}{id}br");
         run("ip", &["link", "add", &bridge, "type", "bridge"]).await?;
         run("ip", &["addr", "add", &format!("{gateway}/24"), "dev", &bridge]).await?;
         run("ip", &["link", "set", &bridge, "up"]).await?;
-        Ok(Network {
-            id: id.to_string(),
-            bridge,
-            base,
-            gateway,
-            state: Mutex::new(Pool { next_ns: 0, used: BTreeSet::new() }),
-        })
+        Ok(Network { id: id.to_string(), bridge, base, gateway })
     }
 
+    /// Every address a pod can get, on any node.
     pub fn cidr(&self) -> String {
-        format!("{}.{}.{}.0/24", self.base[0], self.base[1], self.base[2])
+        format!("{}.{}.{}.0/21", self.base[0], self.base[1], self.base[2])
     }
 
-    /// The node's address (.2, .3, ...), on the bridge.
-    pub async fn add_node_ip(&self, index: u8) -> Result<Ipv4Addr> {
-        let ip = Ipv4Addr::new(self.base[0], self.base[1], self.base[2], 2 + index);
-        run("ip", &["addr", "add", &format!("{ip}/24"), "dev", &self.bridge]).await?;
-        Ok(ip)
+    pub fn node_ip(&self, index: u8) -> Ipv4Addr {
+        Ipv4Addr::new(self.base[0], self.base[1], self.base[2], 2 + index)
     }
 
-    /// A pod sandbox: a fresh namespace, its veth on the bridge, an address from .10-.250.
-    pub async fn add_pod(&self) -> Result<(String, Ipv4Addr)> {
-        let (n, host_octet) = {
-            let mut st = self
-                .state
-                .lock()
-                .map_err(|_| Error::Command("network pool lock poisoned".into()))?;
-            let octet =
-                (10u8..=250).find(|o| !st.used.contains(o)).ok_or(Error::NoFree("pod address"))?;
-            st.used.insert(octet);
-            st.next_ns += 1;
-            (st.next_ns, octet)
-        };
-        let ns = format!("{PREFIX}{}-{n}", self.id);
-        let veth = format!("{PREFIX}{}v{n}", self.id);
-        let ip = Ipv4Addr::new(self.base[0], self.base[1], self.base[2], host_octet);
-        let steps: Vec<Vec<String>> = vec![
-            vec!["netns".into(), "add".into(), ns.clone()],
-            vec![
-                "link".into(),
-                "add".into(),
-                veth.clone(),
-                "type".into(),
-                "veth".into(),
-                "peer".into(),
-                "name".into(),
-                "eth0".into(),
-                "netns".into(),
-                ns.clone(),
-            ],
-            vec![
-                "link".into(),
-                "set".into(),
-                veth.clone(),
-                "master".into(),
-                self.bridge.clone(),
-                "up".into(),
-            ],
-            vec![
-                "-n".into(),
-                ns.clone(),
-                "addr".into(),
-                "add".into(),
-                format!("{ip}/24"),
-                "dev".into(),
-                "eth0".into(),
-            ],
-            vec!["-n".into(), ns.clone(), "link".into(), "set".into(), "eth0".into(), "up".into()],
-            vec!["-n".into(), ns.clone(), "link".into(), "set".into(), "lo".into(), "up".into()],
-            vec![
-                "-n".into(),
-                ns.clone(),
-                "route".into(),
-                "add".into(),
-                "default".into(),
-                "via".into(),
-                self.gateway.to_string(),
-            ],
+    fn pod_cidr(&self, index: u8) -> String {
+        format!("{}.{}.{}.0/24", self.base[0], self.base[1], self.base[2] + 1 + index)
+    }
+
+    /// Node `index` (0..MAX_NODES): its namespace, veth and address, a default route to the
+    /// host, a route to every other node's pods through that node, and the host's route to
+    /// its pods. No NAT and no forwarding on the host: every hop is one bridge away.
+    pub async fn add_node(&self, index: u8) -> Result<NodeNet> {
+        if index >= MAX_NODES {
+            return Err(Error::NoFree("node slot"));
+        }
+        let netns = format!("{PREFIX}{}-n{index}", self.id);
+        let veth = format!("{PREFIX}{}n{index}", self.id);
+        let ip = self.node_ip(index);
+        let mut steps: Vec<Vec<String>> = vec![
+            sv(&["netns", "add", &netns]),
+            sv(&["link", "add", &veth, "type", "veth", "peer", "name", "eth0", "netns", &netns]),
+            sv(&["link", "set", &veth, "master", &self.bridge, "up"]),
+            sv(&["-n", &netns, "addr", "add", &format!("{ip}/24"), "dev", "eth0"]),
+            sv(&["-n", &netns, "link", "set", "eth0", "up"]),
+            sv(&["-n", &netns, "link", "set", "lo", "up"]),
+            sv(&["-n", &netns, "route", "add", "default", "via", &self.gateway.to_string()]),
+            sv(&[
+                "route",
+                "add",
+                &self.pod_cidr(index),
+                "via",
+                &ip.to_string(),
+                "dev",
+                &self.bridge,
+            ]),
         ];
+        for other in (0..MAX_NODES).filter(|&o| o != index) {
+            let via = self.node_ip(other).to_string();
+            steps.push(sv(&["-n", &netns, "route", "add", &self.pod_cidr(other), "via", &via]));
+        }
         for s in steps {
             let args: Vec<&str> = s.iter().map(|x| x.as_str()).collect();
             if let Err(e) = run("ip", &args).await {
-                let _ = run("ip", &["netns", "delete", &ns]).await;
-                self.release(ip);
+                let _ = run("ip", &["netns", "delete", &netns]).await;
                 return Err(e);
             }
         }
-        Ok((ns, ip))
+        // The node routes its pods' packets (the CNI bridge plugin also turns this on).
+        run("ip", &["netns", "exec", &netns, "sysctl", "-qw", "net.ipv4.ip_forward=1"]).await?;
+        Ok(NodeNet { netns, ip, pod_cidr: self.pod_cidr(index) })
     }
+}
 
-    fn release(&self, ip: Ipv4Addr) {
-        if let Ok(mut st) = self.state.lock() {
-            st.used.remove(&ip.octets()[3]);
-        }
-    }
-
-    /// Deleting the namespace deletes its end of the veth pair, and so the pair.
-    pub async fn remove_pod(&self, ns: &str, ip: Ipv4Addr) {
-        let _ = run("ip", &["netns", "delete", ns]).await;
-        self.release(ip);
-    }
+fn sv(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! nodeAffinity on the selected node's zone, so a recreated pod is pinned to its disk's zone.
 
 use crate::error::{Error, IoContext, KubeContext, Result};
-use crate::events::{self, Kind, Source};
+use crate::events::{self, Source};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -129,7 +129,9 @@ impl Provisioner {
                 "storageClassName": spec.and_then(|s| s.storage_class_name.clone()),
                 "volumeMode": "Filesystem",
                 "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": c.namespace(), "name": c.name_any(), "uid": uid},
-                "hostPath": {"path": dir.display().to_string(), "type": "Directory"},
+                // A local volume, not hostPath: the kubelet applies the pod's fsGroup to it,
+                // as it does to a PD through the CSI driver.
+                "local": {"path": dir.display().to_string()},
                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                     {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}},
             },
@@ -145,7 +147,6 @@ impl Provisioner {
             &c.name_any(),
             involved,
             &src,
-            Kind::Normal,
             "ProvisioningSucceeded",
             &format!("Successfully provisioned volume {pv_name} in zone {zone}"),
         )

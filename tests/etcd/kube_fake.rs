@@ -237,50 +237,6 @@ async fn preflight_cli_prints_pass_fail_lines_and_measure_refuses_to_evict_on_a_
     assert!(api.evictions().await.is_empty(), "nothing evicted");
 }
 
-/// Fake because: the process kubelet of the local control plane serves no port-forward.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn measure_through_the_built_in_port_forward_follows_the_recreated_pod() {
-    let _one = one_cluster_at_a_time().await;
-    // Laptop mode: the user's own credentials, not the in-cluster Role.
-    let api = fake(Knobs { no_rbac: true, ..Knobs::default() }).await;
-    let out = tempfile::tempdir().expect("tempdir");
-    let mut cfg = config(out.path(), "follower", false);
-    cfg.reach = Reach::PortForward;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let b = measure::run(api.client(), cfg, clock, std::future::pending())
-        .await
-        .unwrap_or_else(|e| panic!("measure: {e}"));
-    let d = b.disruption.as_ref().expect("disruption");
-    assert!(
-        d.member_lost_at.is_some() && d.member_back_at.is_some(),
-        "lost and back through the forward: {d:?}"
-    );
-    assert!(d.healthy_at.is_some(), "the forward reached the replacement pod without a restart");
-    assert!(
-        api.forwards().await >= 6,
-        "every member through a port-forward stream: {}",
-        api.forwards().await
-    );
-    let rows = support::samples(out.path());
-    assert!(rows.iter().all(|r| r["endpoint"].starts_with("http://127.0.0.1:")));
-    let last_target = rows.iter().rev().find(|r| r["member"] == d.target).expect("target rows");
-    assert_eq!(
-        (last_target["reachable"].as_str(), last_target["health"].as_str()),
-        ("true", "true")
-    );
-    // HTTP and gRPC alike went through the forwards: the last round is complete.
-    for r in rows.iter().rev().take(3) {
-        assert!(r["error"].is_empty() && !r["raft_term"].is_empty(), "{r:?}");
-    }
-    // So did the canary's client of all members.
-    let settle =
-        b.window(WindowName::Settle).and_then(|w| w.client.clone()).expect("canary in settle");
-    assert!(
-        settle.write.ops > 0 && settle.write.availability.is_some_and(|a| a > 0.9),
-        "{settle:?}"
-    );
-}
-
 /// Fake because: StatefulSets with unusual flags and pods owned by two StatefulSets, which
 /// dlock's manifests never produce.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -144,27 +144,13 @@ fn job_pods(lab: &Lab) -> Vec<Value> {
     lab.json(&["-n", "dlock", "get", "pods", "-l", &format!("job-name={JOB}"), "-o", "json"])["items"].as_array().cloned().unwrap_or_default()
 }
 
-/// The host directory behind a PVC (lw-lab's provisioner: a hostPath PV).
+/// The host directory behind a PVC (lw-lab's provisioner: a local PV).
 fn volume_dir(lab: &Lab, claim: &str) -> PathBuf {
     let pvc = lab.json(&["-n", "dlock", "get", "pvc", claim, "-o", "json"]);
     assert_eq!(pvc["spec"]["storageClassName"], "standard-rwo", "{claim}");
     let pv =
         lab.json(&["get", "pv", pvc["spec"]["volumeName"].as_str().expect("bound"), "-o", "json"]);
-    PathBuf::from(pv["spec"]["hostPath"]["path"].as_str().expect("hostPath"))
-}
-
-/// The runc container of a pod's one container, and its init pid on the host.
-fn container_pid(lab: &Lab, pod: &Value) -> i32 {
-    let id = pod["status"]["containerStatuses"][0]["containerID"]
-        .as_str()
-        .expect("containerID")
-        .trim_start_matches("runc://")
-        .to_string();
-    let root = lab.state["runc_root"].as_str().expect("runc_root");
-    let o = Command::new("runc").args(["--root", root, "state", &id]).output().expect("runc state");
-    let v: Value = serde_json::from_slice(&o.stdout)
-        .unwrap_or_else(|_| panic!("runc state {id}: {}", String::from_utf8_lossy(&o.stderr)));
-    v["pid"].as_i64().expect("pid") as i32
+    PathBuf::from(pv["spec"]["local"]["path"].as_str().expect("local volume path"))
 }
 
 fn signal(pid: i32, sig: nix::sys::signal::Signal) {
@@ -364,7 +350,7 @@ fn move_leader(lab: &Lab) {
 }
 
 #[test]
-#[ignore = "needs root, runc, umoci, make kube-tools and make image; make test runs it"]
+#[ignore = "needs root, make kube-tools and make image; make test runs it"]
 fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     let lab = Lab::up_images(&[], false, &[image_arg()]);
     lab.deploy();
@@ -578,7 +564,7 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     });
     let pods = job_pods(&lab);
     assert_eq!(pods.len(), 1);
-    signal(container_pid(&lab, &pods[0]), nix::sys::signal::Signal::SIGKILL);
+    signal(lab.container_pid(&pods[0]), nix::sys::signal::Signal::SIGKILL);
     let (cond, reason) = wait_job(&lab, Duration::from_secs(60));
     assert_eq!((cond.as_str(), reason.as_str()), ("Failed", "BackoffLimitExceeded"));
     let killed = job_pods(&lab);
@@ -658,7 +644,7 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     assert!(prom.value(&series).is_some(), "Prometheus exited (its log is above)");
 
     // Liveness: a frozen sampler answers no /healthz; the kubelet kills and restarts it.
-    let pid = container_pid(&lab, &sampler_pod());
+    let pid = lab.container_pid(&sampler_pod());
     signal(pid, nix::sys::signal::Signal::SIGSTOP);
     wait_until("the liveness probe's Killing", Duration::from_secs(120), || {
         pod_events(&lab, &name).iter().any(|(r, m)| r == "Killing" && m.contains("liveness"))

@@ -7,7 +7,7 @@
 //! Ignored in plain `cargo test` (they need root, runc and `make kube-tools`); `make test`
 //! runs them (`make test-kube`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
@@ -154,7 +154,7 @@ fn granted() -> BTreeSet<(String, String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root, runc and make kube-tools; make test runs it"]
+#[ignore = "needs root and make kube-tools; make test runs it"]
 async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let (lab, kc, out) = Lab::deployed_with(&[], true);
 
@@ -631,7 +631,7 @@ async fn wait_for_event(run: &Path, kind: &str, within: Duration) {
 /// pair of rows with its length, no Kubernetes event is lost or recorded twice, and the
 /// eviction is not repeated.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root, runc and make kube-tools; make test runs it"]
+#[ignore = "needs root and make kube-tools; make test runs it"]
 async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
     let (lab, kc, out) = Lab::deployed(&["--etcd-compaction-interval=10s"]);
     let run = out.path().join("faults");
@@ -745,25 +745,12 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
 /// after --evict-timeout ends incomplete with at_rest kept. Thawed and Ready again, the
 /// next sitting's eviction goes through: one in all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root, runc and make kube-tools; make test runs it"]
+#[ignore = "needs root and make kube-tools; make test runs it"]
 async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() {
     let (lab, kc, out) = Lab::deployed(&[]);
     let frozen = "dlock-etcd-2";
     let pod = lab.json(&["-n", "dlock", "get", "pod", frozen, "-o", "json"]);
-    let id = pod["status"]["containerStatuses"][0]["containerID"]
-        .as_str()
-        .and_then(|c| c.strip_prefix("runc://"))
-        .expect("container id")
-        .to_string();
-    let st = Command::new("runc")
-        .arg("--root")
-        .arg(lab.state["runc_root"].as_str().expect("runc_root"))
-        .args(["state", &id])
-        .output()
-        .expect("runc state");
-    let pid = serde_json::from_slice::<Value>(&st.stdout).expect("runc state json")["pid"]
-        .as_i64()
-        .expect("pid") as i32;
+    let pid = lab.container_pid(&pod);
 
     let run = out.path().join("blocked");
     let mut cfg = config(&kc, &run, "dlock-etcd-0", KubeMethod::Evict);
@@ -819,7 +806,7 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
 /// eviction (regression, from the fake API server's days: the evictor's rows come from
 /// source `kubernetes` and were once taken for a bystander's Kubernetes event).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root, runc and make kube-tools; make test runs it"]
+#[ignore = "needs root and make kube-tools; make test runs it"]
 async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     let (lab, kc, out) = Lab::deployed(&[]);
     // An independent writer beside it (tests/support/writer.rs), at the pods' IPs as the
@@ -880,4 +867,126 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
         "canary {canary:.3} s vs independent writer {independent:.3} s"
     );
     assert!(one >= canary - 1e-9, "one in flight {one:.3} s < {canary:.3} s");
+}
+
+/// The laptop path on real nodes: `preflight` and `measure --reach port-forward` from the
+/// host under the leaderwatch ServiceAccount's token (rbac.yaml and rbac-port-forward.yaml),
+/// every member reached through the kubelet's port-forward. The evicted follower comes back
+/// as a new pod (a new UID, a new address) and the forward follows it by name: the
+/// recovery is timed through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and make kube-tools; make test runs it"]
+async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
+    let (lab, kc, out) = Lab::deployed(&[]);
+    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-port-forward.yaml"]);
+    let uids = || -> BTreeMap<String, String> {
+        let pods = lab.json(&[
+            "-n",
+            "dlock",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=dlock-etcd",
+            "-o",
+            "json",
+        ]);
+        pods["items"]
+            .as_array()
+            .expect("pods")
+            .iter()
+            .map(|p| {
+                (
+                    p["metadata"]["name"].as_str().expect("name").to_string(),
+                    p["metadata"]["uid"].as_str().expect("uid").to_string(),
+                )
+            })
+            .collect()
+    };
+    let before = uids();
+    let pre = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
+        .args(["preflight", "--reach", "port-forward", "--kubeconfig"])
+        .arg(&kc)
+        .output()
+        .expect("preflight");
+    assert!(
+        pre.status.success(),
+        "preflight --reach port-forward: {}{}",
+        String::from_utf8_lossy(&pre.stdout),
+        String::from_utf8_lossy(&pre.stderr)
+    );
+    let run = out.path().join("port-forward");
+    let st = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
+        .args([
+            "measure",
+            "--target",
+            "follower",
+            "--idle",
+            "10s",
+            "--settle",
+            "5s",
+            "--reach",
+            "port-forward",
+            "--environment",
+            "local cluster, real kubelet (test)",
+            "--kubeconfig",
+        ])
+        .arg(&kc)
+        .arg("--out")
+        .arg(&run)
+        .env(leaderwatch::cli::MIN_IDLE_OVERRIDE, "10s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .status()
+        .expect("leaderwatch measure");
+    assert_eq!(st.code(), Some(0), "measure --reach port-forward");
+    let b: Baseline =
+        serde_json::from_slice(&std::fs::read(run.join("baseline.json")).expect("baseline.json"))
+            .expect("json");
+    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    let d = b.disruption.as_ref().expect("disruption");
+    assert!(
+        d.member_lost_at.is_some() && d.member_back_at.is_some() && d.healthy_at.is_some(),
+        "lost, back and healthy, all seen through the forward: {d:?}"
+    );
+    let after = uids();
+    assert_ne!(before.get(&d.target), after.get(&d.target), "{} was recreated", d.target);
+    assert_eq!(lab.accepted_evictions(), vec![d.target.clone()]);
+    // The forward reached the replacement: the ServiceAccount opened port-forwards to the
+    // target after its eviction was accepted.
+    let audit = lab.audit();
+    let evicted_at = audit
+        .iter()
+        .find(|e| e["objectRef"]["subresource"] == "eviction" && e["responseStatus"]["code"] == 201)
+        .and_then(|e| e["stageTimestamp"].as_str())
+        .expect("the eviction in the audit log")
+        .to_string();
+    let forwards_after = audit
+        .iter()
+        .filter(|e| {
+            e["objectRef"]["subresource"] == "portforward"
+                && e["objectRef"]["name"] == d.target.as_str()
+                && e["user"]["username"] == "system:serviceaccount:dlock:leaderwatch"
+                && e["stageTimestamp"].as_str().is_some_and(|t| t > evicted_at.as_str())
+        })
+        .count();
+    assert!(forwards_after > 0, "no port-forward to {} after its eviction", d.target);
+    // Every round went through local forwards, HTTP and gRPC alike; the last is complete
+    // and the replacement healthy.
+    let rows = crate::support::samples(&run);
+    assert!(rows.iter().all(|r| r["endpoint"].starts_with("http://127.0.0.1:")));
+    let last_target = rows.iter().rev().find(|r| r["member"] == d.target).expect("target rows");
+    assert_eq!(
+        (last_target["reachable"].as_str(), last_target["health"].as_str()),
+        ("true", "true")
+    );
+    for r in rows.iter().rev().take(3) {
+        assert!(r["error"].is_empty() && !r["raft_term"].is_empty(), "{r:?}");
+    }
+    // So did the canary's connections to every member.
+    let settle =
+        b.window(WindowName::Settle).and_then(|w| w.client.clone()).expect("canary in settle");
+    assert!(
+        settle.write.ops > 0 && settle.write.availability.is_some_and(|a| a > 0.9),
+        "{settle:?}"
+    );
 }

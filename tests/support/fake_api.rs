@@ -116,7 +116,6 @@ struct Inner {
     /// 410 answers given.
     pub gone_sent: u64,
     /// Port-forward streams opened.
-    forwards: u64,
     /// What the RBAC rules allow (None: everything), and what was used.
     rules: Option<BTreeSet<Rule>>,
     used: BTreeSet<Rule>,
@@ -342,80 +341,6 @@ async fn get_pod(State(s): State<Shared>, Path((_ns, name)): Path<(String, Strin
         Some(p) => Json(pod_json(&name, p, &g.knobs)).into_response(),
         None => status(404, "NotFound", &format!("pods \"{name}\" not found"), json!([])),
     }
-}
-
-/// pods/portforward over WebSocket, subprotocol v4.channel.k8s.io: channel 0 carries the
-/// data and channel 1 the errors of the one port; each starts with the port number (u16
-/// little-endian). The data goes to the local member behind the pod, so a recreated pod
-/// is a new member process behind the same name.
-async fn portforward(
-    State(s): State<Shared>,
-    Path((_ns, name)): Path<(String, String)>,
-    Query(q): Query<BTreeMap<String, String>>,
-    ws: axum::extract::ws::WebSocketUpgrade,
-) -> Response {
-    use axum::extract::ws::Message;
-    use futures::{SinkExt, StreamExt};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    if let Some(r) = authz(&s, "", "pods/portforward", "create").await {
-        return r;
-    }
-    let requested: u16 = q.get("ports").and_then(|p| p.parse().ok()).unwrap_or(0);
-    let target = {
-        let g = s.inner.lock().await;
-        g.pods.get(&name).filter(|p| !p.deleting && p.phase == "Running").map(|p| p.port)
-    };
-    let Some(local_port) = target else {
-        return status(
-            404,
-            "NotFound",
-            &format!("pods \"{name}\" not found or not running"),
-            json!([]),
-        );
-    };
-    s.inner.lock().await.forwards += 1;
-    ws.protocols(["v4.channel.k8s.io"]).on_upgrade(move |socket| async move {
-        let Ok(tcp) = tokio::net::TcpStream::connect(("127.0.0.1", local_port)).await else {
-            return;
-        };
-        let (mut tcp_r, mut tcp_w) = tcp.into_split();
-        let (mut ws_tx, mut ws_rx) = socket.split();
-        let port = requested.to_le_bytes();
-        for ch in [0u8, 1u8] {
-            if ws_tx.send(Message::Binary(vec![ch, port[0], port[1]].into())).await.is_err() {
-                return;
-            }
-        }
-        let up = async {
-            while let Some(Ok(m)) = ws_rx.next().await {
-                if let Message::Binary(b) = m {
-                    if b.first() == Some(&0) && tcp_w.write_all(&b[1..]).await.is_err() {
-                        break;
-                    }
-                } else if let Message::Close(_) = m {
-                    break;
-                }
-            }
-        };
-        let down = async {
-            let mut buf = vec![0u8; 16 * 1024];
-            loop {
-                match tcp_r.read(&mut buf).await {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let mut frame = Vec::with_capacity(n + 1);
-                        frame.push(0u8);
-                        frame.extend_from_slice(&buf[..n]);
-                        if ws_tx.send(Message::Binary(frame.into())).await.is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-            let _ = ws_tx.send(Message::Close(None)).await;
-        };
-        tokio::select! { _ = up => {}, _ = down => {} }
-    })
 }
 
 async fn get_node(State(s): State<Shared>, Path(name): Path<String>) -> Response {
@@ -682,7 +607,6 @@ impl FakeApi {
                 compacted: 0,
                 watch_gen: 0,
                 gone_sent: 0,
-                forwards: 0,
                 rules,
                 used: BTreeSet::new(),
                 statefulset: statefulset_manifest(),
@@ -699,7 +623,6 @@ impl FakeApi {
             .route("/api/v1/namespaces/{ns}/events", get(list_events))
             .route("/api/v1/namespaces/{ns}/pods/{name}", get(get_pod))
             .route("/api/v1/namespaces/{ns}/pods/{name}/eviction", post(evict))
-            .route("/api/v1/namespaces/{ns}/pods/{name}/portforward", get(portforward))
             .route("/api/v1/nodes/{name}", get(get_node))
             .route("/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}", get(get_pvc))
             .route("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{name}", get(get_pdb))
@@ -748,11 +671,6 @@ impl FakeApi {
     /// The (group, resource, verb) the RBAC check let through so far.
     pub async fn used(&self) -> BTreeSet<Rule> {
         self.shared.inner.lock().await.used.clone()
-    }
-
-    /// How many port-forward streams were opened.
-    pub async fn forwards(&self) -> u64 {
-        self.shared.inner.lock().await.forwards
     }
 
     /// How many watches were answered with 410 Gone.

@@ -47,7 +47,7 @@ impl Lab {
         Lab::up_images(apiserver_args, surge, &[])
     }
 
-    /// `images`: lw-lab's --image REF=LAYOUT[:TAG], images the kubelet runs besides etcd's.
+    /// `images`: lw-lab's --image REF=LAYOUT[:TAG], imported into every node besides etcd's.
     pub fn up_images(apiserver_args: &[&str], surge: bool, images: &[String]) -> Lab {
         // A test that panicked poisons the lock; its cluster is gone (Drop), so go on.
         let one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
@@ -90,6 +90,25 @@ impl Lab {
             serde_json::from_slice(&std::fs::read(dir.join("state.json")).expect("state.json"))
                 .expect("state json");
         lab
+    }
+
+    /// The host pid of a pod's first container (`containerd://<id>`), read by the nodes'
+    /// own runc from their shared state directory.
+    pub fn container_pid(&self, pod: &Value) -> i32 {
+        let id = pod["status"]["containerStatuses"][0]["containerID"]
+            .as_str()
+            .and_then(|c| c.strip_prefix("containerd://"))
+            .unwrap_or_else(|| panic!("no containerd:// container id in {pod}"))
+            .to_string();
+        let o = Command::new(self.state["runc"].as_str().expect("runc"))
+            .arg("--root")
+            .arg(self.state["runc_root"].as_str().expect("runc_root"))
+            .args(["state", &id])
+            .output()
+            .expect("runc state");
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|_| panic!("runc state {id}: {}", String::from_utf8_lossy(&o.stderr)));
+        v["pid"].as_i64().expect("pid") as i32
     }
 
     pub fn kubectl(&self, args: &[&str]) -> (bool, String, String) {
