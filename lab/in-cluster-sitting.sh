@@ -12,6 +12,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 kver=$(sed -n 's|^\tk8s.io/kubernetes \(v[^ ]*\).*|\1|p' lab/go/kube/go.mod)
+cver=$(sed -n 's|^\tgithub.com/containerd/containerd/v2 v\([^ ]*\).*|\1|p' lab/go/node/containerd/go.mod)
 export KUBECTL=$repo/.tools/kube-$kver/bin/kubectl KUBECONFIG=$repo/.tools/lab/kubeconfig
 # shellcheck source=/dev/null # written by make image
 . target/image/image.env
@@ -21,7 +22,7 @@ trap '"${lab[@]}" down' EXIT
 "${lab[@]}" --image "$ref=$IMAGE_LAYOUT:$IMAGE_TAG" up --detach
 "$KUBECTL" apply -f deploy/k8s/namespace.yaml
 deploy/k8s/apply.sh
-env="local control plane (lw-lab), Kubernetes $kver, etcd 3.6.14, in-cluster Job, image $IMAGE_DIGEST"
+env="local control plane (lw-lab), Kubernetes $kver, real kubelet + containerd $cver, etcd 3.6.14, in-cluster Job, image $IMAGE_DIGEST"
 status=0
 target/release/leaderwatch sitting --kubeconfig "$KUBECONFIG" --image "$ref" \
   --environment "$env" --label kube-in-cluster "$@" || status=$?

@@ -119,10 +119,11 @@ acceptance: kube-tools deps-apt
 	$(TEST_BIN)
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab acceptance --repo $(CURDIR) --leaderwatch target/debug/leaderwatch
 
-# The Kubernetes tests of leaderwatch on the real control plane (tests/lab/kube.rs; ignored
-# in plain cargo test because they need root, runc and the built cluster).
+# The Kubernetes tests of leaderwatch on the real control plane (tests/lab/kube.rs), and the
+# negative control of the lab's Autopilot admission rules (tests/lab/autopilot.rs); ignored
+# in plain cargo test because they need root, runc and the built cluster.
 test-kube: kube-tools deps
-	$(CARGO) test --locked --test lab -- --ignored kube::
+	$(CARGO) test --locked --test lab -- --ignored kube:: autopilot::
 
 # The GKE sitting rehearsed on a fresh local cluster by the command a user runs on GKE:
 # `leaderwatch sitting` with the image make image built (lab/in-cluster-sitting.sh): 20 min

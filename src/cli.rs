@@ -192,8 +192,9 @@ pub struct KubeArgs {
     pub selector: String,
     #[command(flatten)]
     pub conn: ConnArgs,
-    /// How to reach the members: dns (<pod>.<headless svc>, in the cluster), pod-ip, or
-    /// port-forward (from a laptop; follows a recreated pod by name).
+    /// How to reach the members: dns (<pod>.<headless svc>, in the cluster), pod-ip
+    /// (follows a recreated pod to its new address), or port-forward (from a laptop;
+    /// follows a recreated pod by name).
     #[arg(long, default_value = "dns")]
     pub reach: String,
     /// Same as `--reach port-forward`: built-in port-forwards, for running from a laptop.

@@ -165,6 +165,7 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
             cause_horizon: a.cadence.cause_horizon,
             canary: a.cadence.canary(),
             metrics_addr: a.metrics_addr,
+            follow_pod_ips: false,
         },
         evict_timeout: a.evict_timeout,
         dry_run: a.dry_run,

@@ -100,6 +100,7 @@ pub async fn run(
             election_ms,
             timing_source,
         },
+        follow_pod_ips: cfg.reach == Reach::PodIp,
         ..cfg.sitting
     };
     let scope = Scope {

@@ -77,6 +77,7 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
         cause_horizon: a.cadence.cause_horizon,
         canary: a.cadence.canary(),
         metrics_addr: None,
+        follow_pod_ips: false,
     };
     let cluster = Arc::new(Mutex::new(cluster));
     let disruptor = LocalDisruptor { cluster: cluster.clone(), method, down: a.down, grace: GRACE };

@@ -69,6 +69,10 @@ pub struct SittingConfig {
     pub canary: Option<Duration>,
     /// Serve leaderwatch's own /metrics and /healthz here (`measure --metrics-addr`).
     pub metrics_addr: Option<std::net::SocketAddr>,
+    /// Members are reached at their pods' addresses (`measure --reach pod-ip`): a pod
+    /// recreated at a new address (a `pod_ip` event from the watchers) is probed, and
+    /// written to by the canary, there from the next round.
+    pub follow_pod_ips: bool,
 }
 
 /// The shutdown future, polled at most to completion once.
@@ -279,6 +283,24 @@ impl Sitting<'_> {
         self.rec.canary(&ops)
     }
 
+    /// The member `name` is now at `ip` (same scheme and port): its prober and the
+    /// canary's connection are replaced. A member not in the sitting is ignored.
+    fn repoint(&mut self, name: &str, ip: &str) -> Phase {
+        let Some(old) = self.cfg.members.iter().find(|m| m.name.0 == name) else {
+            return Ok(());
+        };
+        let Some(member) = old.at_host(ip) else { return Ok(()) };
+        let prober =
+            probers(std::slice::from_ref(&member), &self.cfg.probe, &self.clock).map_err(Err)?;
+        for p in prober {
+            self.sampler.replace(p);
+        }
+        if let Some(c) = self.canary.as_ref() {
+            c.repoint(member, &self.cfg.probe);
+        }
+        Ok(())
+    }
+
     /// Records a round (and the watchers' events and the canary's ops so far) in the open
     /// window.
     fn record(&mut self, r: &Round) -> Phase {
@@ -290,6 +312,11 @@ impl Sitting<'_> {
             None => Vec::new(),
         };
         self.rec.events(&side).map_err(rec_err)?;
+        if self.cfg.follow_pod_ips {
+            for e in side.iter().filter(|e| e.kind == crate::k8s::watch::POD_IP) {
+                self.repoint(&e.member, &e.detail)?;
+            }
+        }
         if let Some(log) = self.log.as_mut() {
             log.steps.extend(side.into_iter().filter(|e| e.member == log.target.0));
         }

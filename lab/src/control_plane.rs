@@ -152,6 +152,9 @@ impl ControlPlane {
             format!("--token-auth-file={}", tokens.display()),
             "--authorization-mode=Node,RBAC".into(),
             "--enable-admission-plugins=NodeRestriction".into(),
+            // As GKE's API server: privileged pods are admitted by the API server (kube-system
+            // runs some); Autopilot refuses them elsewhere (lab/policies/autopilot.yaml).
+            "--allow-privileged=true".into(),
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
             format!("--service-account-key-file={}", pd.join("sa.pub").display()),
             format!("--service-account-signing-key-file={}", pd.join("sa.key").display()),

@@ -24,31 +24,33 @@ use tokio::task::JoinHandle;
 
 /// The Kubernetes version the harness runs: the one lab/go/kube/go.mod requires, which
 /// `make kube-tools` builds into .tools/kube-<version>/bin.
-pub const KUBE_VERSION: &str = kube_version();
+pub const KUBE_VERSION: &str = pinned(include_str!("../go/kube/go.mod"), b"\tk8s.io/kubernetes ");
+/// The nodes' containerd: the version lab/go/node/containerd/go.mod requires.
+pub const CONTAINERD_VERSION: &str =
+    pinned(include_str!("../go/node/containerd/go.mod"), b"\tgithub.com/containerd/containerd/v2 ");
 
-const fn kube_version() -> &'static str {
-    const GO_MOD: &str = include_str!("../go/kube/go.mod");
-    const NEEDLE: &[u8] = b"\tk8s.io/kubernetes ";
-    let b = GO_MOD.as_bytes();
+/// The version a wrapper go.mod requires of a module (`needle` is its require line's start).
+const fn pinned(go_mod: &'static str, needle: &[u8]) -> &'static str {
+    let b = go_mod.as_bytes();
     let mut i = 0;
-    while i + NEEDLE.len() < b.len() {
+    while i + needle.len() < b.len() {
         let mut j = 0;
-        while j < NEEDLE.len() && b[i + j] == NEEDLE[j] {
+        while j < needle.len() && b[i + j] == needle[j] {
             j += 1;
         }
-        if j == NEEDLE.len() {
+        if j == needle.len() {
             let start = i + j;
             let mut end = start;
             while end < b.len() && b[end] != b'\n' && b[end] != b' ' {
                 end += 1;
             }
-            let (_, rest) = GO_MOD.split_at(start);
+            let (_, rest) = go_mod.split_at(start);
             let (v, _) = rest.split_at(end - start);
             return v;
         }
         i += 1;
     }
-    panic!("lab/go/kube/go.mod requires no k8s.io/kubernetes version")
+    panic!("a wrapper go.mod lacks a pinned module")
 }
 pub const REGION: &str = "europe-west1";
 pub const ZONES: [&str; 3] = ["europe-west1-b", "europe-west1-c", "europe-west1-d"];
@@ -223,6 +225,7 @@ impl Lab {
         let mut coredns = None;
         let result: Result<Vec<NodeRow>> = async {
             storage::create_classes(&client).await?;
+            crate::policies::apply(&client).await?;
             let images: Vec<Archive> = crate::images::prepare(
                 &dir.join("images"),
                 &o.tools.join("bin"),

@@ -11,6 +11,7 @@ mod lab;
 mod net;
 mod node;
 mod pki;
+mod policies;
 mod proc;
 mod registry;
 mod sitting;

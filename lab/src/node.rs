@@ -242,6 +242,11 @@ state = "{d}/containerd/state"
     bin_dirs = ["{bin}"]
     conf_dir = "{d}/cni/net.d"
 
+# NRI listens on one fixed socket (/var/run/nri/nri.sock) for the whole machine: a second
+# containerd would fail to start on it. No NRI plugin runs here.
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]

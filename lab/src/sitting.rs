@@ -75,7 +75,10 @@ fn arg<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 }
 
 pub fn environment() -> String {
-    format!("local control plane, Kubernetes {KUBE_VERSION}, etcd 3.6.14")
+    format!(
+        "local control plane, Kubernetes {KUBE_VERSION}, real kubelet + containerd {}, etcd 3.6.14",
+        crate::lab::CONTAINERD_VERSION.trim_start_matches('v')
+    )
 }
 
 /// `etcdctl` in dlock-etcd-0, JSON out.

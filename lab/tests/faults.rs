@@ -85,3 +85,98 @@ fn kube_version() -> String {
         .expect("version")
         .to_string()
 }
+
+/// A cluster killed outright (SIGKILL to `lw-lab up`, as a CI runner's timeout does): the
+/// kernel kills its kubelets, containerds and control plane with it (PR_SET_PDEATHSIG), but
+/// the pods' containers and their containerd shims live on. `lw-lab down` kills them and
+/// removes their mounts, cgroups and network namespaces, and says so; nothing of the run is
+/// left running afterwards.
+#[test]
+fn a_killed_cluster_leaves_containers_that_down_removes() {
+    let tools = repo().join(".tools");
+    if !tools.join("node/bin/containerd").is_file() {
+        panic!("{} missing: run `make kube-tools`", tools.join("node/bin/containerd").display());
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lab = dir.path().join("lab");
+    let up = lw_lab()
+        .arg("--dir")
+        .arg(&lab)
+        .arg("--tools")
+        .arg(&tools)
+        .args(["up", "--detach"])
+        .output()
+        .expect("run lw-lab up --detach");
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(lab.join("state.json")).expect("state.json"))
+            .expect("state json");
+    let kubectl = |args: &[&str]| {
+        Command::new(state["kubectl"].as_str().expect("kubectl"))
+            .args(args)
+            .env("KUBECONFIG", state["kubeconfig"].as_str().expect("kubeconfig"))
+            .output()
+            .expect("kubectl")
+    };
+    let run = kubectl(&[
+        "run",
+        "sleeper",
+        "--image=registry.k8s.io/pause:3.10.1",
+        "--restart=Never",
+        "--overrides={\"spec\":{\"terminationGracePeriodSeconds\":1}}",
+    ]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let ready = kubectl(&["wait", "--for=condition=Ready", "pod/sleeper", "--timeout=90s"]);
+    assert!(ready.status.success(), "{}", String::from_utf8_lossy(&ready.stderr));
+    let needle = lab.display().to_string();
+    let ours = || -> Vec<String> {
+        let mut found = Vec::new();
+        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            if e.file_name().to_string_lossy().parse::<u32>().is_err() {
+                continue;
+            }
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.contains(&needle) {
+                found.push(cmd);
+            }
+        }
+        found
+    };
+    let pid = state["pid"].as_i64().expect("pid") as i32;
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL)
+        .expect("SIGKILL lw-lab up");
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let survivors = ours();
+    assert!(
+        survivors.iter().any(|c| c.contains("containerd-shim-runc-v2")),
+        "the pod's shim outlives the killed cluster (else this test proves nothing): {survivors:?}"
+    );
+    assert!(
+        !survivors.iter().any(|c| c.contains("kubelet") && !c.contains("shim")),
+        "the kubelets die with the harness: {survivors:?}"
+    );
+    let down = lw_lab()
+        .arg("--dir")
+        .arg(&lab)
+        .arg("--tools")
+        .arg(&tools)
+        .arg("down")
+        .output()
+        .expect("run lw-lab down");
+    let said = String::from_utf8_lossy(&down.stdout);
+    assert!(down.status.success(), "{said}{}", String::from_utf8_lossy(&down.stderr));
+    for what in ["container ", "containerd shim ", "cgroup ", "network namespace "] {
+        assert!(said.contains(what), "down names the {what}it removed: {said}");
+    }
+    assert_eq!(ours(), Vec::<String>::new(), "nothing of the run is left running");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    assert!(!mounts.contains(&needle), "no mount under {needle} is left");
+    let id = state["id"].as_str().expect("id");
+    for h in std::fs::read_dir("/sys/fs/cgroup").expect("cgroup").flatten() {
+        for c in std::fs::read_dir(h.path()).into_iter().flatten().flatten() {
+            let n = c.file_name().to_string_lossy().to_string();
+            assert!(!n.starts_with(&format!("lw{id}")), "cgroup {} left", c.path().display());
+        }
+    }
+}

@@ -37,7 +37,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use crate::io::probe::{ProbeConfig, etcd_options};
 use crate::model::canary::{Kind, Op};
 use crate::model::clock::{Clock, Stamp};
-use crate::model::member::Member;
+use crate::model::member::{Member, MemberName};
 
 /// Every key the canary writes starts with this.
 pub const PREFIX: &str = "__leaderwatch/canary/";
@@ -76,12 +76,23 @@ struct Leases {
 
 /// One member's connection.
 struct Conn {
-    client: Client,
+    /// Replaced when the member's pod comes back at a new address (`--reach pod-ip`).
+    client: Mutex<Client>,
+    name: MemberName,
     /// Learned from its answers, so a failed op is recorded under the member it went to
     /// (0 until the member answered once).
     id: AtomicU64,
     /// Ops go to it. False from a transport failure until a Status call succeeds again.
     up: AtomicBool,
+}
+
+impl Conn {
+    fn client(&self) -> Client {
+        match self.client.lock() {
+            Ok(c) => c.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
 }
 
 /// What kind of failure an op met, for the pick of the next member.
@@ -166,7 +177,7 @@ impl Pool {
         let mut wait = RECONNECT_FIRST;
         loop {
             tokio::time::sleep(wait).await;
-            let mut m = self.conns[i].client.maintenance_client();
+            let mut m = self.conns[i].client().maintenance_client();
             if let Ok(Ok(_)) = tokio::time::timeout(self.timeout, m.status()).await {
                 self.conns[i].up.store(true, Ordering::Release);
                 return;
@@ -186,7 +197,7 @@ impl Pool {
         let mut last = (0, Err("the canary has no member".to_owned()));
         while let Some(i) = self.pick(&tried) {
             tried.push(i);
-            match op(self.conns[i].client.clone()).await {
+            match op(self.conns[i].client()).await {
                 Ok((id, v)) => {
                     self.answered(i, id);
                     return (id, Ok(v));
@@ -254,7 +265,12 @@ impl Canary {
                     )
                 })?
                 .map_err(|e| format!("canary: {}: {}", m.name, one_line(&e)))?;
-            conns.push(Conn { client, id: AtomicU64::new(0), up: AtomicBool::new(true) });
+            conns.push(Conn {
+                client: Mutex::new(client),
+                name: m.name.clone(),
+                id: AtomicU64::new(0),
+                up: AtomicBool::new(true),
+            });
         }
         let pool = Arc::new(Pool {
             conns,
@@ -281,6 +297,39 @@ impl Canary {
 
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// Points the member of the same name at its new address (its pod was recreated): a
+    /// new lazy connection replaces the old one, up, so the next pick may use it. Made in
+    /// a task; a failure is logged (the old connection stays, failing as before).
+    pub fn repoint(&self, m: Member, probe: &ProbeConfig) {
+        let Some(i) = self.pool.conns.iter().position(|c| c.name == m.name) else { return };
+        let probe = ProbeConfig { timeout: self.timeout, ..probe.clone() };
+        let (pool, timeout) = (self.pool.clone(), self.timeout);
+        tokio::spawn(async move {
+            let made = match etcd_options(&probe, &m) {
+                Ok(opts) => {
+                    match tokio::time::timeout(timeout, Client::connect([&m.url], Some(opts))).await
+                    {
+                        Ok(Ok(c)) => Ok(c),
+                        Ok(Err(e)) => Err(one_line(&e)),
+                        Err(_) => Err("no client within the canary's timeout".into()),
+                    }
+                }
+                Err(e) => Err(e),
+            };
+            match made {
+                Ok(client) => {
+                    let conn = &pool.conns[i];
+                    match conn.client.lock() {
+                        Ok(mut c) => *c = client,
+                        Err(p) => *p.into_inner() = client,
+                    }
+                    conn.up.store(true, Ordering::Release);
+                }
+                Err(e) => tracing::warn!("canary: {} at {}: {e}", m.name, m.url),
+            }
+        });
     }
 
     /// The ops finished since the last call.
@@ -525,7 +574,12 @@ mod tests {
         let mut conns = Vec::new();
         for u in urls {
             let client = Client::connect([u], None).await.expect("a lazy client");
-            conns.push(Conn { client, id: AtomicU64::new(0), up: AtomicBool::new(true) });
+            conns.push(Conn {
+                client: Mutex::new(client),
+                name: MemberName(u.clone()),
+                id: AtomicU64::new(0),
+                up: AtomicBool::new(true),
+            });
         }
         Arc::new(Pool {
             conns,
@@ -550,7 +604,7 @@ mod tests {
     #[tokio::test]
     async fn a_refused_connection_is_a_request_that_never_left() {
         let p = pool(&[format!("http://127.0.0.1:{}", closed_port())]).await;
-        let e = get(&p.conns[0].client).await;
+        let e = get(&p.conns[0].client()).await;
         assert_eq!(failure(&e), Failure::NotSent, "{e}");
     }
 
@@ -564,7 +618,7 @@ mod tests {
             }
         });
         let p = pool(&[url]).await;
-        let e = get(&p.conns[0].client).await;
+        let e = get(&p.conns[0].client()).await;
         closer.abort();
         assert_eq!(failure(&e), Failure::Transport, "{e}");
     }

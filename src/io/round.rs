@@ -58,6 +58,19 @@ impl Sampler {
         Sampler { slots, next: 0, with_metrics, clock }
     }
 
+    /// Replaces the prober of the member of the same name (a pod recreated at a new
+    /// address): probes start at the new address from the next round; one in flight at
+    /// the old address is still collected. Returns false when no member has that name.
+    pub fn replace(&mut self, prober: Prober) -> bool {
+        match self.slots.iter_mut().find(|s| s.prober.member().name == prober.member().name) {
+            Some(slot) => {
+                slot.prober = Arc::new(prober);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// `/metrics` on or off for the probes started from now on (off during fast sampling:
     /// the counter is cumulative and the full page is the expensive part for etcd).
     pub fn set_with_metrics(&mut self, on: bool) {

@@ -20,6 +20,9 @@ use crate::model::event::Event;
 
 const SOURCE: &str = "kubernetes";
 
+/// The event kind of a pod's new address; its detail is the address.
+pub const POD_IP: &str = "pod_ip";
+
 /// What leaderwatch reports about a pod; a change of any field is an event.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct PodView {
@@ -30,6 +33,8 @@ struct PodView {
     /// Reason of the DisruptionTarget condition, e.g. EvictionByEvictionAPI.
     disruption_target: Option<String>,
     deleting: Option<String>,
+    /// status.podIP: a recreated pod (same name) gets a new one on most networks.
+    ip: Option<String>,
 }
 
 fn view(p: &Pod) -> PodView {
@@ -44,6 +49,7 @@ fn view(p: &Pod) -> PodView {
             .find(|c| c.type_ == "DisruptionTarget" && c.status == "True")
             .map(|c| c.reason.clone().unwrap_or_default()),
         deleting: p.metadata.deletion_timestamp.as_ref().map(|t| t.0.to_string()),
+        ip: p.status.as_ref().and_then(|s| s.pod_ip.clone()),
     }
 }
 
@@ -115,6 +121,14 @@ impl PodTracker {
                 "pod_deleting",
                 format!("deletionTimestamp {}", new.deleting.clone().unwrap_or_default()),
             ));
+        }
+        // A pod's address once it has one, after the first list (the members were found
+        // at their addresses then): `--reach pod-ip` follows it.
+        if self.listed_once
+            && new.ip != old.ip
+            && let Some(ip) = &new.ip
+        {
+            out.push(self.ev(&name, POD_IP, ip.clone()));
         }
         self.known.insert(name, new);
         out
@@ -357,5 +371,45 @@ mod api_reach_tests {
             row,
             Some(("api_reachable", "answering again after 30.0 s without an answer".to_string()))
         );
+    }
+}
+
+#[cfg(test)]
+mod pod_tracker_tests {
+    use super::{POD_IP, PodTracker};
+    use crate::model::clock::{Clock, SystemClock};
+    use k8s_openapi::api::core::v1::Pod;
+    use std::sync::Arc;
+
+    fn pod(uid: &str, ip: Option<&str>) -> Pod {
+        let mut v = serde_json::json!({
+            "metadata": {"name": "dlock-etcd-0", "uid": uid},
+            "status": {"phase": "Running"},
+        });
+        if let Some(ip) = ip {
+            v["status"]["podIP"] = ip.into();
+        }
+        serde_json::from_value(v).expect("pod")
+    }
+
+    fn ips(events: &[crate::model::event::Event]) -> Vec<String> {
+        events.iter().filter(|e| e.kind == POD_IP).map(|e| e.detail.clone()).collect()
+    }
+
+    /// Regression (found on the real kubelet, whose CNI gives a recreated pod a new
+    /// address): `--reach pod-ip` kept probing the old address for ever. The tracker now
+    /// reports a pod's new address; the first list's addresses are the ones found.
+    #[test]
+    fn a_recreated_pod_at_a_new_address_is_a_pod_ip_event() {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let mut t = PodTracker::new(clock);
+        t.relist_started();
+        assert!(ips(&t.apply(&pod("a", Some("10.0.1.2")))).is_empty(), "found, not moved");
+        t.relist_done();
+        assert!(ips(&t.apply(&pod("a", Some("10.0.1.2")))).is_empty(), "unchanged");
+        t.delete(&pod("a", Some("10.0.1.2")));
+        assert!(ips(&t.apply(&pod("b", None))).is_empty(), "no address yet");
+        assert_eq!(ips(&t.apply(&pod("b", Some("10.0.1.3")))), vec!["10.0.1.3"]);
+        assert!(ips(&t.apply(&pod("b", Some("10.0.1.3")))).is_empty(), "reported once");
     }
 }

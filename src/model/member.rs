@@ -24,6 +24,15 @@ pub struct Member {
 }
 
 impl Member {
+    /// The same member at another host (a recreated pod's address), scheme and port kept;
+    /// `None` when the URL has no `scheme://host:port` form.
+    pub fn at_host(&self, host: &str) -> Option<Member> {
+        let (scheme, rest) = self.url.split_once("://")?;
+        let (_, port) = rest.rsplit_once(':')?;
+        let host = if host.contains(':') { format!("[{host}]") } else { host.to_owned() };
+        Some(Member { name: self.name.clone(), url: format!("{scheme}://{host}:{port}") })
+    }
+
     /// Parses `NAME=URL`; the one-line error names what is wrong.
     pub fn parse(spec: &str) -> Result<Self, String> {
         let (name, url) = spec.split_once('=').ok_or_else(|| {
@@ -98,5 +107,20 @@ mod tests {
         }
         let dup = parse_members(&["a=http://x:1".into(), "a=http://y:1".into()]);
         assert!(dup.unwrap_err().contains("twice"));
+    }
+}
+
+#[cfg(test)]
+mod at_host_tests {
+    use super::{Member, MemberName};
+
+    #[test]
+    fn a_member_moved_to_another_host_keeps_its_scheme_and_port() {
+        let m = Member { name: MemberName("m0".into()), url: "https://10.0.0.5:2379".into() };
+        let moved = m.at_host("10.0.0.9").expect("moved");
+        assert_eq!((moved.name.0.as_str(), moved.url.as_str()), ("m0", "https://10.0.0.9:2379"));
+        assert_eq!(m.at_host("fd00::9").expect("v6").url, "https://[fd00::9]:2379");
+        let bare = Member { name: MemberName("m1".into()), url: "nowhere".into() };
+        assert!(bare.at_host("10.0.0.9").is_none());
     }
 }

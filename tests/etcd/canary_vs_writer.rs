@@ -53,6 +53,7 @@ async fn leader_sitting(method: Method) -> (Baseline, Vec<writer::WriterOp>, Vec
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
         metrics_addr: None,
+        follow_pod_ips: false,
     };
     let cluster = Arc::new(tokio::sync::Mutex::new(f.cluster));
     let d = LocalDisruptor {

@@ -63,6 +63,7 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
             // On, as `measure` runs by default: the canary goes through the same reach.
             canary: Some(Duration::from_secs(1)),
             metrics_addr: None,
+            follow_pod_ips: false,
         },
         evict_timeout: Duration::from_secs(60),
         dry_run,

@@ -56,6 +56,7 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
         canary: None,
         // measure --metrics-addr: the exporter runs through every window of the sitting.
         metrics_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
+        follow_pod_ips: false,
     }
 }
 
