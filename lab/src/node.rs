@@ -33,23 +33,10 @@ impl NodeBinaries {
             bin: tools.join("node/bin"),
         };
         let mut need = vec![("kubelet", b.kubelet.clone()), ("kube-proxy", b.kube_proxy.clone())];
-        for c in [
-            "containerd",
-            "containerd-shim-runc-v2",
-            "ctr",
-            "runc",
-            "bridge",
-            "host-local",
-            "loopback",
-            "portmap",
-            "coredns",
-            "pause",
-        ] {
-            need.push((c, b.bin.join(c)));
-        }
+        need.extend(RUNTIME.iter().map(|c| (*c, b.bin.join(c))));
         for (what, p) in need {
             if !p.is_file() {
-                return Err(Error::MissingTool { what: leak(what), path: p });
+                return Err(Error::MissingTool { what, path: p });
             }
         }
         Ok(b)
@@ -60,19 +47,19 @@ impl NodeBinaries {
     }
 }
 
-fn leak(s: &str) -> &'static str {
-    match s {
-        "kubelet" => "kubelet",
-        "kube-proxy" => "kube-proxy",
-        "containerd" => "containerd",
-        "containerd-shim-runc-v2" => "containerd-shim-runc-v2",
-        "ctr" => "ctr",
-        "runc" => "runc",
-        "coredns" => "coredns",
-        "pause" => "pause",
-        _ => "a CNI plugin",
-    }
-}
+/// What `make kube-tools` builds into `.tools/node/bin` (lab/go/node, and pause.c).
+const RUNTIME: [&str; 10] = [
+    "containerd",
+    "containerd-shim-runc-v2",
+    "ctr",
+    "runc",
+    "bridge",
+    "host-local",
+    "loopback",
+    "portmap",
+    "coredns",
+    "pause",
+];
 
 #[derive(Clone, Debug)]
 pub struct NodeSpec {

@@ -8,6 +8,10 @@ fn lw_lab() -> Command {
     Command::new(env!("CARGO_BIN_EXE_lw-lab"))
 }
 
+/// The tests that create or clean `lw`-named objects run one at a time: `up` refuses to
+/// start beside another test's planted leftover, and `down` removes every leftover.
+static LEFTOVERS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -33,6 +37,7 @@ fn up_without_the_built_binaries_names_the_missing_one_exit_3() {
 /// silently reused), and `down` removes them and says what it removed.
 #[test]
 fn a_namespace_left_by_a_killed_run_is_refused_by_name_then_removed_by_down() {
+    let _one = LEFTOVERS.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().expect("tempdir");
     let ns = "lwbeef-1";
     let made = Command::new("ip").args(["netns", "add", ns]).status().expect("ip netns add");
@@ -93,6 +98,7 @@ fn kube_version() -> String {
 /// left running afterwards.
 #[test]
 fn a_killed_cluster_leaves_containers_that_down_removes() {
+    let _one = LEFTOVERS.lock().unwrap_or_else(|p| p.into_inner());
     let tools = repo().join(".tools");
     if !tools.join("node/bin/containerd").is_file() {
         panic!("{} missing: run `make kube-tools`", tools.join("node/bin/containerd").display());

@@ -118,6 +118,16 @@ pub async fn connect(
     for p in &pods {
         let name = p.metadata.name.clone().unwrap_or_default();
         let port = u16::try_from(client_port(p)).unwrap_or(2379);
+        // One forward opened now, so that a refusal (a 403: the verbs of
+        // rbac-port-forward.yaml) is one clear error, not a connection reset on every probe.
+        drop(
+            call(
+                &format!("port-forward to pod {name}"),
+                o.request_timeout,
+                api.portforward(&name, &[port]),
+            )
+            .await?,
+        );
         let f = forward(api.clone(), &name, port).await.map_err(|e| KubeError::Api {
             what: "port-forward listener".into(),
             message: e.to_string(),

@@ -34,7 +34,7 @@ pub enum KubeError {
     #[error("Kubernetes config: {0}")]
     Config(String),
     #[error(
-        "Kubernetes API {what}: forbidden ({message}); deploy/k8s/leaderwatch/rbac.yaml grants what a sitting needs, with rbac-maintenance.yaml for --method delete or rolling-restart and rbac-drain.yaml for drain"
+        "Kubernetes API {what}: forbidden ({message}); deploy/k8s/leaderwatch/rbac.yaml grants what a sitting needs, with rbac-maintenance.yaml for --method delete or rolling-restart, rbac-drain.yaml for drain and rbac-port-forward.yaml for --reach port-forward"
     )]
     Forbidden { what: String, message: String },
     #[error("Kubernetes API {what}: {message}")]

@@ -1,7 +1,7 @@
-//! leaderwatch's own manifests, run from its image on the real local control plane (lw-lab:
-//! kube-apiserver, controller-manager and scheduler v1.35.4, the process kubelet running
-//! containers through runc, cluster DNS, GKE's StorageClasses). The image is the one
-//! `make image` built, served to the kubelet under the name the manifests give it with the
+//! leaderwatch's own manifests, run from its image on the real local cluster (lw-lab:
+//! kube-apiserver, controller-manager and scheduler v1.35.4, nodes of the real kubelet,
+//! containerd and kube-proxy, CoreDNS, GKE's StorageClasses). The image is the one
+//! `make image` built, imported into every node under the name the manifests give it with the
 //! project id lw-lab (what `leaderwatch sitting --image` is given, and what the sampler's
 //! `sed` in docs/exporter.md sets); nothing else in the manifests is changed, except the
 //! test-only environment below, which no product manifest carries:
@@ -20,7 +20,7 @@
 //!   file, targets from the API's pods), and the rule `report --alert-rule --allow-local`
 //!   writes evaluates on those scrapes: silent at one election, firing at three.
 //!
-//! Ignored in plain `cargo test` (root, runc, umoci, `make kube-tools` and `make image`);
+//! Ignored in plain `cargo test` (root, umoci, `make kube-tools` and `make image`);
 //! `make test-in-cluster` (part of `make test`) runs it.
 
 use crate::support;

@@ -57,6 +57,8 @@ fn config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> Me
             cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
             canary: Some(Duration::from_secs(1)),
             metrics_addr: None,
+            // measure sets it from `reach`.
+            follow_pod_ips: false,
         },
         evict_timeout: Duration::from_secs(60),
         dry_run: false,
@@ -878,6 +880,55 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
 #[ignore = "needs root and make kube-tools; make test runs it"]
 async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
     let (lab, kc, out) = Lab::deployed(&[]);
+    // kubectl's own port-forward, exec and logs, with its defaults, through the API
+    // server to the kubelets (the stand-in kubelet of old served neither port-forward nor
+    // SPDY exec).
+    let mut pf = Command::new(lab.state["kubectl"].as_str().expect("kubectl"))
+        .args(["-n", "dlock", "port-forward", "pod/dlock-etcd-1", ":2379"])
+        .env("KUBECONFIG", lab.state["kubeconfig"].as_str().expect("kubeconfig"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kubectl port-forward");
+    // Kept open until the forward is done: kubectl writes a line per connection, and a
+    // closed pipe would end it.
+    let mut pf_out = std::io::BufReader::new(pf.stdout.take().expect("stdout"));
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut pf_out, &mut first).expect("kubectl port-forward's first line");
+    // "Forwarding from 127.0.0.1:40125 -> 2379"
+    let port: u16 = first
+        .split_whitespace()
+        .nth(2)
+        .and_then(|a| a.rsplit(':').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no local port in {first:?}"));
+    let health = {
+        use std::io::{Read, Write};
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+        c.write_all(b"GET /health HTTP/1.0\r\n\r\n").expect("request");
+        let mut body = String::new();
+        let _ = c.read_to_string(&mut body);
+        body
+    };
+    let _ = pf.kill();
+    let _ = pf.wait();
+    drop(pf_out);
+    assert!(health.contains("\"health\":\"true\""), "through kubectl port-forward: {health}");
+    let version = lab.ok(&["-n", "dlock", "exec", "dlock-etcd-0", "--", "etcdctl", "version"]);
+    assert!(version.contains("3.6.14"), "kubectl exec: {version}");
+    let logs = lab.ok(&["-n", "dlock", "logs", "dlock-etcd-2", "--tail=5"]);
+    assert_eq!(logs.lines().count(), 5, "kubectl logs --tail=5: {logs}");
+    // Without rbac-port-forward.yaml the ServiceAccount may not forward: one line naming
+    // the file, exit 7 (regression: it was a connection reset on every probe).
+    let refused = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
+        .args(["preflight", "--reach", "port-forward", "--kubeconfig"])
+        .arg(&kc)
+        .output()
+        .expect("preflight");
+    let said = String::from_utf8_lossy(&refused.stdout);
+    assert_eq!(refused.status.code(), Some(7), "{said}");
+    assert!(said.contains("forbidden") && said.contains("rbac-port-forward.yaml"), "{said}");
     lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-port-forward.yaml"]);
     let uids = || -> BTreeMap<String, String> {
         let pods = lab.json(&[
