@@ -42,7 +42,7 @@ help:
 	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, Prometheus side by side, observer cost, disk use, the image"
 	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
 	@echo "make crosscheck only the member-health quantile against promtool (also in make check)"
-	@echo "make kube-tools build Kubernetes $(KUBE_VERSION) from lab/go/kube and lw-lab, install runc (docs/local-cluster.md)"
+	@echo "make kube-tools build Kubernetes $(KUBE_VERSION) (control plane, kubelet, kube-proxy) and the nodes' runtime (containerd, runc, CNI, CoreDNS) from lab/go, and lw-lab (docs/local-cluster.md)"
 	@echo "make kube-up    start a local cluster in the background (KUBECONFIG=.tools/lab/kubeconfig); make kube-down stops it"
 	@echo "make acceptance T-056's acceptance criteria 1-8 and §6 on a fresh local cluster (in make test-lab)"
 	@echo "make rehearse-kube  the GKE sitting on a fresh local cluster by leaderwatch sitting with the built image, 20 min at rest (ARGS go to sitting)"

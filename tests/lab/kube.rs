@@ -894,7 +894,8 @@ async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
     // closed pipe would end it.
     let mut pf_out = std::io::BufReader::new(pf.stdout.take().expect("stdout"));
     let mut first = String::new();
-    std::io::BufRead::read_line(&mut pf_out, &mut first).expect("kubectl port-forward's first line");
+    std::io::BufRead::read_line(&mut pf_out, &mut first)
+        .expect("kubectl port-forward's first line");
     // "Forwarding from 127.0.0.1:40125 -> 2379"
     let port: u16 = first
         .split_whitespace()
