@@ -162,10 +162,34 @@ fn create_cgroups(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Removes cgroup directories whose name passes `ours`, deepest first (only empty ones
-/// can go; their processes are gone by then).
-pub fn remove_cgroups(ours: &dyn Fn(&str) -> bool) -> Vec<String> {
+/// Removes cgroup directories whose name passes `ours`, deepest first. Any process still
+/// in one (a container runc does not know of: a run with another state directory) is
+/// killed first: a node's cgroups hold all of its pods.
+pub async fn remove_cgroups(ours: &dyn Fn(&str) -> bool) -> Vec<String> {
     let mut removed = Vec::new();
+    let mut killed = std::collections::BTreeSet::new();
+    for h in hierarchies() {
+        for e in std::fs::read_dir(&h).into_iter().flatten().flatten() {
+            if !ours(&e.file_name().to_string_lossy()) || !e.path().is_dir() {
+                continue;
+            }
+            let mut dirs = Vec::new();
+            collect_dirs(&e.path(), &mut dirs);
+            for d in &dirs {
+                let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {
+                    let p = nix::unistd::Pid::from_raw(pid);
+                    if nix::sys::signal::kill(p, nix::sys::signal::Signal::SIGKILL).is_ok() {
+                        killed.insert(pid);
+                    }
+                }
+            }
+        }
+    }
+    if !killed.is_empty() {
+        removed.push(format!("{} processes in the nodes' cgroups", killed.len()));
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
     for h in hierarchies() {
         for e in std::fs::read_dir(&h).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().to_string();
@@ -497,7 +521,7 @@ pub async fn teardown(dir: &Path, runc: &Path, ours: &dyn Fn(&str) -> bool) -> V
             removed.push(format!("mount {m}"));
         }
     }
-    removed.extend(remove_cgroups(ours));
+    removed.extend(remove_cgroups(ours).await);
     removed
 }
 
