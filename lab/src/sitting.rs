@@ -155,6 +155,7 @@ pub async fn run(
         });
     }
     let (repo, lw, dir) = (repo.to_path_buf(), leaderwatch.to_path_buf(), opts.dir.clone());
+    let surge = opts.surge;
     crate::with_lab(opts, move |state| async move {
         deploy(&state, &repo).await?;
         let method = arg(&args, "--method").unwrap_or("evict").to_owned();
@@ -193,7 +194,13 @@ pub async fn run(
                     ("rolling-restart", None) => "all",
                     _ => arg(&args, "--target").unwrap_or("follower"),
                 };
-                let what = if method == "evict" { "eviction" } else { method.as_str() };
+                // A drain's name says whether a surge node took the member in.
+                let what = match method.as_str() {
+                    "evict" => "eviction",
+                    "drain" if surge => "drain-surge",
+                    "drain" => "drain-no-surge",
+                    m => m,
+                };
                 let p = PathBuf::from(format!(
                     "data/kube-{target}-{what}-{}",
                     chrono::Utc::now().format("%Y%m%dT%H%M%SZ")

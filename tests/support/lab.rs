@@ -177,10 +177,42 @@ impl Lab {
         self.ok(&a)
     }
 
+    /// Every member's status, asked at the pods' addresses from the API rather than at the
+    /// member list's DNS names: CoreDNS caches a replaced member's NXDOMAIN for up to 30 s
+    /// after its pod is back (regression: the drain without a surge node failed here with
+    /// "no such host" after leaderwatch had seen the list healthy).
+    fn endpoint_status(&self) -> Value {
+        let pods = self.json(&[
+            "-n",
+            "dlock",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=dlock-etcd",
+            "-o",
+            "json",
+        ]);
+        let endpoints: Vec<String> = pods["items"]
+            .as_array()
+            .expect("pods")
+            .iter()
+            .filter_map(|p| p["status"]["podIP"].as_str())
+            .map(|ip| format!("http://{ip}:2379"))
+            .collect();
+        let joined = endpoints.join(",");
+        serde_json::from_str(&self.etcdctl(&[
+            "endpoint",
+            "status",
+            "--endpoints",
+            &joined,
+            "-w",
+            "json",
+        ]))
+        .expect("status json")
+    }
+
     pub fn raft_term(&self) -> u64 {
-        let v: Value =
-            serde_json::from_str(&self.etcdctl(&["endpoint", "status", "--cluster", "-w", "json"]))
-                .expect("status json");
+        let v = self.endpoint_status();
         v.as_array()
             .expect("array")
             .iter()
@@ -235,9 +267,7 @@ impl Lab {
 
     /// The etcd leader's member name.
     pub fn leader(&self) -> String {
-        let v: Value =
-            serde_json::from_str(&self.etcdctl(&["endpoint", "status", "--cluster", "-w", "json"]))
-                .expect("status json");
+        let v = self.endpoint_status();
         let leader = v
             .as_array()
             .and_then(|a| a.iter().find_map(|e| e["Status"]["leader"].as_u64()))
