@@ -372,6 +372,38 @@ fn spawn_in(
     Proc::spawn(name, Path::new("nsenter"), &a, log)
 }
 
+/// The kubelet's device-plugin socket. Its directory is compiled into the kubelet, not under
+/// `--root-dir`, so every kubelet on the host shares it: each one empties the directory and
+/// then binds its socket when its container manager starts, and two starting together fail
+/// with "bind: address already in use" (regression: one of about fifteen clusters this way
+/// lost a node at start-up). The kubelets therefore start one at a time; the one that starts
+/// later removes the earlier one's socket, which no device plugin here needs.
+const DEVICE_PLUGIN_SOCKET: &str = "/var/lib/kubelet/device-plugins/kubelet.sock";
+
+static KUBELET_START: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Waits (at most 30 s) until the socket is newer than the kubelet's start, or the kubelet
+/// has exited (its last log line is the error). After 30 s it goes on: the socket only
+/// orders the starts, and a kubelet that never binds it fails its node's readiness anyway.
+async fn wait_device_plugin_socket(
+    kubelet: &mut Proc,
+    spawned: std::time::SystemTime,
+) -> Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        kubelet.check_running()?;
+        let fresh = std::fs::metadata(DEVICE_PLUGIN_SOCKET)
+            .and_then(|m| m.modified())
+            .is_ok_and(|t| t >= spawned);
+        if fresh {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    tracing::warn!("{} has not bound {DEVICE_PLUGIN_SOCKET} within 30 s", kubelet.name);
+    Ok(())
+}
+
 impl Node {
     /// Its network, containerd (with the images imported and pinned), kubelet and
     /// kube-proxy. The kubelet registers the Node itself.
@@ -405,6 +437,9 @@ impl Node {
             "topology.kubernetes.io/zone={},topology.kubernetes.io/region={},node.kubernetes.io/instance-type=lw-lab-kubelet",
             n.zone, n.region
         );
+        // One kubelet at a time until its device-plugin socket is bound (DEVICE_PLUGIN_SOCKET).
+        let one_at_a_time = KUBELET_START.lock().await;
+        let spawned = std::time::SystemTime::now();
         let kubelet = spawn_in(
             &net,
             c,
@@ -422,6 +457,9 @@ impl Node {
             ],
         )?;
         node.procs.push(kubelet);
+        let bound = wait_device_plugin_socket(&mut node.procs[1], spawned).await;
+        drop(one_at_a_time);
+        bound?;
         let proxy = spawn_in(
             &net,
             c,

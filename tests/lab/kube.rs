@@ -1,8 +1,9 @@
-//! The sitting on a real Kubernetes control plane (lw-lab: kube-apiserver, controller-manager
-//! and scheduler v1.35.4 built from k8s.io/kubernetes, the process kubelet, dlock's etcd
-//! 3.6.14 from the unmodified StatefulSet), under leaderwatch's own ServiceAccount and the
-//! RBAC of deploy/k8s/leaderwatch/rbac.yaml. Short windows through the library (the CLI
-//! refuses `--idle` under 20 minutes); `make rehearse-kube` runs the full length.
+//! The sitting on a real Kubernetes cluster (lw-lab: kube-apiserver, controller-manager and
+//! scheduler v1.35.4 built from k8s.io/kubernetes, three nodes of the real kubelet and
+//! containerd, dlock's etcd 3.6.14 from the unmodified StatefulSet), under leaderwatch's own
+//! ServiceAccount and the RBAC of deploy/k8s/leaderwatch/rbac.yaml. Short windows, through
+//! the library or the CLI with the test-only idle floor; `make measure-kube` runs the full
+//! length.
 //!
 //! Ignored in plain `cargo test` (they need root, runc and `make kube-tools`); `make test`
 //! runs them (`make test-kube`).
@@ -65,6 +66,24 @@ fn config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> Me
         method,
         down: Duration::from_secs(10),
     }
+}
+
+/// `leaderwatch measure` as a user runs it, with the tests' short windows (through the
+/// test-only idle floor) and the test's environment label; `args` pick the target and method.
+fn measure_cli(kubeconfig: &Path, out: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_leaderwatch"));
+    c.arg("measure")
+        .args(args)
+        .args(["--idle", "10s", "--settle", "5s"])
+        .args(["--environment", "local cluster, real kubelet (test)"])
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--out")
+        .arg(out)
+        .env(leaderwatch::cli::MIN_IDLE_OVERRIDE, "10s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    c
 }
 
 async fn measure(kubeconfig: &Path, out: &Path, target: &str) -> leaderwatch::Result<Baseline> {
@@ -454,29 +473,8 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     //     before leaderwatch exits, and what was measured is kept (exit 5).
     lab.wait_pdb_allows_one();
     let cut = out.path().join("drain-sigterm");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
-        .args([
-            "measure",
-            "--method",
-            "drain",
-            "--target",
-            "follower",
-            "--idle",
-            "10s",
-            "--settle",
-            "5s",
-            "--reach",
-            "pod-ip",
-            "--environment",
-            "local control plane (test)",
-            "--kubeconfig",
-        ])
-        .arg(&kc)
-        .arg("--out")
-        .arg(&cut)
-        .env(leaderwatch::cli::MIN_IDLE_OVERRIDE, "10s")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+    let mut child = measure_cli(&kc, &cut, &["--method", "drain", "--target", "follower"])
+        .args(["--reach", "pod-ip"])
         .spawn()
         .expect("leaderwatch measure");
     wait_for_event(&cut, "node_cordoned", Duration::from_secs(120)).await;
@@ -967,27 +965,8 @@ async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
         String::from_utf8_lossy(&pre.stderr)
     );
     let run = out.path().join("port-forward");
-    let st = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
-        .args([
-            "measure",
-            "--target",
-            "follower",
-            "--idle",
-            "10s",
-            "--settle",
-            "5s",
-            "--reach",
-            "port-forward",
-            "--environment",
-            "local cluster, real kubelet (test)",
-            "--kubeconfig",
-        ])
-        .arg(&kc)
-        .arg("--out")
-        .arg(&run)
-        .env(leaderwatch::cli::MIN_IDLE_OVERRIDE, "10s")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
+    let st = measure_cli(&kc, &run, &["--target", "follower"])
+        .args(["--reach", "port-forward"])
         .status()
         .expect("leaderwatch measure");
     assert_eq!(st.code(), Some(0), "measure --reach port-forward");
