@@ -3,7 +3,76 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::builder::PossibleValue;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::io::disrupt::Method;
+use crate::k8s::discover::Reach;
+use crate::model::baseline::KubeMethod;
+
+/// `-o` of `preflight` and `compare`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+}
+
+/// `-o` of `rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RateOutput {
+    Text,
+    Json,
+    Csv,
+}
+
+/// `report --format`: the two tables' forms, or the two forms of `--alert-rule`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    Markdown,
+    Csv,
+    Rules,
+    Prometheus,
+}
+
+/// `--canary`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Switch {
+    On,
+    Off,
+}
+
+// The domain's own enums, as clap lists them: the names are the ones their `FromStr` takes.
+
+impl ValueEnum for KubeMethod {
+    fn value_variants<'a>() -> &'a [Self] {
+        &KubeMethod::ALL
+    }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.as_str()))
+    }
+}
+
+impl ValueEnum for Reach {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Reach::Dns, Reach::PodIp, Reach::PortForward]
+    }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(match self {
+            Reach::Dns => "dns",
+            Reach::PodIp => "pod-ip",
+            Reach::PortForward => "port-forward",
+        }))
+    }
+}
+
+impl ValueEnum for Method {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Method::Sigterm, Method::Sigkill, Method::Sigstop]
+    }
+    fn to_possible_value(&self) -> Option<PossibleValue> {
+        Some(PossibleValue::new(self.name()))
+    }
+}
 
 /// Measures etcd leader changes (raw counter sum, reset-aware increase, raft-term
 /// elections) for the dlock lock backend.
@@ -102,8 +171,8 @@ pub struct SittingArgs {
     pub target: String,
     /// evict (the spec's), delete, rolling-restart or drain (the Job's `--method`; the two
     /// last and delete apply their extra RBAC file for the sitting only).
-    #[arg(long, default_value = "evict", value_parser = ["evict", "delete", "rolling-restart", "drain"])]
-    pub method: String,
+    #[arg(long, value_enum, default_value = "evict")]
+    pub method: KubeMethod,
     /// Length of the at_rest window; at least 20m.
     #[arg(long, default_value = "20m", value_parser = parse_measure_idle)]
     pub idle: Duration,
@@ -195,8 +264,8 @@ pub struct KubeArgs {
     /// How to reach the members: dns (<pod>.<headless svc>, in the cluster), pod-ip
     /// (follows a recreated pod to its new address), or port-forward (from a laptop;
     /// follows a recreated pod by name).
-    #[arg(long, default_value = "dns")]
-    pub reach: String,
+    #[arg(long, value_enum, default_value = "dns")]
+    pub reach: Reach,
     /// Same as `--reach port-forward`: built-in port-forwards, for running from a laptop.
     #[arg(long, conflicts_with = "reach")]
     pub port_forward: bool,
@@ -204,12 +273,8 @@ pub struct KubeArgs {
 
 impl KubeArgs {
     /// `--port-forward`, else `--reach`.
-    pub fn reach(&self) -> Result<crate::k8s::discover::Reach, String> {
-        if self.port_forward {
-            Ok(crate::k8s::discover::Reach::PortForward)
-        } else {
-            self.reach.parse()
-        }
+    pub fn reach(&self) -> Reach {
+        if self.port_forward { Reach::PortForward } else { self.reach }
     }
 }
 
@@ -218,8 +283,8 @@ pub struct PreflightArgs {
     #[command(flatten)]
     pub kube: KubeArgs,
     /// Output format: text or json.
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
-    pub output: String,
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Output,
 }
 
 /// `--idle` for a real sitting: at least the spec's 20 minutes, unless the test-only
@@ -290,8 +355,8 @@ pub struct MeasureArgs {
     /// rollout restart` does: every member replaced by the StatefulSet controller, one at a
     /// time), or `drain` (`kubectl drain` of the target's node: cordon, evict every pod on
     /// it with the PDB respected, uncordon at the end; needs rbac-drain.yaml).
-    #[arg(long, default_value = "evict", value_parser = ["evict", "delete", "rolling-restart", "drain"])]
-    pub method: String,
+    #[arg(long, value_enum, default_value = "evict")]
+    pub method: KubeMethod,
     /// drain: how long the node stays cordoned after its drain when no other node of the
     /// member's zone takes it (standing in for the node's upgrade); then it is uncordoned
     /// and the member comes back there.
@@ -385,8 +450,8 @@ pub struct CadenceArgs {
     /// The canary: from the disruption request to the end of settle, one linearizable write
     /// (a Put of __leaderwatch/canary/<run_id> under a 30 s lease, revoked at exit) and one
     /// linearizable read every --fast-interval, into canary.csv (`on` or `off`).
-    #[arg(long, default_value = "on", value_parser = ["on", "off"])]
-    pub canary: String,
+    #[arg(long, value_enum, default_value = "on")]
+    pub canary: Switch,
     /// Deadline of each canary op.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub canary_timeout: Duration,
@@ -395,7 +460,7 @@ pub struct CadenceArgs {
 impl CadenceArgs {
     /// The canary's deadline, or `None` when it is off.
     pub fn canary(&self) -> Option<Duration> {
-        (self.canary == "on").then_some(self.canary_timeout)
+        (self.canary == Switch::On).then_some(self.canary_timeout)
     }
 }
 
@@ -416,8 +481,8 @@ pub struct RehearseArgs {
     pub target: String,
     /// How to fail the member: sigterm (what an eviction sends; etcd hands leadership over
     /// first), sigkill (a crash), or sigstop (a freeze for --down, then SIGCONT).
-    #[arg(long, default_value = "sigterm", value_parser = ["sigterm", "sigkill", "sigstop"])]
-    pub method: String,
+    #[arg(long, value_enum, default_value = "sigterm")]
+    pub method: Method,
     /// How long the disrupted member stays down (sigterm, sigkill: until its restart, the
     /// reschedule) or frozen (sigstop: until SIGCONT).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
@@ -446,8 +511,8 @@ pub struct ReportArgs {
     /// Output: markdown (the README tables) or csv (the tidy list: one row per figure per
     /// window and member, for documents); with --alert-rule: rules (a managed Prometheus
     /// Rules manifest, the default) or prometheus (a plain rule file).
-    #[arg(long, value_parser = ["markdown", "csv", "rules", "prometheus"])]
-    pub format: Option<String>,
+    #[arg(long, value_enum)]
+    pub format: Option<ReportFormat>,
     /// Write an alert on increase(leaderwatch_elections_total[WINDOW]) whose threshold is
     /// derived from the baselines (elections per voluntary disruption x the disruptions
     /// the PDB allows in the window + the at-rest rate, rounded up, at least 1).
@@ -486,8 +551,8 @@ pub struct RateArgs {
     #[arg(long, default_value = "0.95", value_parser = parse_confidence)]
     pub confidence: f64,
     /// Output: text (a table), json, or csv (the columns of report --format csv).
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json", "csv"])]
-    pub output: String,
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: RateOutput,
 }
 
 /// `--confidence`: a probability strictly between 0 and 1 (0.95, or 95%).
@@ -511,8 +576,8 @@ pub struct CompareArgs {
     #[arg(value_name = "B/baseline.json")]
     pub b: PathBuf,
     /// Output format: text (a markdown table) or json.
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
-    pub output: String,
+    #[arg(short = 'o', long, value_enum, default_value = "text")]
+    pub output: Output,
 }
 
 const SAMPLE_EXAMPLES: &str = "\
@@ -624,7 +689,6 @@ pub struct SampleArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::k8s::discover::Reach;
 
     fn kube(args: &[&str]) -> Result<KubeArgs, clap::Error> {
         let mut all = vec!["leaderwatch", "preflight"];
@@ -637,8 +701,8 @@ mod tests {
 
     #[test]
     fn port_forward_flag_is_reach_port_forward_and_excludes_reach() {
-        assert_eq!(kube(&["--port-forward"]).map(|k| k.reach()).ok(), Some(Ok(Reach::PortForward)));
-        assert_eq!(kube(&[]).map(|k| k.reach()).ok(), Some(Ok(Reach::Dns)));
+        assert_eq!(kube(&["--port-forward"]).map(|k| k.reach()).ok(), Some(Reach::PortForward));
+        assert_eq!(kube(&[]).map(|k| k.reach()).ok(), Some(Reach::Dns));
         assert!(kube(&["--port-forward", "--reach", "dns"]).is_err());
     }
 }

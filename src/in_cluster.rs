@@ -498,7 +498,7 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
         a.conn.context.as_deref().unwrap_or("the kubeconfig's current one")
     );
     let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
-    let method: KubeMethod = a.method.parse().map_err(Error::Usage)?;
+    let method: KubeMethod = a.method;
 
     if !a.attach && !a.fetch {
         // 1. checks

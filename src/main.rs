@@ -3,10 +3,10 @@
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use leaderwatch::cli::{
-    Cli, Command, CompareArgs, KubeArgs, MeasureArgs, PreflightArgs, RateArgs, ReportArgs,
-    SampleArgs,
+    Cli, Command, CompareArgs, KubeArgs, MeasureArgs, Output, PreflightArgs, RateArgs, RateOutput,
+    ReportArgs, ReportFormat, SampleArgs,
 };
 use leaderwatch::io::probe::{ProbeConfig, TlsFiles};
 use leaderwatch::io::read;
@@ -131,12 +131,12 @@ fn kube_options(a: &KubeArgs) -> KubeOptions {
 
 async fn run_preflight(a: PreflightArgs) -> Result<(), Error> {
     let o = kube_options(&a.kube);
-    let reach = a.kube.reach().map_err(Error::Usage)?;
+    let reach = a.kube.reach();
     let client = k8s::client(&o).await?;
     let po = k8s::preflight::PreflightOptions { reach, ..Default::default() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let checks = k8s::preflight::run(&client, &o, &po, clock).await?;
-    if a.output == "json" {
+    if a.output == Output::Json {
         println!("{}", serde_json::to_string_pretty(&checks).unwrap_or_default());
     } else {
         println!("{}", k8s::preflight::render(&checks));
@@ -149,7 +149,7 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     let kube = kube_options(&a.kube);
     let (idle, settle) = leaderwatch::cli::test_windows(a.idle, a.settle).map_err(Error::Usage)?;
     let cfg = leaderwatch::measure::MeasureConfig {
-        reach: a.kube.reach().map_err(Error::Usage)?,
+        reach: a.kube.reach(),
         kube,
         sitting: SittingConfig {
             members: vec![], // discovered from the pods
@@ -169,7 +169,7 @@ async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
         },
         evict_timeout: a.evict_timeout,
         dry_run: a.dry_run,
-        method: a.method.parse().map_err(Error::Usage)?,
+        method: a.method,
         down: a.down,
     };
     let client = k8s::client(&cfg.kube).await?;
@@ -211,12 +211,13 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
             .iter()
             .map(|p| read::baseline(p).map(|b| (p.clone(), b)))
             .collect::<Result<Vec<_>, _>>()?;
-        let format = match a.format.as_deref() {
-            None | Some("rules") => "rules",
-            Some("prometheus") => "prometheus",
-            Some(f) => {
+        let format = match a.format {
+            None | Some(ReportFormat::Rules) => "rules",
+            Some(ReportFormat::Prometheus) => "prometheus",
+            Some(f @ (ReportFormat::Markdown | ReportFormat::Csv)) => {
                 return Err(Error::Usage(format!(
-                    "--alert-rule writes --format rules or prometheus, not {f}"
+                    "--alert-rule writes --format rules or prometheus, not {}",
+                    format_name(f)
                 )));
             }
         };
@@ -234,14 +235,14 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
         print!("{}", leaderwatch::render::alert::render(&d, &p, format, &a.namespace)?);
         return Ok(());
     }
-    if let Some(f @ ("rules" | "prometheus")) = a.format.as_deref() {
-        return Err(Error::Usage(format!("--format {f} is for --alert-rule")));
+    if let Some(f @ (ReportFormat::Rules | ReportFormat::Prometheus)) = a.format {
+        return Err(Error::Usage(format!("--format {} is for --alert-rule", format_name(f))));
     }
     // Each baseline with the events.csv beside it (the rate rows): one unreadable file is
     // one line and exit 2, for the table as for the CSV.
     let baselines =
         a.baselines.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
-    match (a.update, a.format.as_deref()) {
+    match (a.update, a.format) {
         (Some(readme), _) => {
             let changed = leaderwatch::io::readme::rewrite(&readme, |text, dir| {
                 leaderwatch::render::report::updated(text, dir, &baselines)
@@ -252,7 +253,9 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
                 if changed { "baseline table updated" } else { "already up to date" }
             );
         }
-        (None, Some("csv")) => print!("{}", leaderwatch::render::report::render_csv(&baselines)?),
+        (None, Some(ReportFormat::Csv)) => {
+            print!("{}", leaderwatch::render::report::render_csv(&baselines)?)
+        }
         (None, _) => println!("{}", leaderwatch::render::report::render(&baselines, None)),
     }
     Ok(())
@@ -261,19 +264,19 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
 fn run_rate(a: RateArgs) -> Result<(), Error> {
     let sources = read::sources(&a.paths)?;
     let r = leaderwatch::analysis::rate::pool(&sources, a.confidence);
-    match a.output.as_str() {
-        "json" => println!(
+    match a.output {
+        RateOutput::Json => println!(
             "{}",
             serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(format!("json: {e}")))?
         ),
-        "csv" => {
+        RateOutput::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout());
             for m in leaderwatch::analysis::rate::measurements(&r) {
                 w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
             }
             w.flush().map_err(|e| Error::Usage(format!("csv export: {e}")))?;
         }
-        _ => print!("{}", leaderwatch::render::rate::render(&r)),
+        RateOutput::Text => print!("{}", leaderwatch::render::rate::render(&r)),
     }
     Ok(())
 }
@@ -285,12 +288,17 @@ fn run_compare(a: CompareArgs) -> Result<(), Error> {
         leaderwatch::analysis::measurements::measurements(&a.b, &bb),
     );
     let diffs = leaderwatch::analysis::measurements::compare(&ma, &mb);
-    if a.output == "json" {
+    if a.output == Output::Json {
         println!("{}", serde_json::to_string_pretty(&diffs).unwrap_or_default());
     } else {
         println!("{}", leaderwatch::render::report::render_compare(&ba.run_id, &bb.run_id, &diffs));
     }
     Ok(())
+}
+
+/// A `--format` value as the user typed it.
+fn format_name(f: ReportFormat) -> String {
+    f.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default()
 }
 
 /// Resolves on SIGINT or SIGTERM (what the kubelet sends a pod).

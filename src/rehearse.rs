@@ -24,7 +24,7 @@ const GRACE: Duration = Duration::from_secs(30);
 
 pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
     let target: Target = a.target.parse().map_err(Error::Usage)?;
-    let method: Method = a.method.parse().map_err(Error::Usage)?;
+    let method: Method = a.method;
     if a.cadence.fast_interval > a.cadence.interval {
         return Err(Error::Usage("--fast-interval must not be longer than --interval".to_owned()));
     }
