@@ -811,22 +811,8 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     let (lab, kc, out) = Lab::deployed(&[]);
     // An independent writer beside it (tests/support/writer.rs), at the pods' IPs as the
     // sitting's canary is: its figure for the election is the canary's reference.
-    let pods = lab.json(&[
-        "-n",
-        "dlock",
-        "get",
-        "pods",
-        "-l",
-        "app.kubernetes.io/name=dlock-etcd",
-        "-o",
-        "json",
-    ]);
-    let urls: Vec<String> = pods["items"]
-        .as_array()
-        .expect("pods")
-        .iter()
-        .map(|p| format!("http://{}:2379", p["status"]["podIP"].as_str().expect("podIP")))
-        .collect();
+    let urls = lab.client_urls();
+    assert_eq!(urls.len(), 3, "every member's pod has its address: {urls:?}");
     let w = writer::Writer::start(&urls);
     let b = measure(&kc, out.path(), "leader").await.unwrap_or_else(|e| panic!("measure: {e}"));
     let ops = tokio::task::spawn_blocking(move || w.stop()).await.expect("writer");

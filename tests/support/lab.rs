@@ -177,11 +177,9 @@ impl Lab {
         self.ok(&a)
     }
 
-    /// Every member's status, asked at the pods' addresses from the API rather than at the
-    /// member list's DNS names: CoreDNS caches a replaced member's NXDOMAIN for up to 30 s
-    /// after its pod is back (regression: the drain without a surge node failed here with
-    /// "no such host" after leaderwatch had seen the list healthy).
-    fn endpoint_status(&self) -> Value {
+    /// The etcd pods' client URLs at their addresses from the API (pods without one yet are
+    /// left out).
+    pub fn client_urls(&self) -> Vec<String> {
         let pods = self.json(&[
             "-n",
             "dlock",
@@ -192,14 +190,21 @@ impl Lab {
             "-o",
             "json",
         ]);
-        let endpoints: Vec<String> = pods["items"]
+        pods["items"]
             .as_array()
             .expect("pods")
             .iter()
             .filter_map(|p| p["status"]["podIP"].as_str())
             .map(|ip| format!("http://{ip}:2379"))
-            .collect();
-        let joined = endpoints.join(",");
+            .collect()
+    }
+
+    /// Every member's status, asked at the pods' addresses rather than at the member list's
+    /// DNS names: CoreDNS caches a replaced member's NXDOMAIN for up to 30 s after its pod
+    /// is back (regression: the drain without a surge node failed here with "no such host"
+    /// after leaderwatch had seen the list healthy).
+    fn endpoint_status(&self) -> Value {
+        let joined = self.client_urls().join(",");
         serde_json::from_str(&self.etcdctl(&[
             "endpoint",
             "status",
