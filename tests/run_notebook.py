@@ -3,6 +3,7 @@ under data/, fails on any cell error or a missing figure, and checks that the co
 notebook carries no outputs."""
 import concurrent.futures, os, pathlib, subprocess, sys, tempfile
 import nbformat
+from jupyter_client import KernelManager
 from nbclient import NotebookClient
 
 root = pathlib.Path(__file__).resolve().parent.parent
@@ -23,7 +24,17 @@ def execute(run):
     with tempfile.TemporaryDirectory() as figs:
         os.environ["RUN_DIR"], os.environ["FIG_DIR"] = str(run), figs
         nb = nbformat.read(str(path), as_version=4)
-        NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(root / "notebooks")}}).execute()
+        # The kernel talks over Unix sockets in this run's own directory, not TCP ports:
+        # jupyter_client picks free ports by binding and closing them before the kernel
+        # binds, so two kernels started at once can collide and one dies before
+        # kernel_info (regression: a CI make test failed that way).
+        # A client given its manager leaves the kernel running, so this one stops it.
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(figs, "kernel"))
+        try:
+            NotebookClient(nb, km=km, timeout=300, resources={"metadata": {"path": str(root / "notebooks")}}).execute()
+        finally:
+            if km.has_kernel:
+                km.shutdown_kernel(now=True)
         made = sorted(p.name for p in pathlib.Path(figs).glob("fig-*.png"))
         # fig-zoom.png for every run (the canary lanes in it and in fig-swimlanes.png only
         # when the run has a canary.csv; the notebook prints a note when it has none).
