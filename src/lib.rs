@@ -5,19 +5,23 @@
 //! - [`model`]: the plain types that are written and read (baseline.json, summary.json,
 //!   a round's observations, canary ops, events, measurements) and the timestamp format;
 //! - [`analysis`]: pure functions over them: counting, windows, health, causes, client
-//!   figures, recovery, the Poisson interval, the rate, the measurement list;
+//!   figures, recovery, the Poisson interval, the rate, the measurement list, and the
+//!   engine that holds a run's analysis state (rounds, events and canary ops in; rows,
+//!   windows and elections out);
 //! - [`io`]: what talks to members, processes and files: probe -> round (all members),
 //!   the canary, the local cluster and disruptor, record / recorder (CSV, JSON), the
 //!   readers, the exporter;
 //! - [`render`]: text for people and tools: the report table, CSV, compare, the rate
 //!   table, the alert rule, progress;
-//! - the commands on top: [`sample`], [`sitting`] (with [`rehearse`] and [`measure`]),
+//! - the commands on top: [`session`] (the loop `sample` and the sitting share: rounds
+//!   into the engine, its rows to the recorder), [`sample`], [`sitting`] (with
+//!   [`rehearse`] and [`measure`]),
 //!   [`in_cluster`] (`leaderwatch sitting`: the sitting as a Job, driven from outside),
 //!   [`cli`], and [`k8s`] (the Kubernetes API).
 //!
 //! The data path: `io::probe` (one member) -> `io::round` (all members) ->
-//! `analysis::counts` -> `analysis::windows` -> `io::recorder` / `io::record` ->
-//! `render::report`. This file owns the crate-wide [`Error`] and its mapping to process
+//! `analysis::engine` (counts, windows, elections, health) -> `io::recorder` /
+//! `io::record` -> `render::report`. This file owns the crate-wide [`Error`] and its mapping to process
 //! exit codes.
 
 pub mod analysis;
@@ -30,6 +34,7 @@ pub mod model;
 pub mod rehearse;
 pub mod render;
 pub mod sample;
+pub mod session;
 pub mod sitting;
 
 /// Everything that can end a leaderwatch command.

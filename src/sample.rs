@@ -6,19 +6,18 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::time::MissedTickBehavior;
-
 use crate::Result;
-use crate::io::canary::{Canary, CanaryConfig};
+use crate::analysis::engine::Engine;
 use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{Recorder, new_run_id};
-use crate::io::round::{Sampler, probers};
+use crate::io::round::{Rounds, Sampler, probers};
 use crate::model::baseline::WindowName;
 use crate::model::clock::{Clock, Stamp};
 use crate::model::counts::LeaderChanges;
 use crate::model::event::Event;
 use crate::model::member::Member;
 use crate::model::summary::{EndedBy, MemberRef, SCHEMA_VERSION, Summary, explain};
+use crate::session::{Session, ticker};
 
 pub const SUMMARY: &str = "summary.json";
 
@@ -51,24 +50,29 @@ pub async fn run(
     clock: Arc<dyn Clock>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Summary> {
-    let mut sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
+    let sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
+    run_with(cfg, sampler, clock, shutdown).await
+}
+
+/// [`run`] with its rounds from `rounds` (the members, or a script in tests).
+pub async fn run_with<S: Rounds>(
+    cfg: SampleConfig,
+    rounds: S,
+    clock: Arc<dyn Clock>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Summary> {
     // Bound before anything is written: a taken port is bad input, not a half-started run.
     let exporter = match cfg.metrics_addr {
         Some(addr) => Some(crate::io::exporter::start(addr, cfg.interval).await?),
         None => None,
     };
     let run_id = new_run_id(clock.as_ref());
-    let mut rec = Recorder::open(
-        &cfg.out,
-        &run_id,
-        clock.as_ref(),
-        WindowName::Sample,
-        cfg.members.len(),
-        cfg.cause_horizon,
-    )?;
+    let engine = Engine::new(WindowName::Sample, cfg.members.len(), cfg.cause_horizon);
+    let rec = Recorder::open(&cfg.out, &run_id, clock.as_ref())?;
+    let mut s = Session::open(rec, engine, rounds, clock.clone(), None, shutdown)?;
     let started = clock.stamp();
     let names: Vec<String> = cfg.members.iter().map(|m| format!("{}={}", m.name, m.url)).collect();
-    rec.event(Event::stamped(
+    s.event(Event::stamped(
         started,
         "leaderwatch",
         "",
@@ -80,115 +84,69 @@ pub async fn run(
         ),
     ))?;
     if let Some(r) = cfg.rotation {
-        rec.rotate_daily(r, clock.now())?;
+        s.rotate_daily(r)?;
     }
     if let Some((e, bound)) = exporter {
-        rec.export_to(e, bound, clock.stamp())?;
+        s.export_to(e, bound)?;
     }
     tracing::info!(run_id, out = %cfg.out.display(), members = cfg.members.len(), "sampling");
 
-    let mut canary = start_canary(&cfg, &run_id, &clock, &mut rec).await?;
-    let ended_by =
-        sample_until_stopped(&cfg, started, &mut sampler, &mut rec, canary.as_mut(), shutdown)
-            .await?;
-    sampler.abort();
-    if let Some(c) = canary.take() {
-        rec.canary(&c.stop().await)?;
+    if let Some(timeout) = cfg.canary {
+        let every = cfg.interval;
+        s.start_canary(&cfg.members, &cfg.probe, every, timeout, |c| {
+            format!("{} every {}", c.key(), humantime::format_duration(every))
+        })
+        .await?;
     }
-    let summary = summarize(&cfg, &run_id, started, clock.stamp(), ended_by, &mut rec)?;
-    let path = rec.write_json(SUMMARY, &summary)?;
+    let ended_by = sample_until_stopped(&cfg, started, &mut s).await?;
+    s.rounds.abort();
+    s.stop_canary().await?;
+    let summary = summarize(&cfg, started, clock.stamp(), ended_by, &mut s)?;
+    let path = s.write_json(SUMMARY, &summary)?;
     tracing::info!(summary = %path.display(), "{}", summary.explanation);
     Ok(summary)
 }
 
-/// `--canary`: started, or, when it cannot connect, left out with a `canary_failed` row
-/// (sampling does not need it).
-async fn start_canary(
-    cfg: &SampleConfig,
-    run_id: &str,
-    clock: &Arc<dyn Clock>,
-    rec: &mut Recorder,
-) -> Result<Option<Canary>> {
-    let Some(timeout) = cfg.canary else { return Ok(None) };
-    match Canary::start(
-        &cfg.members,
-        &cfg.probe,
-        CanaryConfig { every: cfg.interval, timeout },
-        run_id,
-        clock.clone(),
-    )
-    .await
-    {
-        Ok(c) => {
-            rec.canary_started(clock.stamp(), cfg.interval);
-            rec.event(Event::stamped(
-                clock.stamp(),
-                "leaderwatch",
-                "",
-                "canary_started",
-                format!("{} every {}", c.key(), humantime::format_duration(cfg.interval)),
-            ))?;
-            Ok(Some(c))
-        }
-        Err(e) => {
-            rec.event(Event::stamped(clock.stamp(), "leaderwatch", "", "canary_failed", e))?;
-            Ok(None)
-        }
-    }
-}
-
 /// One round per interval (with `/metrics` every `metrics_every` rounds) and the canary's
 /// ops, until `--duration` runs out or a signal comes.
-async fn sample_until_stopped(
+async fn sample_until_stopped<S: Rounds>(
     cfg: &SampleConfig,
     started: Stamp,
-    sampler: &mut Sampler,
-    rec: &mut Recorder,
-    mut canary: Option<&mut Canary>,
-    shutdown: impl Future<Output = ()>,
+    s: &mut Session<S, impl Future<Output = ()>>,
 ) -> Result<EndedBy> {
-    let mut ticker = tokio::time::interval(cfg.interval);
-    ticker.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    tokio::pin!(shutdown);
+    let mut tick = ticker(cfg.interval);
     loop {
-        tokio::select! {
-            biased;
-            _ = &mut shutdown => return Ok(EndedBy::Signal),
-            _ = ticker.tick() => {}
+        if !s.tick(&mut tick).await {
+            return Ok(EndedBy::Signal);
         }
         if cfg.duration.is_some_and(|d| started.mono.elapsed() >= d) {
             return Ok(EndedBy::Duration);
         }
-        sampler.set_with_metrics(sampler.next_index().is_multiple_of(cfg.metrics_every.max(1)));
-        let round = tokio::select! {
-            biased;
-            _ = &mut shutdown => return Ok(EndedBy::Signal),
-            r = sampler.round_within(Some(cfg.interval)) => r,
+        let with_metrics = s.rounds.next_index().is_multiple_of(cfg.metrics_every.max(1));
+        s.rounds.set_with_metrics(with_metrics);
+        let Some(round) = s.take_round(Some(cfg.interval)).await else {
+            return Ok(EndedBy::Signal);
         };
-        rec.round(&round)?;
-        if let Some(c) = canary.as_deref_mut() {
-            rec.canary(&c.drain())?;
-        }
+        s.record(&round)?;
     }
 }
 
 /// summary.json of the run that just ended: its counts, elections, health and client
 /// figures, and the residual rate of every run in the directory.
-fn summarize(
+fn summarize<S: Rounds>(
     cfg: &SampleConfig,
-    run_id: &str,
     started: Stamp,
     ended: Stamp,
     ended_by: EndedBy,
-    rec: &mut Recorder,
+    s: &mut Session<S, impl Future<Output = ()>>,
 ) -> Result<Summary> {
-    let counts = rec.counts();
-    let rounds = rec.rounds();
-    let health = rec.health();
-    let client = rec.client();
+    let counts = s.engine.counts();
+    let rounds = s.engine.rounds();
+    let health = s.engine.health();
+    let client = s.engine.client();
     let elections_detail: Vec<_> =
-        rec.close_windows(true)?.into_iter().flat_map(|w| w.elections_detail).collect();
-    rec.event(Event::stamped(
+        s.close_windows(true)?.into_iter().flat_map(|w| w.elections_detail).collect();
+    s.event(Event::stamped(
         ended,
         "leaderwatch",
         "",
@@ -209,7 +167,7 @@ fn summarize(
     Ok(Summary {
         schema_version: SCHEMA_VERSION,
         tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-        run_id: run_id.to_owned(),
+        run_id: s.run_id().to_owned(),
         started_at: started.utc,
         ended_at: ended.utc,
         duration_s: started.secs_to(&ended),

@@ -15,20 +15,19 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio::task::JoinHandle;
-use tokio::time::{Interval, MissedTickBehavior};
 
+use crate::analysis::engine::Engine;
 use crate::analysis::recovery::{Change, Outcome, RecoveryTracker, max_term};
-use crate::io::canary::{Canary, CanaryConfig};
+use crate::io::canary::Canary;
 use crate::io::disrupt::{Disruptor, Report, Reporter};
 use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{Recorder, new_run_id};
-use crate::io::round::{Sampler, probers};
+use crate::io::round::{Rounds, Sampler, probers};
 use crate::model::baseline::{
     BASELINE, Baseline, Disruption, Environment, GroundTruth, KubeMethod, SCHEMA_VERSION, Status,
     Step, WindowName,
@@ -39,6 +38,7 @@ use crate::model::event::Event;
 use crate::model::member::{Member, MemberName};
 use crate::model::observation::Round;
 use crate::render::progress::Progress;
+use crate::session::{Session, ticker};
 use crate::{Error, Result};
 
 pub use crate::analysis::recovery::{CATCH_UP_BOUND, Target, healthy_list, resolve_target};
@@ -75,22 +75,6 @@ pub struct SittingConfig {
     pub follow_pod_ips: bool,
 }
 
-/// The shutdown future, polled at most to completion once.
-struct Stop<'a> {
-    fut: Pin<Box<dyn Future<Output = ()> + 'a>>,
-    fired: bool,
-}
-
-impl Stop<'_> {
-    /// Resolves when the signal has come (at once if it already has).
-    async fn wait(&mut self) {
-        if !self.fired {
-            (&mut self.fut).await;
-            self.fired = true;
-        }
-    }
-}
-
 /// Why a sitting ended early. `error` keeps a disruptor's own error for its exit code.
 struct Cut {
     reason: String,
@@ -102,6 +86,34 @@ impl Cut {
         Cut { reason: reason.into(), error: None }
     }
 }
+
+/// Why a phase did not run to its end.
+enum Halt {
+    /// The sitting was cut short: what was measured is still written.
+    Cut(Cut),
+    /// Recording itself failed (disk full): nothing more can be written.
+    Failed(Error),
+}
+
+impl From<Cut> for Halt {
+    fn from(c: Cut) -> Self {
+        Halt::Cut(c)
+    }
+}
+
+impl From<crate::io::record::RecordError> for Halt {
+    fn from(e: crate::io::record::RecordError) -> Self {
+        Halt::Failed(e.into())
+    }
+}
+
+impl From<Error> for Halt {
+    fn from(e: Error) -> Self {
+        Halt::Failed(e)
+    }
+}
+
+type Phase<T = ()> = std::result::Result<T, Halt>;
 
 /// What the disruption phase learned; written into baseline.json however it ended.
 struct DisruptionLog {
@@ -123,27 +135,16 @@ struct DisruptionLog {
     write_oks: Vec<Stamp>,
 }
 
-fn ticker(every: Duration) -> Interval {
-    let mut t = tokio::time::interval(every);
-    t.set_missed_tick_behavior(MissedTickBehavior::Delay);
-    t
-}
-
-struct Sitting<'a> {
+struct Sitting<'a, S: Rounds, F: Future<Output = ()>> {
     cfg: &'a SittingConfig,
     clock: Arc<dyn Clock>,
-    sampler: Sampler,
-    rec: Recorder,
-    stop: Stop<'a>,
-    /// Events from watchers running beside the sitting (the Kubernetes side).
-    side: Option<UnboundedReceiver<Event>>,
+    s: Session<S, F>,
     progress: Progress,
     /// The latest at_rest round: the target is chosen from it.
     last: Option<Round>,
     /// Highest raft term seen so far: a higher one after the request is an election.
     max_term: Option<u64>,
     log: Option<DisruptionLog>,
-    canary: Option<Canary>,
 }
 
 /// Runs one sitting and writes `baseline.json` however it ends. A sitting that was
@@ -158,37 +159,41 @@ pub async fn run<D: Disruptor>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<Baseline> {
     cfg.target.check(&cfg.members).map_err(Error::Usage)?;
-    let run_id = new_run_id(clock.as_ref());
     let sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
+    run_with(cfg, disruptor, sampler, clock, side, shutdown).await
+}
+
+/// [`run`] with its rounds from `rounds` (the members, or a script in tests).
+pub async fn run_with<D: Disruptor, S: Rounds>(
+    cfg: SittingConfig,
+    disruptor: D,
+    rounds: S,
+    clock: Arc<dyn Clock>,
+    side: Option<UnboundedReceiver<Event>>,
+    shutdown: impl Future<Output = ()>,
+) -> Result<Baseline> {
+    cfg.target.check(&cfg.members).map_err(Error::Usage)?;
+    let run_id = new_run_id(clock.as_ref());
     let exporter = match cfg.metrics_addr {
         Some(addr) => Some(crate::io::exporter::start(addr, cfg.interval).await?),
         None => None,
     };
-    let mut rec = Recorder::open(
-        &cfg.out,
-        &run_id,
-        clock.as_ref(),
-        WindowName::AtRest,
-        cfg.members.len(),
-        cfg.cause_horizon,
-    )?;
+    let engine = Engine::new(WindowName::AtRest, cfg.members.len(), cfg.cause_horizon);
+    let rec = Recorder::open(&cfg.out, &run_id, clock.as_ref())?;
+    let mut session = Session::open(rec, engine, rounds, clock.clone(), side, shutdown)?;
     if let Some((e, bound)) = exporter {
-        rec.export_to(e, bound, clock.stamp())?;
+        session.export_to(e, bound)?;
     }
     let mut s = Sitting {
         cfg: &cfg,
         clock: clock.clone(),
-        sampler,
-        rec,
-        stop: Stop { fut: Box::pin(shutdown), fired: false },
-        side,
+        s: session,
         progress: Progress::new(),
         last: None,
         max_term: None,
         log: None,
-        canary: None,
     };
-    s.event(
+    s.s.say(
         "",
         "sitting_started",
         format!(
@@ -200,53 +205,24 @@ pub async fn run<D: Disruptor>(
     )?;
     let ended = s.phases(disruptor).await;
     s.progress.finish();
-    s.sampler.abort();
+    s.s.rounds.abort();
     // Revoke the canary's lease whatever ended the sitting, and keep its last ops.
-    if let Some(c) = s.canary.take() {
-        let ops = c.stop().await;
-        if let Err(e) = s.canary_ops(ops) {
-            return Err(e.into());
-        }
-    }
+    let ops = s.s.stop_canary().await?;
+    s.write_oks(&ops);
     let ended = match ended {
         Ok(()) => None,
-        Err(Ok(cut)) => Some(cut),
-        // The recorder itself failed (disk full): nothing more can be written.
-        Err(Err(e)) => return Err(e),
+        Err(Halt::Cut(cut)) => Some(cut),
+        Err(Halt::Failed(e)) => return Err(e),
     };
     s.finish(ended)
 }
 
-/// `Err(Ok(cut))`: the sitting was cut short; `Err(Err(e))`: recording failed.
-type Phase<T = ()> = std::result::Result<T, std::result::Result<Cut, Error>>;
-
-fn rec_err<E: Into<Error>>(e: E) -> std::result::Result<Cut, Error> {
-    Err(e.into())
-}
-
-impl Sitting<'_> {
-    fn event(&mut self, member: &str, kind: &str, detail: impl Into<String>) -> Result<()> {
-        Ok(self.rec.event(Event::stamped(
-            self.clock.stamp(),
-            "leaderwatch",
-            member,
-            kind,
-            detail,
-        ))?)
-    }
-
-    /// Waits for the next tick, then takes a round that waits at most `wait` for each
-    /// member. `None` when a signal came first (also while the round was in flight).
-    async fn next_round(&mut self, tick: &mut Interval, wait: Duration) -> Option<Round> {
-        tokio::select! {
-            biased;
-            _ = self.stop.wait() => return None,
-            _ = tick.tick() => {}
-        }
-        tokio::select! {
-            biased;
-            _ = self.stop.wait() => None,
-            r = self.sampler.round_within(Some(wait)) => Some(r),
+impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
+    /// The canary's successful writes, for `writes_ok` in the waterfall.
+    fn write_oks(&mut self, ops: &[crate::model::canary::Op]) {
+        if let Some(log) = self.log.as_mut() {
+            log.write_oks
+                .extend(ops.iter().filter(|o| o.ok && o.kind == Kind::Write).map(|o| o.done));
         }
     }
 
@@ -254,10 +230,9 @@ impl Sitting<'_> {
     async fn canary_ready(&mut self, within: Duration) -> Phase<bool> {
         let t0 = self.clock.stamp();
         loop {
-            let ops = self.canary.as_mut().map(Canary::drain).unwrap_or_default();
-            let written = ops.iter().any(|o| o.ok && o.kind == Kind::Write);
-            self.canary_ops(ops).map_err(rec_err)?;
-            if written {
+            let ops = self.s.drain_canary()?;
+            self.write_oks(&ops);
+            if ops.iter().any(|o| o.ok && o.kind == Kind::Write) {
                 return Ok(true);
             }
             if t0.mono.elapsed() >= within {
@@ -265,22 +240,10 @@ impl Sitting<'_> {
             }
             tokio::select! {
                 biased;
-                _ = self.stop.wait() => return Err(self.interrupted("the disruption")),
+                _ = self.s.stopped() => return Err(interrupted("the disruption")),
                 _ = tokio::time::sleep(Duration::from_millis(10)) => {}
             }
         }
-    }
-
-    /// Records the canary's finished ops.
-    fn canary_ops(
-        &mut self,
-        ops: Vec<crate::model::canary::Op>,
-    ) -> std::result::Result<(), crate::io::record::RecordError> {
-        if let Some(log) = self.log.as_mut() {
-            log.write_oks
-                .extend(ops.iter().filter(|o| o.ok && o.kind == Kind::Write).map(|o| o.done));
-        }
-        self.rec.canary(&ops)
     }
 
     /// The member `name` is now at `ip` (same scheme and port): its prober and the
@@ -290,12 +253,8 @@ impl Sitting<'_> {
             return Ok(());
         };
         let Some(member) = old.at_host(ip) else { return Ok(()) };
-        let prober =
-            probers(std::slice::from_ref(&member), &self.cfg.probe, &self.clock).map_err(Err)?;
-        for p in prober {
-            self.sampler.replace(p);
-        }
-        if let Some(c) = self.canary.as_ref() {
+        self.s.rounds.repoint(&member, &self.cfg.probe)?;
+        if let Some(c) = self.s.canary.as_ref() {
             c.repoint(member, &self.cfg.probe);
         }
         Ok(())
@@ -304,30 +263,20 @@ impl Sitting<'_> {
     /// Records a round (and the watchers' events and the canary's ops so far) in the open
     /// window.
     fn record(&mut self, r: &Round) -> Phase {
-        self.rec.round(r).map_err(rec_err)?;
-        let ops = self.canary.as_mut().map(Canary::drain).unwrap_or_default();
-        self.canary_ops(ops).map_err(rec_err)?;
-        let side: Vec<Event> = match self.side.as_mut() {
-            Some(rx) => std::iter::from_fn(|| rx.try_recv().ok()).collect(),
-            None => Vec::new(),
-        };
-        self.rec.events(&side).map_err(rec_err)?;
+        let beside = self.s.record(r)?;
+        self.write_oks(&beside.ops);
         if self.cfg.follow_pod_ips {
-            for e in side.iter().filter(|e| e.kind == crate::k8s::watch::POD_IP) {
+            for e in beside.side.iter().filter(|e| e.kind == crate::k8s::watch::POD_IP) {
                 self.repoint(&e.member, &e.detail)?;
             }
         }
         if let Some(log) = self.log.as_mut() {
-            log.steps.extend(side.into_iter().filter(|e| e.member == log.target.0));
+            log.steps.extend(beside.side.into_iter().filter(|e| e.member == log.target.0));
         }
         if let Some(t) = max_term(r) {
             self.max_term = Some(self.max_term.map_or(t, |m| m.max(t)));
         }
         Ok(())
-    }
-
-    fn interrupted(&self, phase: &str) -> std::result::Result<Cut, Error> {
-        Ok(Cut::new(format!("interrupted by a signal during {phase}")))
     }
 
     async fn phases<D: Disruptor>(&mut self, disruptor: D) -> Phase {
@@ -336,13 +285,13 @@ impl Sitting<'_> {
         self.progress.phase("at_rest", Some(cfg.idle));
         let t0 = self.clock.stamp();
         let mut tick = ticker(cfg.interval);
-        self.sampler.set_with_metrics(true);
+        self.s.rounds.set_with_metrics(true);
         // Until the window itself spans --idle (its first round to its last): a loop on the
         // time since the phase began let the boundary round land a hair early (a 20 min
         // at_rest of 1199.9996 s, an 8 s rehearsal of 7.9995 s).
-        while self.last.is_none() || self.rec.open_span_s() < cfg.idle.as_secs_f64() {
-            let Some(r) = self.next_round(&mut tick, cfg.interval).await else {
-                return Err(self.interrupted("at_rest"));
+        while self.last.is_none() || self.s.engine.open_span_s() < cfg.idle.as_secs_f64() {
+            let Some(r) = self.s.next_round(&mut tick, cfg.interval).await else {
+                return Err(interrupted("at_rest"));
             };
             self.record(&r)?;
             self.last = Some(r); // what the target is chosen from
@@ -358,28 +307,28 @@ impl Sitting<'_> {
                 None => "no round yet".to_owned(),
             };
             if choosing.mono.elapsed() >= TARGET_WAIT {
-                return Err(Ok(Cut::new(format!(
+                return Err(Halt::Cut(Cut::new(format!(
                     "cannot choose the target within {}: {err}",
                     humantime::format_duration(TARGET_WAIT)
                 ))));
             }
-            let Some(r) = self.next_round(&mut tick, cfg.fast_interval).await else {
-                return Err(self.interrupted("at_rest"));
+            let Some(r) = self.s.next_round(&mut tick, cfg.fast_interval).await else {
+                return Err(interrupted("at_rest"));
             };
             self.record(&r)?;
             self.last = Some(r); // what the target is chosen from
         };
-        self.rec.next_window(true, WindowName::Disruption).map_err(rec_err)?;
+        self.s.next_window(true, WindowName::Disruption)?;
         self.disruption(disruptor, target, was_leader).await?;
         // settle, from the round that closed the disruption
-        self.rec.next_window(true, WindowName::Settle).map_err(rec_err)?;
+        self.s.next_window(true, WindowName::Settle)?;
         self.progress.phase("settle", Some(cfg.settle));
         let t1 = self.clock.stamp();
         let mut tick = ticker(cfg.interval);
-        self.sampler.set_with_metrics(true);
-        while self.rec.open_span_s() < cfg.settle.as_secs_f64() {
-            let Some(r) = self.next_round(&mut tick, cfg.interval).await else {
-                return Err(self.interrupted("settle"));
+        self.s.rounds.set_with_metrics(true);
+        while self.s.engine.open_span_s() < cfg.settle.as_secs_f64() {
+            let Some(r) = self.s.next_round(&mut tick, cfg.interval).await else {
+                return Err(interrupted("settle"));
             };
             self.record(&r)?;
             self.progress.tick(t1.mono.elapsed(), "");
@@ -397,52 +346,40 @@ impl Sitting<'_> {
         let n = cfg.members.len();
         let method = disruptor.method();
         if let Some(timeout) = cfg.canary {
-            let c = CanaryConfig { every: cfg.fast_interval, timeout };
-            let run_id = self.rec.run_id().to_owned();
-            match Canary::start(&cfg.members, &cfg.probe, c, &run_id, self.clock.clone()).await {
-                Ok(c) => {
-                    self.rec.canary_started(self.clock.stamp(), cfg.fast_interval);
-                    self.event(
-                        "",
-                        "canary_started",
-                        format!(
-                            "{} every {}, deadline {}",
-                            c.key(),
-                            humantime::format_duration(cfg.fast_interval),
-                            humantime::format_duration(timeout)
-                        ),
-                    )
-                    .map_err(Err)?;
-                    self.canary = Some(c);
-                    // Its first write (a lease grant and a Put) lands before the request, so
-                    // what follows starts from a known-good client, not from its set-up.
-                    if !self.canary_ready(CANARY_READY).await? {
-                        self.event(
-                            "",
-                            "canary_not_ready",
-                            format!(
-                                "no successful canary write within {}; disrupting anyway",
-                                humantime::format_duration(CANARY_READY)
-                            ),
-                        )
-                        .map_err(Err)?;
-                    }
-                }
-                // The sitting's own figures do not need it: go on without, and say so.
-                Err(e) => self.event("", "canary_failed", e).map_err(Err)?,
+            let every = cfg.fast_interval;
+            let detail = |c: &Canary| {
+                format!(
+                    "{} every {}, deadline {}",
+                    c.key(),
+                    humantime::format_duration(every),
+                    humantime::format_duration(timeout)
+                )
+            };
+            // Its first write (a lease grant and a Put) lands before the request, so what
+            // follows starts from a known-good client, not from its set-up. Without it the
+            // sitting's own figures still stand: it goes on, and says so.
+            if self.s.start_canary(&cfg.members, &cfg.probe, every, timeout, detail).await?
+                && !self.canary_ready(CANARY_READY).await?
+            {
+                self.s.say(
+                    "",
+                    "canary_not_ready",
+                    format!(
+                        "no successful canary write within {}; disrupting anyway",
+                        humantime::format_duration(CANARY_READY)
+                    ),
+                )?;
             }
         }
         let requested = self.clock.stamp();
         let role = crate::model::baseline::role(was_leader);
-        self.rec
-            .event(Event::stamped(
-                requested,
-                "leaderwatch",
-                &target.0,
-                "disruption_requested",
-                format!("{method} ({role})"),
-            ))
-            .map_err(rec_err)?;
+        self.s.event(Event::stamped(
+            requested,
+            "leaderwatch",
+            &target.0,
+            "disruption_requested",
+            format!("{method} ({role})"),
+        ))?;
         self.progress.phase(&format!("disruption of {target} ({method})"), None);
         let tracker =
             RecoveryTracker::new(target.clone(), n, requested, self.max_term, cfg.recovery_timeout);
@@ -507,13 +444,13 @@ impl Sitting<'_> {
         loop {
             tokio::select! {
                 biased;
-                _ = self.stop.wait() => return Err(self.interrupted("the disruption")),
+                _ = self.s.stopped() => return Err(interrupted("the disruption")),
                 Some(report) = rx.recv() => { self.report(report)?; continue; }
                 done = async { match task.as_mut() { Some(t) => t.await, None => std::future::pending().await } }, if task.is_some() => {
                     *task = None;
                     match done {
                         Ok(result) => self.disruptor_finished(result)?,
-                        Err(e) => return Err(Ok(Cut::new(format!("the disruptor task failed: {e}")))),
+                        Err(e) => return Err(Cut::new(format!("the disruptor task failed: {e}")).into()),
                     }
                     continue;
                 }
@@ -523,12 +460,10 @@ impl Sitting<'_> {
             // the extra full round below sees to that. Reading every page at the fast
             // interval once the target was back cost each member ten /metrics pages a
             // second until the list was healthy (docs/benchmarks.md: observer cost).
-            self.sampler.set_with_metrics(k.is_multiple_of(every));
+            self.s.rounds.set_with_metrics(k.is_multiple_of(every));
             k += 1;
-            let r = tokio::select! {
-                biased;
-                _ = self.stop.wait() => return Err(self.interrupted("the disruption")),
-                r = self.sampler.round_within(Some(cfg.fast_interval)) => r,
+            let Some(r) = self.s.take_round(Some(cfg.fast_interval)).await else {
+                return Err(interrupted("the disruption"));
             };
             self.record(&r)?;
             let (changes, waiting) = match self.log.as_mut() {
@@ -542,11 +477,9 @@ impl Sitting<'_> {
                     Change::HealthyList(_) => {
                         if !r.has_all_metrics(n) {
                             // One more round, at once, that reads every counter: see above.
-                            self.sampler.set_with_metrics(true);
-                            let r2 = tokio::select! {
-                                biased;
-                                _ = self.stop.wait() => return Err(self.interrupted("the disruption")),
-                                r = self.sampler.round() => r,
+                            self.s.rounds.set_with_metrics(true);
+                            let Some(r2) = self.s.take_round(None).await else {
+                                return Err(interrupted("the disruption"));
                             };
                             self.record(&r2)?;
                         }
@@ -557,10 +490,11 @@ impl Sitting<'_> {
                             "no healthy {n}-member endpoint list within {}",
                             humantime::format_duration(cfg.recovery_timeout)
                         );
-                        return Err(Ok(Cut::new(format!(
+                        return Err(Cut::new(format!(
                             "no healthy {n}-member endpoint list within {} of the disruption (waiting for {waiting})",
                             humantime::format_duration(cfg.recovery_timeout)
-                        ))));
+                        ))
+                        .into());
                     }
                     _ => {}
                 }
@@ -575,7 +509,7 @@ impl Sitting<'_> {
     fn report(&mut self, report: Report) -> Phase {
         match report {
             Report::Event(e) => {
-                self.rec.event(e.clone()).map_err(rec_err)?;
+                self.s.event(e.clone())?;
                 if let Some(log) = self.log.as_mut() {
                     log.steps.push(e);
                 }
@@ -601,8 +535,8 @@ impl Sitting<'_> {
             }
             Err(e) => {
                 let reason = format!("the disruption failed: {e}");
-                self.event("", "disruption_failed", e.to_string()).map_err(Err)?;
-                Err(Ok(Cut { reason, error: Some(e) }))
+                self.s.say("", "disruption_failed", e.to_string())?;
+                Err(Cut { reason, error: Some(e) }.into())
             }
         }
     }
@@ -611,17 +545,17 @@ impl Sitting<'_> {
     /// incomplete.
     fn finish(mut self, cut: Option<Cut>) -> Result<Baseline> {
         let cfg = self.cfg;
-        let windows = self.rec.close_windows(cut.is_none())?;
+        let windows = self.s.close_windows(cut.is_none())?;
         let disruption = self.log.take().map(disruption_record);
         let mut environment = cfg.environment.clone();
         environment.members = cfg.members.iter().map(|m| m.name.0.clone()).collect();
-        environment.etcd_versions = self.rec.versions().to_vec();
+        environment.etcd_versions = self.s.engine.versions().to_vec();
         environment.description =
             environment.description.replace("{etcd}", &environment.etcd_versions.join("/"));
         let baseline = Baseline {
             schema_version: SCHEMA_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_owned(),
-            run_id: self.rec.run_id().to_owned(),
+            run_id: self.s.run_id().to_owned(),
             status: if cut.is_none() { Status::Complete } else { Status::Incomplete },
             incomplete_reason: cut.as_ref().map(|c| c.reason.clone()),
             windows,
@@ -629,12 +563,12 @@ impl Sitting<'_> {
             environment,
             cause_horizon_s: Some(cfg.cause_horizon.as_secs_f64()),
         };
-        self.event(
+        self.s.say(
             "",
             "sitting_ended",
             cut.as_ref().map_or("complete", |c| c.reason.as_str()).to_owned(),
         )?;
-        let path = self.rec.write_json(BASELINE, &baseline)?;
+        let path = self.s.write_json(BASELINE, &baseline)?;
         tracing::info!(baseline = %path.display(), status = %baseline.status, "sitting written");
         match cut {
             None => Ok(baseline),
@@ -645,6 +579,10 @@ impl Sitting<'_> {
             ))),
         }
     }
+}
+
+fn interrupted(phase: &str) -> Halt {
+    Halt::Cut(Cut::new(format!("interrupted by a signal during {phase}")))
 }
 
 /// Who the disruptor's events come from, in events.csv.

@@ -4,6 +4,7 @@
 pub mod attribution;
 pub mod client;
 pub mod counts;
+pub mod engine;
 pub mod events;
 pub mod health;
 pub mod maintenance;

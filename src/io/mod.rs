@@ -1,6 +1,6 @@
 //! What talks to the world: etcd members (probe, round, the canary), processes (the local
-//! cluster and its disruptor), files (record, rotate, the recorder that feeds them, the
-//! readers) and the exporter's HTTP server. Built on [`crate::analysis`] and
+//! cluster and its disruptor), files (record, rotate, the recorder that writes the engine's rows
+//! to them, the readers) and the exporter's HTTP server. Built on [`crate::analysis`] and
 //! [`crate::model`].
 
 pub mod canary;

@@ -14,6 +14,7 @@ use crate::io::rotate::Rotation;
 use crate::model::clock::ts;
 use crate::model::event::Event;
 use crate::model::observation::{Observation, Round, Silent};
+pub use crate::model::rows::{CanaryRow, HealthRow};
 
 pub const SAMPLES: &str = "samples.csv";
 pub const EVENTS: &str = "events.csv";
@@ -32,15 +33,6 @@ pub const CANARY_HEADER: [&str; 10] = [
     "member",
     "done",
 ];
-
-/// One canary op as canary.csv writes it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CanaryRow {
-    pub op: crate::model::canary::Op,
-    pub window: String,
-    /// The member that answered: its name, its hex id if the name is not known, or empty.
-    pub member: String,
-}
 
 pub const SAMPLES_HEADER: [&str; 30] = [
     "ts",
@@ -112,19 +104,6 @@ pub const HEALTH_HEADER: [&str; 20] = [
     "restarts",
     "over",
 ];
-
-/// One member's health over one interval of health.csv.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HealthRow {
-    /// End of the interval (the start of its last round).
-    pub ts: DateTime<Utc>,
-    pub window: String,
-    pub member: String,
-    pub interval_start: DateTime<Utc>,
-    /// Monotonic seconds.
-    pub interval_s: f64,
-    pub health: crate::model::baseline::MemberHealth,
-}
 
 #[derive(Serialize)]
 struct HealthCsvRow<'a> {

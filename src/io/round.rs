@@ -3,6 +3,7 @@
 //! itself: a round waits at most its cadence, records that member as [`Silent`], and its
 //! answer (or its timeout) lands in a later round with its age.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,6 +35,25 @@ pub fn probers(
             Prober::new(m.clone(), http.clone(), cfg.clone(), clock.clone()).map_err(Error::Usage)
         })
         .collect()
+}
+
+/// Where a run's rounds come from: the members themselves ([`Sampler`]), or, in the
+/// loops' unit tests, a script. The loops (src/session.rs) see only this.
+pub trait Rounds: Send {
+    /// A round that waits at most `wait` for each member (`None`: for every answer).
+    fn round_within(&mut self, wait: Option<Duration>) -> impl Future<Output = Round> + Send;
+
+    /// `/metrics` on or off for the probes started from now on.
+    fn set_with_metrics(&mut self, on: bool);
+
+    /// The index the next round will have.
+    fn next_index(&self) -> u64;
+
+    /// `member` (known by its name) is now reached at its new address.
+    fn repoint(&mut self, member: &Member, cfg: &ProbeConfig) -> Result<()>;
+
+    /// Stops every probe in flight (at the end of a run).
+    fn abort(&mut self);
 }
 
 /// One member's prober and its probe in flight, if any.
@@ -144,6 +164,31 @@ impl Sampler {
                 h.abort();
             }
         }
+    }
+}
+
+impl Rounds for Sampler {
+    fn round_within(&mut self, wait: Option<Duration>) -> impl Future<Output = Round> + Send {
+        Sampler::round_within(self, wait)
+    }
+
+    fn set_with_metrics(&mut self, on: bool) {
+        Sampler::set_with_metrics(self, on);
+    }
+
+    fn next_index(&self) -> u64 {
+        Sampler::next_index(self)
+    }
+
+    fn repoint(&mut self, member: &Member, cfg: &ProbeConfig) -> Result<()> {
+        for p in probers(std::slice::from_ref(member), cfg, &self.clock)? {
+            self.replace(p);
+        }
+        Ok(())
+    }
+
+    fn abort(&mut self) {
+        Sampler::abort(self);
     }
 }
 

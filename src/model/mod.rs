@@ -22,4 +22,5 @@ pub mod member;
 pub mod metrics;
 pub mod observation;
 pub mod rate;
+pub mod rows;
 pub mod summary;

@@ -1,0 +1,471 @@
+//! The engine: everything a run learns, from what it sees. Rounds, events (Kubernetes,
+//! the disruptor, leaderwatch's own) and canary ops go in; out come the rows to write
+//! (events with member state, leader transitions and every election with its cause;
+//! health intervals; canary rows), the windows that tile the run, and the figures the
+//! commands print. No I/O and no clock: time comes with the data. `sample` and the
+//! sitting feed it through one loop (src/session.rs), which hands what comes out to the
+//! recorder (src/io/recorder.rs).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use crate::analysis::attribution::{self, EVIDENCE_WAIT, Elections};
+use crate::analysis::client::WriteTrail;
+use crate::analysis::events::Tracker;
+use crate::analysis::health::Fold;
+use crate::analysis::windows::Windows;
+use crate::model::baseline::{ElectionDetail, MemberHealth, WindowName, WindowRecord};
+use crate::model::canary::{ClientFigures, Kind, Op};
+use crate::model::clock::Stamp;
+use crate::model::counts::Counts;
+use crate::model::event::{ElectionColumns, Event};
+use crate::model::member::MemberName;
+use crate::model::observation::Round;
+use crate::model::rows::{CanaryRow, HealthRow};
+
+/// The cadence of health.csv (window boundaries add rows of their own).
+pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
+
+/// Events kept as evidence for causes: enough for any horizon a user sets, bounded so
+/// that a month of `sample` does not grow.
+const EVIDENCE_CAP: usize = 20_000;
+
+/// Rows to write, in the order they were made.
+#[derive(Debug, Default)]
+pub struct Rows {
+    pub events: Vec<Event>,
+    pub health: Vec<HealthRow>,
+}
+
+/// What one round made: its rows, and what the exporter shows of it.
+#[derive(Debug)]
+pub struct RoundRows {
+    pub rows: Rows,
+    /// Leader transitions this round completed.
+    pub transitions: usize,
+    /// The highest raft term seen so far in the run.
+    pub max_term: Option<u64>,
+}
+
+/// health.csv's open interval: each member's fold since `since`.
+#[derive(Default)]
+struct Series {
+    folds: BTreeMap<MemberName, Fold>,
+    since: Option<Stamp>,
+    last: Option<Stamp>,
+}
+
+/// The canary's cadence and its recent successful writes: all of them (the cluster) and
+/// those a one-in-flight client would have sent.
+struct CanaryWrites {
+    cadence_s: f64,
+    all: WriteTrail,
+    one_in_flight: WriteTrail,
+}
+
+pub struct Engine {
+    tracker: Tracker,
+    windows: Windows,
+    versions: Vec<String>,
+    rounds: u64,
+    elections: Elections,
+    /// Recent events, where causes are looked for.
+    evidence: VecDeque<Event>,
+    /// Elections with their causes, by window name.
+    details: Vec<(WindowName, ElectionDetail)>,
+    /// How far before an election its cause is looked for.
+    horizon: Duration,
+    series: Series,
+    /// The canary's recent successful writes, once it runs, for each election's cost.
+    canary: Option<CanaryWrites>,
+}
+
+impl Engine {
+    /// `first_window` names the first window (`sample`, `at_rest`); `members` is the
+    /// cluster size (a quorum is a majority of it); causes of elections are looked for
+    /// `horizon` back.
+    pub fn new(first_window: WindowName, members: usize, horizon: Duration) -> Self {
+        Engine {
+            tracker: Tracker::new(),
+            windows: Windows::new(first_window),
+            versions: Vec::new(),
+            rounds: 0,
+            elections: Elections::new(members),
+            evidence: VecDeque::new(),
+            details: Vec::new(),
+            horizon,
+            series: Series::default(),
+            canary: None,
+        }
+    }
+
+    /// The open window: the one the next round's samples belong to.
+    pub fn window(&self) -> WindowName {
+        self.windows.current()
+    }
+
+    /// Rounds seen so far in this run.
+    pub fn rounds(&self) -> u64 {
+        self.rounds
+    }
+
+    /// One round in the open window: what it changed, the health interval if one is due,
+    /// and the elections whose late evidence has had time to arrive.
+    pub fn round(&mut self, r: &Round) -> RoundRows {
+        self.rounds += 1;
+        let mut rows = Rows::default();
+        let mut events: Vec<Event> =
+            r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
+        events.extend(r.silent.iter().filter_map(|s| self.tracker.silent(s)));
+        let transitions = self.windows.push(r);
+        for t in &transitions {
+            events.push(Event::new(
+                t.ts,
+                "leaderwatch",
+                "",
+                "leader_transition",
+                format!("{} -> {} (round {})", t.from, t.to, t.round),
+            ));
+        }
+        for v in r.observations.iter().filter_map(|o| o.status.ok().map(|s| s.version.clone())) {
+            if !self.versions.contains(&v) {
+                self.versions.push(v);
+            }
+        }
+        self.keep(&events);
+        rows.events = events;
+        for o in &r.observations {
+            if let Some(m) = o.metrics.ok() {
+                self.series.folds.entry(o.member.clone()).or_default().push(m);
+            }
+        }
+        self.series.since.get_or_insert(r.started);
+        self.series.last = Some(r.started);
+        if self.series.since.is_some_and(|s| s.secs_to(&r.started) >= HEALTH_EVERY.as_secs_f64()) {
+            rows.health = self.health_rows();
+        }
+        self.elections.push(r, self.windows.current());
+        rows.events.extend(self.attribute(&r.started, false));
+        RoundRows { rows, transitions: transitions.len(), max_term: self.windows.max_term() }
+    }
+
+    /// Events written beside the rounds (the watchers', the disruptor's, leaderwatch's
+    /// own): recent ones are kept as evidence for causes.
+    pub fn keep(&mut self, events: &[Event]) {
+        let keep =
+            chrono::Duration::from_std(self.horizon + EVIDENCE_WAIT + Duration::from_secs(60))
+                .unwrap_or(chrono::Duration::MAX);
+        let bound = |e: &Event| {
+            attribution::OPEN.contains(&e.kind.as_str())
+                || attribution::CLOSE.contains(&e.kind.as_str())
+        };
+        for e in
+            events.iter().filter(|e| (!e.member.is_empty() || bound(e)) && e.kind != "election")
+        {
+            self.evidence.push_back(e.clone());
+        }
+        if let Some(newest) = self.evidence.iter().map(|e| e.ts).max() {
+            while self.evidence.front().is_some_and(|e| newest - e.ts > keep)
+                || self.evidence.len() > EVIDENCE_CAP
+            {
+                self.evidence.pop_front();
+            }
+        }
+    }
+
+    /// health.csv rows for the interval up to the last round; the next starts there.
+    fn health_rows(&mut self) -> Vec<HealthRow> {
+        let (Some(since), Some(last)) = (self.series.since, self.series.last) else {
+            return Vec::new();
+        };
+        if since.secs_to(&last) <= 0.0 {
+            return Vec::new();
+        }
+        let el = &self.elections;
+        let peers = |hex: &str| el.peer_name(hex);
+        let window = self.windows.current().as_str().to_owned();
+        let rows = self
+            .series
+            .folds
+            .iter()
+            .map(|(n, f)| HealthRow {
+                ts: last.utc,
+                window: window.clone(),
+                member: n.0.clone(),
+                interval_start: since.utc,
+                interval_s: since.secs_to(&last),
+                health: f.figures(peers),
+            })
+            .collect();
+        self.series.folds =
+            self.series.folds.iter().map(|(n, f)| (n.clone(), f.continue_from())).collect();
+        self.series.since = Some(last);
+        rows
+    }
+
+    /// The cause of each election that is ready (all of them when `force`): its
+    /// `election` row.
+    fn attribute(&mut self, now: &Stamp, force: bool) -> Vec<Event> {
+        let ready = self.elections.ready(now, force);
+        let evidence = self.evidence.make_contiguous();
+        let mut rows = Vec::new();
+        for p in ready {
+            let mut d = self.elections.detail(&p, evidence, self.horizon);
+            if let Some(c) = &self.canary {
+                d.write_unavailable_s = c.all.unavailable_over(p.after, p.observed, c.cadence_s);
+                d.write_unavailable_one_in_flight_s =
+                    c.one_in_flight.unavailable_over(p.after, p.observed, c.cadence_s);
+            }
+            rows.push(election_row(p.observed, &d));
+            self.details.push((p.window, d));
+        }
+        rows
+    }
+
+    /// The canary starts now, one op of each kind every `cadence`: its intervals start here.
+    pub fn canary_started(&mut self, at: Stamp, cadence: Duration) {
+        self.canary = Some(CanaryWrites {
+            cadence_s: cadence.as_secs_f64(),
+            all: WriteTrail::new(at),
+            one_in_flight: WriteTrail::new(at),
+        });
+        self.windows.canary_started(at, cadence.as_secs_f64());
+    }
+
+    /// The canary's finished ops: canary.csv rows; the open window's client figures and
+    /// the successful writes kept for the elections' cost take them in.
+    pub fn canary(&mut self, ops: &[Op]) -> Vec<CanaryRow> {
+        let window = self.windows.current().as_str().to_owned();
+        let rows = ops
+            .iter()
+            .map(|op| CanaryRow {
+                op: op.clone(),
+                window: window.clone(),
+                member: match op.member_id {
+                    0 => String::new(),
+                    id => self.elections.name(id).map_or_else(|| format!("{id:x}"), str::to_owned),
+                },
+            })
+            .collect();
+        let keep = (self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).as_secs_f64();
+        for op in ops {
+            self.windows.push_op(op);
+            if let (true, Kind::Write, Some(c)) = (op.ok, op.kind, self.canary.as_mut()) {
+                c.all.push(op.done);
+                if op.one_in_flight {
+                    c.one_in_flight.push(op.done);
+                }
+            }
+        }
+        if let Some(c) = self.canary.as_mut() {
+            c.all.trim(keep);
+            c.one_in_flight.trim(keep);
+        }
+        rows
+    }
+
+    /// Closes the open window and opens `next` at its last round; the closed window's
+    /// last health interval comes back.
+    pub fn next_window(&mut self, full_length: bool, next: WindowName) -> Vec<HealthRow> {
+        let rows = self.health_rows();
+        let el = &self.elections;
+        let peers = |hex: &str| el.peer_name(hex);
+        self.windows.next(full_length, next, &peers);
+        rows
+    }
+
+    /// Seconds the open window spans so far (first to last round, monotonic).
+    pub fn open_span_s(&self) -> f64 {
+        self.windows.open_span_s()
+    }
+
+    /// The open window's counts so far.
+    pub fn counts(&self) -> Counts {
+        self.windows.counts()
+    }
+
+    /// Closes the open window and gives every election seen its cause: the last rows, and
+    /// every window of the run, in order.
+    pub fn close_windows(&mut self, full_length: bool) -> (Rows, Vec<WindowRecord>) {
+        let health = self.health_rows();
+        let events = match self.series.last {
+            Some(last) => self.attribute(&last, true),
+            None => Vec::new(),
+        };
+        let el = &self.elections;
+        let peers = |hex: &str| el.peer_name(hex);
+        let mut windows = std::mem::replace(&mut self.windows, Windows::new(WindowName::Sample))
+            .finish(full_length, &peers);
+        for (name, d) in &self.details {
+            if let Some(w) = windows.iter_mut().rev().find(|w| w.name == *name) {
+                w.elections_detail.push(d.clone());
+            }
+        }
+        (Rows { events, health }, windows)
+    }
+
+    /// Every election attributed so far, with the window it is in.
+    pub fn elections(&self) -> &[(WindowName, ElectionDetail)] {
+        &self.details
+    }
+
+    /// The open window's client figures so far.
+    pub fn client(&self) -> Option<ClientFigures> {
+        self.windows.client()
+    }
+
+    /// The open window's member health so far.
+    pub fn health(&self) -> BTreeMap<String, MemberHealth> {
+        let el = &self.elections;
+        let peers = |hex: &str| el.peer_name(hex);
+        self.windows.health(&peers)
+    }
+
+    /// etcd versions the Status RPC reported, in the order first seen.
+    pub fn versions(&self) -> &[String] {
+        &self.versions
+    }
+}
+
+/// An election's `election` row: its figures in words, and in columns of their own.
+fn election_row(observed: Stamp, d: &ElectionDetail) -> Event {
+    let pointer = d.cause_event.as_ref().map_or(String::new(), |e| {
+        format!(" ({} {} {})", e.source, e.kind, crate::model::clock::ts(e.ts))
+    });
+    let writes = match (d.write_unavailable_s, d.write_unavailable_one_in_flight_s) {
+        (Some(w), Some(one)) => {
+            format!(", writes unavailable {w:.3} s (one op in flight {one:.3} s)")
+        }
+        (Some(w), None) => format!(", writes unavailable {w:.3} s"),
+        _ => String::new(),
+    };
+    let detail = format!(
+        "term {} -> {}, leader {} -> {}, leaderless {}{writes}; cause {}{pointer}",
+        d.term_from,
+        d.term_to,
+        d.old_leader.as_deref().unwrap_or("unknown"),
+        d.new_leader.as_deref().unwrap_or("unknown"),
+        d.leaderless_s.map_or("unknown".to_owned(), |s| format!("{s:.3} s")),
+        d.cause
+    );
+    let mut row = Event::stamped(
+        observed,
+        "leaderwatch",
+        d.old_leader.as_deref().unwrap_or(""),
+        "election",
+        detail,
+    );
+    row.election = Some(ElectionColumns {
+        term_from: d.term_from,
+        term_to: d.term_to,
+        cause: d.cause,
+        cause_ts: d.cause_event.as_ref().map(|e| e.ts),
+    });
+    row
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::metrics::MemberMetrics;
+    use crate::model::observation::{Health, Observation, Part, Status};
+    use chrono::{TimeZone, Utc};
+
+    /// A stamp `s` seconds after a fixed instant, on both clocks.
+    fn at(base: tokio::time::Instant, s: f64) -> Stamp {
+        let t0 = Utc.with_ymd_and_hms(2026, 12, 2, 12, 0, 0).single().expect("instant");
+        let d = Duration::from_secs_f64(s);
+        Stamp { utc: t0 + d, mono: base + d }
+    }
+
+    /// Round `i` at second `i`: three members agree that `leader` (id) leads at `term`,
+    /// each having seen `seen` leader changes.
+    fn round(base: tokio::time::Instant, i: u64, leader: u64, term: u64, seen: f64) -> Round {
+        let started = at(base, i as f64);
+        let observations = (0..3)
+            .map(|m| {
+                let metrics = MemberMetrics {
+                    leader_changes_seen_total: Some(seen),
+                    process_start_time: Some(100.0),
+                    ..MemberMetrics::default()
+                };
+                Observation::new(
+                    MemberName(format!("m{m}")),
+                    format!("http://m{m}:2379"),
+                    started,
+                    Part::Ok { value: metrics, ms: 1.0 },
+                    Part::Ok { value: Health { healthy: true, reason: String::new() }, ms: 1.0 },
+                    Part::Ok { value: Status::of(m + 1, leader, term), ms: 1.0 },
+                )
+            })
+            .collect();
+        Round { index: i, started, observations, silent: vec![] }
+    }
+
+    #[test]
+    fn an_election_gets_its_row_with_a_cause_once_its_evidence_had_time_to_arrive() {
+        let base = tokio::time::Instant::now();
+        let mut e = Engine::new(WindowName::Sample, 3, Duration::from_secs(30));
+        let mut elections = Vec::new();
+        for i in 0..60 {
+            let (leader, term, seen) = if i < 20 { (1, 2, 1.0) } else { (2, 3, 2.0) };
+            if i == 19 {
+                e.keep(&[Event::new(at(base, 19.5).utc, "local", "m0", "sigkill_sent", "")]);
+            }
+            let made = e.round(&round(base, i, leader, term, seen));
+            elections.extend(made.rows.events.into_iter().filter(|ev| ev.kind == "election"));
+        }
+        assert_eq!(e.rounds(), 60);
+        let [row] = &elections[..] else { panic!("one election row: {elections:?}") };
+        let cols = row.election.as_ref().expect("election columns");
+        assert_eq!((cols.term_from, cols.term_to), (2, 3));
+        assert!(row.detail.contains("leader m0 -> m1"), "{}", row.detail);
+        assert!(row.detail.contains("sigkill_sent"), "the kill is its cause: {}", row.detail);
+        let (rows, windows) = e.close_windows(true);
+        assert!(rows.events.is_empty(), "nothing left to attribute: {:?}", rows.events);
+        let [w] = &windows[..] else { panic!("one window") };
+        assert_eq!((w.elections, w.elections_detail.len()), (Some(1), 1));
+    }
+
+    #[test]
+    fn health_rows_come_every_ten_seconds_and_at_a_window_boundary() {
+        let base = tokio::time::Instant::now();
+        let mut e = Engine::new(WindowName::AtRest, 3, Duration::from_secs(30));
+        let mut intervals = Vec::new();
+        for i in 0..25 {
+            let rows = e.round(&round(base, i, 1, 2, 1.0)).rows.health;
+            if let Some(r) = rows.first() {
+                assert_eq!(rows.len(), 3, "one row per member");
+                intervals.push((i, r.interval_s));
+            }
+        }
+        assert_eq!(intervals, [(10, 10.0), (20, 10.0)]);
+        let at_boundary = e.next_window(true, WindowName::Disruption);
+        assert_eq!(at_boundary.iter().map(|r| r.interval_s).collect::<Vec<_>>(), [4.0; 3]);
+        assert!(at_boundary.iter().all(|r| r.window == "at_rest"));
+        assert_eq!(e.window(), WindowName::Disruption);
+        assert_eq!(e.versions(), [String::new()], "the Status RPC's version, once");
+    }
+
+    #[test]
+    fn canary_rows_name_the_member_that_answered_by_its_id() {
+        let base = tokio::time::Instant::now();
+        let mut e = Engine::new(WindowName::Disruption, 3, Duration::from_secs(30));
+        e.round(&round(base, 0, 1, 2, 1.0)); // the members' ids are learned from Status
+        e.canary_started(at(base, 0.0), Duration::from_millis(100));
+        let op = |id: u64| Op {
+            kind: Kind::Write,
+            due: at(base, 0.5),
+            started: at(base, 0.5),
+            done: at(base, 0.6),
+            ok: true,
+            error: String::new(),
+            member_id: id,
+            one_in_flight: true,
+        };
+        let rows = e.canary(&[op(2), op(9), op(0)]);
+        let names: Vec<&str> = rows.iter().map(|r| r.member.as_str()).collect();
+        assert_eq!(names, ["m1", "9", ""]);
+        assert!(rows.iter().all(|r| r.window == "disruption"));
+    }
+}
