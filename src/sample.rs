@@ -14,7 +14,7 @@ use crate::io::round::{Rounds, Sampler, probers};
 use crate::model::baseline::WindowName;
 use crate::model::clock::{Clock, Stamp};
 use crate::model::counts::LeaderChanges;
-use crate::model::event::Event;
+use crate::model::event::{Event, EventKind, Source};
 use crate::model::member::Member;
 use crate::model::summary::{EndedBy, MemberRef, SCHEMA_VERSION, Summary, explain};
 use crate::session::{Session, ticker};
@@ -74,9 +74,9 @@ pub async fn run_with<S: Rounds>(
     let names: Vec<String> = cfg.members.iter().map(|m| format!("{}={}", m.name, m.url)).collect();
     s.event(Event::stamped(
         started,
-        "leaderwatch",
+        Source::Leaderwatch,
         "",
-        "run_started",
+        EventKind::RunStarted,
         format!(
             "interval {}; members {}",
             humantime::format_duration(cfg.interval),
@@ -148,9 +148,9 @@ fn summarize<S: Rounds>(
         s.close_windows(true)?.into_iter().flat_map(|w| w.elections_detail).collect();
     s.event(Event::stamped(
         ended,
-        "leaderwatch",
+        Source::Leaderwatch,
         "",
-        "run_ended",
+        EventKind::RunEnded,
         format!("{ended_by}; {rounds} round(s)"),
     ))?;
     // Every run of this directory, this one just ended included (events.csv is flushed).

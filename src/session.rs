@@ -22,7 +22,7 @@ use crate::io::round::Rounds;
 use crate::model::baseline::{WindowName, WindowRecord};
 use crate::model::canary::Op;
 use crate::model::clock::Clock;
-use crate::model::event::Event;
+use crate::model::event::{Event, EventKind, Source};
 use crate::model::member::Member;
 use crate::model::observation::Round;
 
@@ -110,10 +110,10 @@ impl<S: Rounds, F: Future<Output = ()>> Session<S, F> {
     pub fn say(
         &mut self,
         member: &str,
-        kind: &str,
+        kind: EventKind,
         detail: impl Into<String>,
     ) -> Result<(), RecordError> {
-        self.event(Event::stamped(self.clock.stamp(), "leaderwatch", member, kind, detail))
+        self.event(Event::stamped(self.clock.stamp(), Source::Leaderwatch, member, kind, detail))
     }
 
     /// `sample`'s daily files from now on.
@@ -130,7 +130,7 @@ impl<S: Rounds, F: Future<Output = ()>> Session<S, F> {
         bound: std::net::SocketAddr,
     ) -> Result<(), RecordError> {
         self.rec.export_to(e);
-        self.say("", "metrics_serving", format!("http://{bound}/metrics"))
+        self.say("", EventKind::MetricsServing, format!("http://{bound}/metrics"))
     }
 
     /// Waits for the next tick; false when a signal came first.
@@ -210,12 +210,12 @@ impl<S: Rounds, F: Future<Output = ()>> Session<S, F> {
         match Canary::start(members, probe, cfg, &run_id, self.clock.clone()).await {
             Ok(c) => {
                 self.engine.canary_started(self.clock.stamp(), every);
-                self.say("", "canary_started", detail(&c))?;
+                self.say("", EventKind::CanaryStarted, detail(&c))?;
                 self.canary = Some(c);
                 Ok(true)
             }
             Err(e) => {
-                self.say("", "canary_failed", e)?;
+                self.say("", EventKind::CanaryFailed, e)?;
                 Ok(false)
             }
         }

@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio::task::JoinHandle;
 
+use crate::analysis::attribution::OWN;
 use crate::analysis::engine::Engine;
 use crate::analysis::recovery::{Change, Outcome, RecoveryTracker, max_term};
 use crate::io::canary::Canary;
@@ -29,12 +30,12 @@ use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{Recorder, new_run_id};
 use crate::io::round::{Rounds, Sampler, probers};
 use crate::model::baseline::{
-    BASELINE, Baseline, Disruption, Environment, GroundTruth, KubeMethod, SCHEMA_VERSION, Status,
-    Step, WindowName,
+    BASELINE, Baseline, Disruption, Environment, EnvironmentKind, GroundTruth, KubeMethod,
+    SCHEMA_VERSION, Status, Step, WindowName,
 };
 use crate::model::canary::Kind;
 use crate::model::clock::{Clock, Stamp, mono_secs};
-use crate::model::event::Event;
+use crate::model::event::{Event, EventKind, Source};
 use crate::model::member::{Member, MemberName};
 use crate::model::observation::Round;
 use crate::render::progress::Progress;
@@ -195,7 +196,7 @@ pub async fn run_with<D: Disruptor, S: Rounds>(
     };
     s.s.say(
         "",
-        "sitting_started",
+        EventKind::SittingStarted,
         format!(
             "idle {}, settle {}, target {:?}",
             humantime::format_duration(cfg.idle),
@@ -266,7 +267,7 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
         let beside = self.s.record(r)?;
         self.write_oks(&beside.ops);
         if self.cfg.follow_pod_ips {
-            for e in beside.side.iter().filter(|e| e.kind == crate::k8s::watch::POD_IP) {
+            for e in beside.side.iter().filter(|e| e.kind == EventKind::PodIp) {
                 self.repoint(&e.member, &e.detail)?;
             }
         }
@@ -363,7 +364,7 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
             {
                 self.s.say(
                     "",
-                    "canary_not_ready",
+                    EventKind::CanaryNotReady,
                     format!(
                         "no successful canary write within {}; disrupting anyway",
                         humantime::format_duration(CANARY_READY)
@@ -375,9 +376,9 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
         let role = crate::model::baseline::role(was_leader);
         self.s.event(Event::stamped(
             requested,
-            "leaderwatch",
+            Source::Leaderwatch,
             &target.0,
-            "disruption_requested",
+            EventKind::DisruptionRequested,
             format!("{method} ({role})"),
         ))?;
         self.progress.phase(&format!("disruption of {target} ({method})"), None);
@@ -535,7 +536,7 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
             }
             Err(e) => {
                 let reason = format!("the disruption failed: {e}");
-                self.s.say("", "disruption_failed", e.to_string())?;
+                self.s.say("", EventKind::DisruptionFailed, e.to_string())?;
                 Err(Cut { reason, error: Some(e) }.into())
             }
         }
@@ -565,7 +566,7 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
         };
         self.s.say(
             "",
-            "sitting_ended",
+            EventKind::SittingEnded,
             cut.as_ref().map_or("complete", |c| c.reason.as_str()).to_owned(),
         )?;
         let path = self.s.write_json(BASELINE, &baseline)?;
@@ -586,8 +587,11 @@ fn interrupted(phase: &str) -> Halt {
 }
 
 /// Who the disruptor's events come from, in events.csv.
-fn source_of(env: &Environment) -> &'static str {
-    env.kind.as_str()
+fn source_of(env: &Environment) -> Source {
+    match env.kind {
+        EnvironmentKind::Local => Source::Local,
+        EnvironmentKind::Kubernetes => Source::Kubernetes,
+    }
 }
 
 fn disruption_record(log: DisruptionLog) -> Disruption {
@@ -610,19 +614,18 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
         // The disruptor's own instants (the watchers' events have no monotonic instant).
         .filter(|e| e.at.is_some())
         .map(|e| {
-            let compared = match e.kind.as_str() {
-                "sigterm_sent" | "sigkill_sent" | "sigstop_sent" | "eviction_accepted"
-                | "delete_accepted" | "rollout_replacing"
-                    if e.member == log.target.0 =>
-                {
+            let compared = match e.kind {
+                k if OWN.contains(&k) && e.member == log.target.0 => {
                     t.lost.map(|m| ("member_lost_at", m))
                 }
-                "restarted" | "continued" => t.back.map(|m| ("member_back_at", m)),
+                EventKind::Restarted | EventKind::Continued => {
+                    t.back.map(|m| ("member_back_at", m))
+                }
                 _ => None,
             };
             let truth = mono_of(e);
             GroundTruth {
-                kind: e.kind.clone(),
+                kind: e.kind,
                 at: e.ts,
                 since_request_s: Some(truth),
                 compared_with: compared.map(|(n, _)| n.to_owned()),
@@ -652,7 +655,7 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
             if several && !e.member.is_empty() {
                 format!("{} {}", e.kind, e.member)
             } else {
-                e.kind.clone()
+                e.kind.to_string()
             },
         )
     }));

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use crate::model::baseline::{Cause, ElectionDetail, EventRef, WindowName};
 use crate::model::clock::{Stamp, mono_secs};
-use crate::model::event::Event;
+use crate::model::event::{Event, EventKind, Source};
 use crate::model::observation::Round;
 
 /// How far before an election its cause is looked for, unless `--cause-horizon` says.
@@ -33,16 +33,17 @@ pub const EVIDENCE_WAIT: Duration = Duration::from_secs(10);
 /// The disruptor's own actions on a member.
 /// (`rollout_replacing`: the StatefulSet controller replacing a member after our rollout
 /// restart.)
-pub const OWN: [&str; 6] = [
-    "sigterm_sent",
-    "sigkill_sent",
-    "sigstop_sent",
-    "eviction_accepted",
-    "delete_accepted",
-    "rollout_replacing",
+pub const OWN: [EventKind; 6] = [
+    EventKind::SigtermSent,
+    EventKind::SigkillSent,
+    EventKind::SigstopSent,
+    EventKind::EvictionAccepted,
+    EventKind::DeleteAccepted,
+    EventKind::RolloutReplacing,
 ];
 /// Pod events from the watcher that take a member away.
-const KUBE_KINDS: [&str; 3] = ["pod_deleted", "pod_deleting", "disruption_target"];
+const KUBE_KINDS: [EventKind; 3] =
+    [EventKind::PodDeleted, EventKind::PodDeleting, EventKind::DisruptionTarget];
 /// Reasons of core/v1 Events (`k8s_event` rows) that take a member away.
 const KUBE_REASONS: [&str; 8] = [
     "Killing",
@@ -206,9 +207,9 @@ impl Elections {
             cause,
             cause_event: event.map(|e| EventRef {
                 ts: e.ts,
-                source: e.source.clone(),
+                source: e.source,
                 member: e.member.clone(),
-                kind: e.kind.clone(),
+                kind: e.kind,
                 detail: e.detail.clone(),
             }),
             write_unavailable_s: None,
@@ -234,27 +235,27 @@ pub fn k8s_reason(detail: &str) -> &str {
 
 /// The run-wide rows that open and close our routine operation: evidence although they name
 /// no member (src/io/recorder.rs keeps them).
-pub const OPEN: [&str; 2] = ["rollout_requested", "node_cordoned"];
-pub const CLOSE: [&str; 2] = ["rollout_complete", "node_uncordoned"];
+pub const OPEN: [EventKind; 2] = [EventKind::RolloutRequested, EventKind::NodeCordoned];
+pub const CLOSE: [EventKind; 2] = [EventKind::RolloutComplete, EventKind::NodeUncordoned];
 
 /// Our routine operation (a rollout restart, a drain) was under way at `at`: its start is
 /// the latest of those rows before `at`, not its end.
 fn operation_open(events: &[Event], at: &Stamp) -> bool {
     events
         .iter()
-        .filter(|e| OPEN.contains(&e.kind.as_str()) || CLOSE.contains(&e.kind.as_str()))
+        .filter(|e| OPEN.contains(&e.kind) || CLOSE.contains(&e.kind))
         .map(|e| (before(e, at), e))
         .filter(|(d, _)| *d >= 0.0)
         .min_by(|a, b| a.0.total_cmp(&b.0))
-        .is_some_and(|(_, e)| OPEN.contains(&e.kind.as_str()))
+        .is_some_and(|(_, e)| OPEN.contains(&e.kind))
 }
 
 /// Kubernetes took a pod or node away: a watcher row of those kinds, or a core/v1 Event
 /// with one of those reasons.
-pub fn is_kubernetes_disruption(source: &str, kind: &str, detail: &str) -> bool {
-    source == "kubernetes"
+pub fn is_kubernetes_disruption(source: Source, kind: EventKind, detail: &str) -> bool {
+    source == Source::Kubernetes
         && (KUBE_KINDS.contains(&kind)
-            || (kind == "k8s_event" && KUBE_REASONS.contains(&k8s_reason(detail))))
+            || (kind == EventKind::K8sEvent && KUBE_REASONS.contains(&k8s_reason(detail))))
 }
 
 /// The cause of an election observed at `at` whose old leader was `old`, and the
@@ -280,30 +281,33 @@ pub fn attribute<'a>(
         mine.iter().find(|(d, e)| within(*d) && pred(e)).map(|(_, e)| *e)
     };
     // A state that began before the horizon and was still on counts too.
-    let episode = |start: &str, end: &str| -> Option<&'a Event> {
+    let episode = |start: EventKind, end: EventKind| -> Option<&'a Event> {
         mine.iter()
             .find(|(_, e)| e.kind == start || e.kind == end)
             .filter(|(_, e)| e.kind == start)
             .map(|(_, e)| *e)
     };
-    if let Some(e) = point(&|e| OWN.contains(&e.kind.as_str())) {
+    if let Some(e) = point(&|e| OWN.contains(&e.kind)) {
         return (Cause::OwnDisruption, Some(e));
     }
-    if let Some(e) = point(&|e| is_kubernetes_disruption(&e.source, &e.kind, &e.detail)) {
+    if let Some(e) = point(&|e| is_kubernetes_disruption(e.source, e.kind, &e.detail)) {
         // Inside a routine operation we started, what the controllers and the kubelet do to
         // the members is ours: the pod watcher often sees it before our own poll does.
         let ours = operation_open(events, at);
         return (if ours { Cause::OwnDisruption } else { Cause::Kubernetes }, Some(e));
     }
-    if let Some(e) = point(&|e| e.kind == "process_restarted") {
+    if let Some(e) = point(&|e| e.kind == EventKind::ProcessRestarted) {
         return (Cause::Restart, Some(e));
     }
-    if let Some(e) = point(&|e| e.kind == "unreachable" || e.kind == "unresponsive")
-        .or_else(|| episode("unreachable", "back"))
+    if let Some(e) =
+        point(&|e| e.kind == EventKind::Unreachable || e.kind == EventKind::Unresponsive)
+            .or_else(|| episode(EventKind::Unreachable, EventKind::Back))
     {
         return (Cause::Unreachable, Some(e));
     }
-    if let Some(e) = point(&|e| e.kind == "stress").or_else(|| episode("stress", "stress_over")) {
+    if let Some(e) = point(&|e| e.kind == EventKind::Stress)
+        .or_else(|| episode(EventKind::Stress, EventKind::StressOver))
+    {
         return (Cause::Stress, Some(e));
     }
     (Cause::Unexplained, None)
@@ -324,6 +328,7 @@ mod tests {
     }
 
     fn ev(t: f64, source: &str, member: &str, kind: &str, detail: &str) -> Event {
+        let (source, kind) = (source.parse().expect("source"), kind.parse().expect("kind"));
         Event::new(stamp(t).utc, source, member, kind, detail)
     }
 

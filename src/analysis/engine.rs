@@ -18,7 +18,7 @@ use crate::model::baseline::{ElectionDetail, MemberHealth, WindowName, WindowRec
 use crate::model::canary::{ClientFigures, Kind, Op};
 use crate::model::clock::Stamp;
 use crate::model::counts::Counts;
-use crate::model::event::{ElectionColumns, Event};
+use crate::model::event::{ElectionColumns, Event, EventKind, Source};
 use crate::model::member::MemberName;
 use crate::model::observation::Round;
 use crate::model::rows::{CanaryRow, HealthRow};
@@ -121,9 +121,9 @@ impl Engine {
         for t in &transitions {
             events.push(Event::new(
                 t.ts,
-                "leaderwatch",
+                Source::Leaderwatch,
                 "",
-                "leader_transition",
+                EventKind::LeaderTransition,
                 format!("{} -> {} (round {})", t.from, t.to, t.round),
             ));
         }
@@ -155,12 +155,11 @@ impl Engine {
         let keep =
             chrono::Duration::from_std(self.horizon + EVIDENCE_WAIT + Duration::from_secs(60))
                 .unwrap_or(chrono::Duration::MAX);
-        let bound = |e: &Event| {
-            attribution::OPEN.contains(&e.kind.as_str())
-                || attribution::CLOSE.contains(&e.kind.as_str())
-        };
-        for e in
-            events.iter().filter(|e| (!e.member.is_empty() || bound(e)) && e.kind != "election")
+        let bound =
+            |e: &Event| attribution::OPEN.contains(&e.kind) || attribution::CLOSE.contains(&e.kind);
+        for e in events
+            .iter()
+            .filter(|e| (!e.member.is_empty() || bound(e)) && e.kind != EventKind::Election)
         {
             self.evidence.push_back(e.clone());
         }
@@ -350,9 +349,9 @@ fn election_row(observed: Stamp, d: &ElectionDetail) -> Event {
     );
     let mut row = Event::stamped(
         observed,
-        "leaderwatch",
+        Source::Leaderwatch,
         d.old_leader.as_deref().unwrap_or(""),
-        "election",
+        EventKind::Election,
         detail,
     );
     row.election = Some(ElectionColumns {
@@ -410,10 +409,17 @@ mod tests {
         for i in 0..60 {
             let (leader, term, seen) = if i < 20 { (1, 2, 1.0) } else { (2, 3, 2.0) };
             if i == 19 {
-                e.keep(&[Event::new(at(base, 19.5).utc, "local", "m0", "sigkill_sent", "")]);
+                e.keep(&[Event::new(
+                    at(base, 19.5).utc,
+                    Source::Local,
+                    "m0",
+                    EventKind::SigkillSent,
+                    "",
+                )]);
             }
             let made = e.round(&round(base, i, leader, term, seen));
-            elections.extend(made.rows.events.into_iter().filter(|ev| ev.kind == "election"));
+            elections
+                .extend(made.rows.events.into_iter().filter(|ev| ev.kind == EventKind::Election));
         }
         assert_eq!(e.rounds(), 60);
         let [row] = &elections[..] else { panic!("one election row: {elections:?}") };

@@ -11,7 +11,7 @@ use chrono::DateTime;
 use crate::analysis::counts::{Reset, reset_between};
 use crate::analysis::health::{WAL_FSYNC_P99_DOCS_S, counter_delta, quantile, window_delta};
 use crate::model::clock::Stamp;
-use crate::model::event::Event;
+use crate::model::event::{Event, EventKind, Source};
 use crate::model::member::MemberName;
 use crate::model::metrics::MemberMetrics;
 use crate::model::observation::{Observation, Silent};
@@ -86,9 +86,9 @@ impl Tracker {
         last.unresponsive = true;
         Some(Event::stamped(
             s.since,
-            "leaderwatch",
+            Source::Leaderwatch,
             &s.member.0,
-            "unresponsive",
+            EventKind::Unresponsive,
             format!("no answer for {} ms", s.in_flight.as_millis()),
         ))
     }
@@ -97,10 +97,10 @@ impl Tracker {
     /// what is abnormal (unreachable, unhealthy), so a run starts quietly.
     pub fn observe(&mut self, o: &Observation) -> Vec<Event> {
         let mut out = Vec::new();
-        let ev = |kind: &str, detail: String| {
+        let ev = |kind: EventKind, detail: String| {
             Event::stamped(
                 Stamp { utc: o.ts, mono: o.at },
-                "leaderwatch",
+                Source::Leaderwatch,
                 &o.member.0,
                 kind,
                 detail,
@@ -114,16 +114,18 @@ impl Tracker {
 
         let reachable = o.reachable();
         match (last.reachable, reachable) {
-            (Some(true) | None, false) => out.push(ev("unreachable", o.error_summary())),
-            (Some(false), true) => out.push(ev("back", String::new())),
+            (Some(true) | None, false) => out.push(ev(EventKind::Unreachable, o.error_summary())),
+            (Some(false), true) => out.push(ev(EventKind::Back, String::new())),
             _ => {}
         }
         last.reachable = Some(reachable);
 
         if let Some(h) = o.health.ok() {
             match (last.healthy, h.healthy) {
-                (Some(true) | None, false) => out.push(ev("health_false", h.reason.clone())),
-                (Some(false), true) => out.push(ev("health_true", String::new())),
+                (Some(true) | None, false) => {
+                    out.push(ev(EventKind::HealthFalse, h.reason.clone()))
+                }
+                (Some(false), true) => out.push(ev(EventKind::HealthTrue, String::new())),
                 _ => {}
             }
             last.healthy = Some(h.healthy);
@@ -132,7 +134,7 @@ impl Tracker {
         if let Some(s) = o.status.ok() {
             if let Some(prev) = last.leader.filter(|p| *p != s.leader_id) {
                 out.push(ev(
-                    "leader_changed",
+                    EventKind::LeaderChanged,
                     format!("{prev:x} -> {:x} (term {})", s.leader_id, s.raft_term),
                 ));
             }
@@ -147,7 +149,7 @@ impl Tracker {
                     Reset::Restarted => "process start time changed",
                     Reset::Dropped => "counter dropped",
                 };
-                out.push(ev("counter_reset", format!("{prev} -> {now} ({why})")));
+                out.push(ev(EventKind::CounterReset, format!("{prev} -> {now} ({why})")));
             }
             let restarted =
                 crate::analysis::counts::restarted(last.start_time, m.process_start_time);
@@ -157,17 +159,17 @@ impl Tracker {
                 let was = last.start_time.unwrap_or_default();
                 out.push(Event::new(
                     at,
-                    "leaderwatch",
+                    Source::Leaderwatch,
                     &o.member.0,
-                    "process_restarted",
+                    EventKind::ProcessRestarted,
                     format!("process_start_time_seconds {start} (was {was})"),
                 ));
             }
             if let Some(prev) = &last.metrics {
                 let why = stress(prev, m, restarted);
                 match (last.stressed, why.is_empty()) {
-                    (false, false) => out.push(ev("stress", why.join("; "))),
-                    (true, true) => out.push(ev("stress_over", String::new())),
+                    (false, false) => out.push(ev(EventKind::Stress, why.join("; "))),
+                    (true, true) => out.push(ev(EventKind::StressOver, String::new())),
                     _ => {}
                 }
                 last.stressed = !why.is_empty();

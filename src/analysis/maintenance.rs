@@ -10,20 +10,7 @@ use chrono::{DateTime, Utc};
 use crate::model::baseline::{
     Baseline, Cause, KubeMethod, Maintenance, MemberReplacement, WindowName,
 };
-use crate::model::event::Event;
-
-/// The disruptor's events that start a member's replacement: the StatefulSet controller
-/// began terminating its pod after our rollout restart (`rollout_replacing`), or our
-/// Eviction of it was accepted (`eviction_accepted`, a drain).
-pub const REPLACING: [&str; 2] = ["rollout_replacing", "eviction_accepted"];
-/// The old pod is gone (absent, or a new uid under its name).
-pub const GONE: &str = "old_pod_gone";
-/// The replacement pod is Ready; its detail names the node (`on <node>`).
-pub const READY: &str = "new_pod_ready";
-/// The operation is over: the rollout is complete, or the node is uncordoned.
-pub const DONE: [&str; 2] = ["rollout_complete", "node_uncordoned"];
-/// A drain's node.
-pub const CORDONED: &str = "node_cordoned";
+use crate::model::event::{Event, EventKind};
 
 /// The record of `op` from `(seconds since the request, event)` pairs in the order they
 /// happened. `members` are the etcd members (a drain evicts other pods too: listed in
@@ -42,9 +29,11 @@ pub fn record(
     for (s, e) in events {
         let member = e.member.as_str();
         let is_member = members.iter().any(|m| m == member);
-        match e.kind.as_str() {
-            k if REPLACING.contains(&k) => {
-                if k == "eviction_accepted" {
+        match e.kind {
+            // A member's replacement starts: the StatefulSet controller began terminating
+            // its pod after our rollout restart, or our Eviction of it was accepted (a drain).
+            k @ (EventKind::RolloutReplacing | EventKind::EvictionAccepted) => {
+                if k == EventKind::EvictionAccepted {
                     evicted.push(member.to_owned());
                 }
                 if is_member && !replaced.iter().any(|r| r.member == member) {
@@ -59,14 +48,16 @@ pub fn record(
                     });
                 }
             }
-            GONE => {
+            // The old pod is gone (absent, or a new uid under its name).
+            EventKind::OldPodGone => {
                 if let Some(r) =
                     replaced.iter_mut().find(|r| r.member == member && r.gone_s.is_none())
                 {
                     r.gone_s = Some(*s);
                 }
             }
-            READY => {
+            // The replacement pod is Ready; its detail names the node (`on <node>`).
+            EventKind::NewPodReady => {
                 if let Some(r) =
                     replaced.iter_mut().find(|r| r.member == member && r.ready_s.is_none())
                 {
@@ -78,12 +69,14 @@ pub fn record(
                         .map(|n| n.split_whitespace().next().unwrap_or(n).to_owned());
                 }
             }
-            CORDONED => {
+            // A drain's node.
+            EventKind::NodeCordoned => {
                 node = Some(e.detail.split_whitespace().next().unwrap_or_default().to_owned())
             }
-            k if DONE.contains(&k) => {
+            // The operation is over: the rollout is complete, or the node is uncordoned.
+            k @ (EventKind::RolloutComplete | EventKind::NodeUncordoned) => {
                 operation_s = Some(*s);
-                if k == "node_uncordoned" {
+                if k == EventKind::NodeUncordoned {
                     uncordoned_at = Some(e.ts);
                 }
             }
@@ -207,10 +200,10 @@ mod tests {
         );
     }
 
-    fn ev(member: &str, kind: &str, detail: &str) -> Event {
+    fn ev(member: &str, kind: EventKind, detail: &str) -> Event {
         Event::new(
             Utc.with_ymd_and_hms(2026, 12, 1, 12, 0, 0).single().expect("time"),
-            "kubernetes",
+            crate::model::event::Source::Kubernetes,
             member,
             kind,
             detail,
@@ -221,16 +214,16 @@ mod tests {
     fn a_rolling_restart_lists_the_members_in_the_order_they_were_replaced() {
         let members: Vec<String> = (0..3).map(|i| format!("dlock-etcd-{i}")).collect();
         let evs = [
-            ev("", "rollout_requested", "sts/dlock-etcd"),
-            ev("dlock-etcd-2", "rollout_replacing", ""),
-            ev("dlock-etcd-2", GONE, "replaced (new uid)"),
-            ev("dlock-etcd-2", READY, "on lw-node-d"),
-            ev("dlock-etcd-1", "rollout_replacing", ""),
-            ev("dlock-etcd-1", GONE, "deleted"),
-            ev("dlock-etcd-1", READY, "on lw-node-c"),
-            ev("dlock-etcd-0", "rollout_replacing", ""),
-            ev("dlock-etcd-0", READY, "on lw-node-b"),
-            ev("", "rollout_complete", "revision r2"),
+            ev("", EventKind::RolloutRequested, "sts/dlock-etcd"),
+            ev("dlock-etcd-2", EventKind::RolloutReplacing, ""),
+            ev("dlock-etcd-2", EventKind::OldPodGone, "replaced (new uid)"),
+            ev("dlock-etcd-2", EventKind::NewPodReady, "on lw-node-d"),
+            ev("dlock-etcd-1", EventKind::RolloutReplacing, ""),
+            ev("dlock-etcd-1", EventKind::OldPodGone, "deleted"),
+            ev("dlock-etcd-1", EventKind::NewPodReady, "on lw-node-c"),
+            ev("dlock-etcd-0", EventKind::RolloutReplacing, ""),
+            ev("dlock-etcd-0", EventKind::NewPodReady, "on lw-node-b"),
+            ev("", EventKind::RolloutComplete, "revision r2"),
         ];
         let timed: Vec<(f64, &Event)> =
             evs.iter().enumerate().map(|(i, e)| (i as f64, e)).collect();
@@ -249,12 +242,12 @@ mod tests {
     fn a_drain_keeps_other_pods_out_of_the_members() {
         let members: Vec<String> = (0..3).map(|i| format!("dlock-etcd-{i}")).collect();
         let evs = [
-            ev("", CORDONED, "lw-node-c (unschedulable)"),
-            ev("leaderwatch-sampler-1", "eviction_accepted", "attempt 1"),
-            ev("dlock-etcd-1", "eviction_accepted", "attempt 1"),
-            ev("dlock-etcd-1", GONE, "replaced (new uid)"),
-            ev("dlock-etcd-1", READY, "on lw-node-c-surge"),
-            ev("", "node_uncordoned", "lw-node-c"),
+            ev("", EventKind::NodeCordoned, "lw-node-c (unschedulable)"),
+            ev("leaderwatch-sampler-1", EventKind::EvictionAccepted, "attempt 1"),
+            ev("dlock-etcd-1", EventKind::EvictionAccepted, "attempt 1"),
+            ev("dlock-etcd-1", EventKind::OldPodGone, "replaced (new uid)"),
+            ev("dlock-etcd-1", EventKind::NewPodReady, "on lw-node-c-surge"),
+            ev("", EventKind::NodeUncordoned, "lw-node-c"),
         ];
         let timed: Vec<(f64, &Event)> =
             evs.iter().enumerate().map(|(i, e)| (i as f64 * 0.5, e)).collect();
@@ -272,11 +265,11 @@ mod tests {
     fn a_member_back_after_the_uncordon_extends_the_operation() {
         let members = vec!["dlock-etcd-2".to_owned()];
         let evs = [
-            ev("", CORDONED, "lw-node-c (unschedulable)"),
-            ev("dlock-etcd-2", "eviction_accepted", "attempt 1"),
-            ev("dlock-etcd-2", GONE, "deleted"),
-            ev("", "node_uncordoned", "lw-node-c: after --down 8s"),
-            ev("dlock-etcd-2", READY, "on lw-node-c"),
+            ev("", EventKind::NodeCordoned, "lw-node-c (unschedulable)"),
+            ev("dlock-etcd-2", EventKind::EvictionAccepted, "attempt 1"),
+            ev("dlock-etcd-2", EventKind::OldPodGone, "deleted"),
+            ev("", EventKind::NodeUncordoned, "lw-node-c: after --down 8s"),
+            ev("dlock-etcd-2", EventKind::NewPodReady, "on lw-node-c"),
         ];
         let timed: Vec<(f64, &Event)> =
             evs.iter().zip([0.0, 0.1, 1.4, 9.5, 19.7]).map(|(e, s)| (s, e)).collect();

@@ -13,6 +13,7 @@ use crate::model::baseline::{
     WindowRecord,
 };
 use crate::model::canary::ClientFigures;
+use crate::model::event::EventKind;
 use crate::model::measurement::{BYTES, CLIENT, COUNT, Measurement, RECOVERY, SECONDS, TERMS};
 
 /// An election's possible causes (src/analysis/attribution.rs), in its order of precedence; each is
@@ -347,13 +348,17 @@ fn recovery_figures(b: &Baseline, source: String, d: &Disruption) -> Vec<Measure
 /// How long a local rehearsal kept the member down on purpose (exit, or freeze, to restart
 /// or thaw), from the disruptor's own instants: monotonic where recorded (schema 2).
 fn kept_down_s(d: &Disruption) -> Option<(f64, &'static str)> {
-    let find = |kind: &str| d.ground_truth.iter().find(|g| g.kind == kind);
-    let (a, b, how) =
-        match (find("exited"), find("restarted"), find("sigstop_sent"), find("continued")) {
-            (Some(a), Some(b), _, _) => (a, b, "exit → restart"),
-            (_, _, Some(a), Some(b)) => (a, b, "frozen: SIGSTOP → SIGCONT"),
-            _ => return None,
-        };
+    let find = |kind: EventKind| d.ground_truth.iter().find(|g| g.kind == kind);
+    let (a, b, how) = match (
+        find(EventKind::Exited),
+        find(EventKind::Restarted),
+        find(EventKind::SigstopSent),
+        find(EventKind::Continued),
+    ) {
+        (Some(a), Some(b), _, _) => (a, b, "exit → restart"),
+        (_, _, Some(a), Some(b)) => (a, b, "frozen: SIGSTOP → SIGCONT"),
+        _ => return None,
+    };
     let secs = match (a.since_request_s, b.since_request_s) {
         (Some(x), Some(y)) => y - x,
         _ => (b.at - a.at).num_milliseconds() as f64 / 1000.0,
@@ -379,21 +384,23 @@ pub fn cause_phrase(d: &ElectionDetail) -> String {
 
 fn event_phrase(cause: Cause, e: &EventRef) -> String {
     let m = &e.member;
-    match (cause, e.kind.as_str()) {
-        (_, "eviction_accepted") => format!("the eviction of {m}"),
-        (_, "delete_accepted") => format!("the deletion of {m}"),
-        (_, "rollout_replacing") => format!("the rolling restart replacing {m}"),
-        (_, k) if k.ends_with("_sent") => {
-            format!("the {} of {m}", k.trim_end_matches("_sent").to_uppercase())
+    match (cause, e.kind) {
+        (_, EventKind::EvictionAccepted) => format!("the eviction of {m}"),
+        (_, EventKind::DeleteAccepted) => format!("the deletion of {m}"),
+        (_, EventKind::RolloutReplacing) => format!("the rolling restart replacing {m}"),
+        (_, k @ (EventKind::SigtermSent | EventKind::SigkillSent | EventKind::SigstopSent)) => {
+            format!("the {} of {m}", k.as_str().trim_end_matches("_sent").to_uppercase())
         }
-        (_, "pod_deleted" | "pod_deleting") => format!("the deletion of pod {m}"),
-        (_, "disruption_target") => format!("DisruptionTarget on {m}"),
+        (_, EventKind::PodDeleted | EventKind::PodDeleting) => {
+            format!("the deletion of pod {m}")
+        }
+        (_, EventKind::DisruptionTarget) => format!("DisruptionTarget on {m}"),
         // "<type> <reason>: <message>", as src/k8s/watch.rs writes it.
-        (_, "k8s_event") => {
+        (_, EventKind::K8sEvent) => {
             let reason = Some(k8s_reason(&e.detail)).filter(|r| !r.is_empty()).unwrap_or("event");
             format!("Kubernetes {reason} on {m}")
         }
-        (_, "process_restarted") => format!("the restart of {m}"),
+        (_, EventKind::ProcessRestarted) => format!("the restart of {m}"),
         (Cause::Unreachable, _) => format!("unreachable {m}"),
         (Cause::Stress, _) => format!("stress on {m}"),
         (c, k) => format!("{} ({k} of {m})", c.as_str().replace('_', " ")),
@@ -489,6 +496,7 @@ fn index(ms: &[Measurement]) -> HashMap<Key<'_>, &Measurement> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::event::Source;
 
     fn detail(cause: Cause, kind: Option<&str>, member: &str, terms: (u64, u64)) -> ElectionDetail {
         let t = DateTime::<Utc>::default();
@@ -503,9 +511,9 @@ mod tests {
             cause,
             cause_event: kind.map(|k| EventRef {
                 ts: t,
-                source: "local".to_owned(),
+                source: Source::Local,
                 member: member.to_owned(),
-                kind: k.to_owned(),
+                kind: k.parse().expect("kind"),
                 detail: if k == "k8s_event" {
                     "Normal Killing: Stopping container etcd".to_owned()
                 } else {

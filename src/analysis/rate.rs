@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::analysis::attribution::OWN;
 use crate::model::baseline::{Baseline, Cause};
-use crate::model::event::EventRow;
+use crate::model::event::{EventKind, EventRow};
 use crate::model::measurement::Measurement;
 use crate::model::rate::{Bound, Election, Source, SourceKind};
 
@@ -24,9 +24,9 @@ pub const CUT_CAP: chrono::TimeDelta = chrono::TimeDelta::minutes(10);
 
 /// Events that start a disruption: ours (attribution's list) and Kubernetes taking a pod
 /// or node away (the watcher's kinds, and core/v1 Event reasons).
-fn starts_disruption(source: &str, kind: &str, detail: &str) -> bool {
+fn starts_disruption(source: crate::model::event::Source, kind: EventKind, detail: &str) -> bool {
     OWN.contains(&kind)
-        || kind == "disruption_requested"
+        || kind == EventKind::DisruptionRequested
         || crate::analysis::attribution::is_kubernetes_disruption(source, kind, detail)
 }
 
@@ -205,7 +205,7 @@ pub fn pool(sources: &[Source], confidence: f64) -> Rate {
 pub fn cuts_from(rows: &[EventRow]) -> Vec<(DateTime<Utc>, DateTime<Utc>, String)> {
     let mut out = Vec::new();
     for (i, r) in rows.iter().enumerate() {
-        if r.member.is_empty() || !starts_disruption(&r.source, &r.kind, &r.detail) {
+        if r.member.is_empty() || !starts_disruption(r.source, r.kind, &r.detail) {
             continue;
         }
         let cap = r.ts + CUT_CAP;
@@ -213,7 +213,7 @@ pub fn cuts_from(rows: &[EventRow]) -> Vec<(DateTime<Utc>, DateTime<Utc>, String
             .iter()
             .find(|e| {
                 e.member == r.member
-                    && (e.kind == "back" || e.kind == "health_true")
+                    && (e.kind == EventKind::Back || e.kind == EventKind::HealthTrue)
                     && e.ts >= r.ts
             })
             .map_or(cap, |e| e.ts.min(cap));
@@ -437,11 +437,14 @@ mod tests {
         let row = EventRow {
             ts: t(0),
             run_id: "r".into(),
-            source: "leaderwatch".into(),
+            source: crate::model::event::Source::Leaderwatch,
             member: "m0".into(),
-            kind: "election".into(),
+            kind: EventKind::Election,
             detail: "term 2 -> 4, leader a -> b, leaderless 1.000 s; cause own_disruption (local sigkill_sent 2026-11-30T13:24:35.123Z)".into(),
-            ..EventRow::default()
+            term_from: None,
+            term_to: None,
+            cause: None,
+            cause_ts: None,
         };
         let e = parse_election(&row).expect("parsed");
         assert_eq!((e.terms, e.cause), (2, Cause::OwnDisruption));
@@ -462,10 +465,14 @@ mod tests {
         let row = |s: i64, source: &str, member: &str, kind: &str| EventRow {
             ts: t(s),
             run_id: "r".into(),
-            source: source.into(),
+            source: source.parse().expect("source"),
             member: member.into(),
-            kind: kind.into(),
-            ..EventRow::default()
+            kind: kind.parse().expect("kind"),
+            detail: String::new(),
+            term_from: None,
+            term_to: None,
+            cause: None,
+            cause_ts: None,
         };
         let rows = [
             row(10, "local", "m0", "sigterm_sent"),

@@ -14,7 +14,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use crate::Result;
 use crate::io::local::LocalCluster;
 use crate::model::clock::Clock;
-use crate::model::event::Event;
+use crate::model::event::{Event, EventKind, Source};
 use crate::model::member::MemberName;
 
 pub trait Disruptor: Send + 'static {
@@ -58,15 +58,15 @@ pub enum Report {
 pub struct Reporter {
     tx: UnboundedSender<Report>,
     clock: Arc<dyn Clock>,
-    source: &'static str,
+    source: Source,
 }
 
 impl Reporter {
-    pub fn new(tx: UnboundedSender<Report>, clock: Arc<dyn Clock>, source: &'static str) -> Self {
+    pub fn new(tx: UnboundedSender<Report>, clock: Arc<dyn Clock>, source: Source) -> Self {
         Reporter { tx, clock, source }
     }
 
-    pub fn event(&self, member: &MemberName, kind: &str, detail: impl Into<String>) {
+    pub fn event(&self, member: &MemberName, kind: EventKind, detail: impl Into<String>) {
         // The sitting may be gone (interrupted): nothing is left to tell.
         let _ = self.tx.send(Report::Event(Event::stamped(
             self.clock.stamp(),
@@ -141,27 +141,39 @@ impl Disruptor for LocalDisruptor {
         let down = humantime::format_duration(self.down);
         match self.method {
             Method::Sigterm => {
-                report.event(&member, "sigterm_sent", "SIGTERM, as the kubelet on eviction");
+                report.event(
+                    &member,
+                    EventKind::SigtermSent,
+                    "SIGTERM, as the kubelet on eviction",
+                );
                 self.cluster.lock().await.terminate(i, self.grace).await?;
-                report.event(&member, "exited", "");
+                report.event(&member, EventKind::Exited, "");
             }
             Method::Sigkill => {
-                report.event(&member, "sigkill_sent", "SIGKILL, a crash");
+                report.event(&member, EventKind::SigkillSent, "SIGKILL, a crash");
                 self.cluster.lock().await.kill(i).await?;
-                report.event(&member, "exited", "");
+                report.event(&member, EventKind::Exited, "");
             }
             Method::Sigstop => {
-                report.event(&member, "sigstop_sent", format!("SIGSTOP, frozen for {down}"));
+                report.event(
+                    &member,
+                    EventKind::SigstopSent,
+                    format!("SIGSTOP, frozen for {down}"),
+                );
                 self.cluster.lock().await.freeze(i)?;
             }
         }
         tokio::time::sleep(self.down).await;
         if self.method == Method::Sigstop {
             self.cluster.lock().await.thaw(i)?;
-            report.event(&member, "continued", format!("SIGCONT after {down} frozen"));
+            report.event(&member, EventKind::Continued, format!("SIGCONT after {down} frozen"));
         } else {
             self.cluster.lock().await.restart(i)?;
-            report.event(&member, "restarted", format!("after {down} down, same data dir"));
+            report.event(
+                &member,
+                EventKind::Restarted,
+                format!("after {down} down, same data dir"),
+            );
         }
         Ok(())
     }

@@ -13,7 +13,7 @@ use crate::analysis::rate::{cuts_from, election_of, pool, sitting_source};
 use crate::io::record::EVENTS;
 use crate::model::baseline::{BASELINE, Baseline, Cause};
 use crate::model::clock::ts;
-use crate::model::event::EventRow;
+use crate::model::event::{EventKind, EventRow};
 use crate::model::rate::{BaselineFile, Election, Residual, Source, SourceKind};
 
 /// Reads and checks one baseline.json.
@@ -90,14 +90,14 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
     for r in &rows {
         let e = runs.entry(&r.run_id).or_insert((None, None, r.ts));
         e.2 = e.2.max(r.ts);
-        match r.kind.as_str() {
-            "run_started" => {
+        match r.kind {
+            EventKind::RunStarted => {
                 e.0 = Some(r.ts);
                 if let Some(m) = r.detail.split("; members ").nth(1) {
                     endpoints = m.to_owned();
                 }
             }
-            "run_ended" => e.1 = Some(r.ts),
+            EventKind::RunEnded => e.1 = Some(r.ts),
             _ => {}
         }
     }
@@ -128,7 +128,7 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
         spans.push((*start, end));
     }
     let mut elections = Vec::new();
-    for r in rows.iter().filter(|r| r.kind == "election") {
+    for r in rows.iter().filter(|r| r.kind == EventKind::Election) {
         match election_of(r) {
             Some(e) => elections.push(e),
             None => {
@@ -285,9 +285,9 @@ mod tests {
         let cause_ts: DateTime<Utc> = "2026-12-01T09:59:59.100Z".parse().expect("ts");
         let mut e = Event::new(
             at,
-            "leaderwatch",
+            crate::model::event::Source::Leaderwatch,
             "m0",
-            "election",
+            EventKind::Election,
             "term 7 -> 9, leader m0 -> m1, leaderless 0.200 s; cause kubernetes (kubernetes pod_deleting 2026-12-01T09:59:59.100Z)",
         );
         e.election = Some(ElectionColumns {
@@ -298,7 +298,13 @@ mod tests {
         });
         let mut run = RunDir::open(dir.path(), "run-1").expect("run dir");
         run.append_events(&[
-            Event::new(at, "local", "m0", "sigterm_sent", "a, \"quoted\" detail"),
+            Event::new(
+                at,
+                crate::model::event::Source::Local,
+                "m0",
+                EventKind::SigtermSent,
+                "a, \"quoted\" detail",
+            ),
             e,
         ])
         .expect("append");

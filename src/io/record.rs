@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::io::rotate::Rotation;
 use crate::model::clock::ts;
-use crate::model::event::Event;
+use crate::model::event::{Event, EventKind, Source};
 use crate::model::observation::{Observation, Round, Silent};
 pub use crate::model::rows::{CanaryRow, HealthRow};
 
@@ -502,9 +502,9 @@ impl RunDir {
                 closed.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             self.notes.push(Event::new(
                 ts,
-                "record",
+                Source::Record,
                 "",
-                "rotated",
+                EventKind::Rotated,
                 format!("{which}: the rows before {day} are in {name}"),
             ));
             self.housekeeping_due = Some(day);
@@ -544,24 +544,30 @@ impl RunDir {
         for (from, from_len, to, to_len) in &done.compressed {
             self.notes.push(Event::new(
                 ts,
-                "record",
+                Source::Record,
                 "",
-                "compressed",
+                EventKind::Compressed,
                 format!("{} ({from_len} bytes) -> {} ({to_len} bytes)", name(from), name(to)),
             ));
         }
         for p in &done.deleted {
             self.notes.push(Event::new(
                 ts,
-                "record",
+                Source::Record,
                 "",
-                "deleted",
+                EventKind::Deleted,
                 format!("{} (older than --retain)", name(p)),
             ));
         }
         for f in &done.failed {
             tracing::warn!("housekeeping: {f}");
-            self.notes.push(Event::new(ts, "record", "", "housekeeping_failed", f.clone()));
+            self.notes.push(Event::new(
+                ts,
+                Source::Record,
+                "",
+                EventKind::HousekeepingFailed,
+                f.clone(),
+            ));
         }
     }
 
@@ -621,9 +627,9 @@ impl RunDir {
             let row = [
                 ts(e.ts),
                 self.run_id.clone(),
-                e.source.clone(),
+                e.source.to_string(),
                 e.member.clone(),
-                e.kind.clone(),
+                e.kind.to_string(),
                 one_line(&e.detail),
                 el.map_or(String::new(), |c| c.term_from.to_string()),
                 el.map_or(String::new(), |c| c.term_to.to_string()),

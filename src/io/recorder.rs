@@ -13,7 +13,7 @@ use crate::io::exporter::Exporter;
 use crate::io::record::{CanaryRow, HealthRow, RecordError, RunDir};
 use crate::model::canary::Op;
 use crate::model::clock::Clock;
-use crate::model::event::Event;
+use crate::model::event::{Event, EventKind, Source};
 use crate::model::observation::Round;
 
 /// A run id that sorts by time and differs between runs started in the same second.
@@ -44,9 +44,9 @@ impl Recorder {
         if s.rows > 0 || e.rows > 0 {
             startup.push(Event::new(
                 now,
-                "record",
+                Source::Record,
                 "",
-                "reopened",
+                EventKind::Reopened,
                 format!("{} sample row(s), {} event row(s) from earlier runs kept", s.rows, e.rows),
             ));
         }
@@ -58,9 +58,9 @@ impl Recorder {
                 );
                 startup.push(Event::new(
                     now,
-                    "record",
+                    Source::Record,
                     "",
-                    "repaired",
+                    EventKind::Repaired,
                     format!("{file}: cut a torn last line of {} byte(s)", r.torn_bytes),
                 ));
             }

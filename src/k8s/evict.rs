@@ -19,6 +19,7 @@ use super::{KubeError, api_error, call};
 use crate::io::disrupt::{Disruptor, Reporter};
 use crate::model::baseline::KubeMethod;
 use crate::model::clock::Clock;
+use crate::model::event::EventKind;
 use crate::model::member::MemberName;
 use crate::{Error, Result};
 
@@ -96,12 +97,12 @@ impl KubeEvictor {
         call("delete pod", self.request_timeout, self.pods.delete(&member.0, &dp)).await?;
         report.event(
             member,
-            "delete_accepted",
+            EventKind::DeleteAccepted,
             format!("grace period: the pod's own{}", if self.dry_run { " (dry run)" } else { "" }),
         );
         if !self.dry_run {
             let how = self.wait_gone(member, uid, report).await?;
-            report.event(member, "old_pod_gone", how);
+            report.event(member, EventKind::OldPodGone, how);
         }
         Ok(())
     }
@@ -127,7 +128,7 @@ impl KubeEvictor {
                     if !unreachable {
                         report.event(
                             member,
-                            "api_unreachable",
+                            EventKind::ApiUnreachable,
                             format!("waiting for the old pod to go: {e}; retrying"),
                         );
                         unreachable = true;
@@ -203,7 +204,7 @@ impl Disruptor for KubeEvictor {
                 {
                     report.event(
                         member,
-                        "api_unreachable",
+                        EventKind::ApiUnreachable,
                         format!("get pod before the eviction: {message}; retrying"),
                     );
                     tokio::time::sleep(self.retry_every).await;
@@ -228,7 +229,7 @@ impl Disruptor for KubeEvictor {
                 Ok(Ok(_)) => {
                     report.event(
                         member,
-                        "eviction_accepted",
+                        EventKind::EvictionAccepted,
                         format!(
                             "attempt {attempt}{}",
                             if self.dry_run { " (dry run)" } else { "" }
@@ -236,14 +237,18 @@ impl Disruptor for KubeEvictor {
                     );
                     if !self.dry_run {
                         let how = self.wait_gone(member, uid, &report).await?;
-                        report.event(member, "old_pod_gone", how);
+                        report.event(member, EventKind::OldPodGone, how);
                     }
                     return Ok(());
                 }
                 Ok(Err(kube::Error::Api(s))) if s.code == 429 => {
                     let cause = blocked_cause(&s);
                     tracing::warn!(member = %member, attempt, "eviction blocked: {cause}");
-                    report.event(member, "eviction_blocked", format!("attempt {attempt}: {cause}"));
+                    report.event(
+                        member,
+                        EventKind::EvictionBlocked,
+                        format!("attempt {attempt}: {cause}"),
+                    );
                     if first.elapsed() + self.retry_every > self.evict_timeout {
                         return Err(Error::Incomplete(format!(
                             "eviction of {member} still blocked after {attempt} attempts ({}): {cause}",
@@ -262,7 +267,7 @@ impl Disruptor for KubeEvictor {
                 {
                     report.event(
                         member,
-                        "api_unreachable",
+                        EventKind::ApiUnreachable,
                         format!("attempt {attempt}: {e}; nothing sent, retrying"),
                     );
                     tokio::time::sleep(self.retry_every).await;

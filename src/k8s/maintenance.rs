@@ -22,9 +22,9 @@ use serde_json::json;
 use super::evict::RETRY_EVERY;
 use super::preflight::ready;
 use super::{KubeError, KubeOptions, api_error, call};
-use crate::analysis::maintenance::{GONE, READY};
 use crate::io::disrupt::{Disruptor, Reporter, Undo};
 use crate::model::baseline::KubeMethod;
+use crate::model::event::EventKind;
 use crate::model::member::MemberName;
 use crate::{Error, Result};
 
@@ -72,11 +72,11 @@ struct Replacements {
     stage: BTreeMap<String, Stage>,
     /// Reported when an old pod is first seen terminating (`rollout_replacing` for a
     /// rollout; a drain has already reported its `eviction_accepted`).
-    terminating_kind: Option<&'static str>,
+    terminating_kind: Option<EventKind>,
 }
 
 impl Replacements {
-    fn new(pods: &[Pod], names: &[String], terminating_kind: Option<&'static str>) -> Self {
+    fn new(pods: &[Pod], names: &[String], terminating_kind: Option<EventKind>) -> Self {
         let old = names
             .iter()
             .map(|n| {
@@ -140,7 +140,7 @@ impl Replacements {
             if *stage == Stage::Terminating && !is_old {
                 report.event(
                     &member,
-                    GONE,
+                    EventKind::OldPodGone,
                     if p.is_some() { "replaced (new uid)" } else { "deleted" },
                 );
                 *stage = Stage::Gone;
@@ -153,7 +153,7 @@ impl Replacements {
                     .as_ref()
                     .and_then(|s| s.node_name.clone())
                     .unwrap_or_else(|| "an unknown node".to_owned());
-                report.event(&member, READY, format!("on {node}"));
+                report.event(&member, EventKind::NewPodReady, format!("on {node}"));
                 *stage = Stage::Ready;
             }
         }
@@ -181,7 +181,7 @@ impl Wait {
                 if !self.said {
                     report.event(
                         &MemberName(String::new()),
-                        "api_unreachable",
+                        EventKind::ApiUnreachable,
                         format!("waiting for {}: {e}; retrying", self.what),
                     );
                     self.said = true;
@@ -257,7 +257,7 @@ impl Disruptor for RollingRestart {
         Some(Box::new(move |report: Reporter| {
             Box::pin(async move {
                 if let Some(sts) = running.lock().ok().and_then(|g| g.clone()) {
-                    report.event(&MemberName(String::new()), "rollout_left_running", format!("statefulset/{sts}: the sitting ended before the rollout was complete; the StatefulSet controller finishes it (kubectl rollout status sts/{sts})"));
+                    report.event(&MemberName(String::new()), EventKind::RolloutLeftRunning, format!("statefulset/{sts}: the sitting ended before the rollout was complete; the StatefulSet controller finishes it (kubectl rollout status sts/{sts})"));
                 }
             })
         }))
@@ -271,7 +271,7 @@ impl Disruptor for RollingRestart {
             KubeError::Api { what: "find the members' StatefulSet".into(), message }
         })?;
         let names: Vec<String> = pods.iter().filter_map(|p| p.metadata.name.clone()).collect();
-        let mut track = Replacements::new(&pods, &names, Some("rollout_replacing"));
+        let mut track = Replacements::new(&pods, &names, Some(EventKind::RolloutReplacing));
         let sts: Api<StatefulSet> = Api::namespaced(sc.client.clone(), &sc.kube.namespace);
         let at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         let patch =
@@ -285,7 +285,7 @@ impl Disruptor for RollingRestart {
         let all = MemberName(String::new());
         report.event(
             &all,
-            "rollout_requested",
+            EventKind::RolloutRequested,
             format!("statefulset/{name} {RESTARTED_AT}={at}{}", sc.dry()),
         );
         if sc.dry_run {
@@ -312,7 +312,7 @@ impl Disruptor for RollingRestart {
         set(&self.running, None);
         report.event(
             &all,
-            "rollout_complete",
+            EventKind::RolloutComplete,
             format!(
                 "revision {revision}: {} members replaced, one at a time, in {:.1} s",
                 names.len(),
@@ -380,13 +380,17 @@ async fn uncordon(
             if let Ok(mut g) = cordoned.lock() {
                 *g = None;
             }
-            report.event(&MemberName(String::new()), "node_uncordoned", format!("{node}: {why}"));
+            report.event(
+                &MemberName(String::new()),
+                EventKind::NodeUncordoned,
+                format!("{node}: {why}"),
+            );
         }
         Err(e) => {
             tracing::error!("node {node} is still cordoned: {e}; run `kubectl uncordon {node}`");
             report.event(
                 &MemberName(String::new()),
-                "uncordon_failed",
+                EventKind::UncordonFailed,
                 format!("{node}: {e}; run kubectl uncordon {node}"),
             );
         }
@@ -473,7 +477,7 @@ impl Disruptor for Drain {
             *g = Some(node.clone());
         }
         let all = MemberName(String::new());
-        report.event(&all, "node_cordoned", format!("{node} (unschedulable){}", sc.dry()));
+        report.event(&all, EventKind::NodeCordoned, format!("{node} (unschedulable){}", sc.dry()));
 
         // Evict every pod on it; a blocked one (429: its PDB) is asked again every 5 s.
         let mut pending: Vec<Pod> = here.into_iter().filter(evictable).collect();
@@ -498,16 +502,18 @@ impl Disruptor for Drain {
                 {
                     Ok(Ok(_)) => report.event(
                         &who,
-                        "eviction_accepted",
+                        EventKind::EvictionAccepted,
                         format!("{ns}/{name} from node {node}, attempt {attempt}{}", sc.dry()),
                     ),
-                    Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
-                        report.event(&who, GONE, format!("{ns}/{name} already gone"))
-                    }
+                    Ok(Err(kube::Error::Api(s))) if s.code == 404 => report.event(
+                        &who,
+                        EventKind::OldPodGone,
+                        format!("{ns}/{name} already gone"),
+                    ),
                     Ok(Err(kube::Error::Api(s))) if s.code == 429 => {
                         report.event(
                             &who,
-                            "eviction_blocked",
+                            EventKind::EvictionBlocked,
                             format!("{ns}/{name} attempt {attempt}: {}", s.message),
                         );
                         blocked.push(p);
@@ -569,7 +575,7 @@ impl Disruptor for Drain {
         }
         report.event(
             &all,
-            "node_drained",
+            EventKind::NodeDrained,
             format!(
                 "{node}: {} pods evicted and gone in {:.1} s",
                 uids.len(),

@@ -16,12 +16,9 @@ use tokio::task::JoinHandle;
 
 use super::KubeOptions;
 use crate::model::clock::Clock;
-use crate::model::event::Event;
+use crate::model::event::{Event, EventKind, Source};
 
-const SOURCE: &str = "kubernetes";
-
-/// The event kind of a pod's new address; its detail is the address.
-pub const POD_IP: &str = "pod_ip";
+const SOURCE: Source = Source::Kubernetes;
 
 /// What leaderwatch reports about a pod; a change of any field is an event.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -68,7 +65,7 @@ impl PodTracker {
         PodTracker { known: BTreeMap::new(), listed: BTreeSet::new(), listed_once: false, clock }
     }
 
-    fn ev(&self, pod: &str, kind: &str, detail: String) -> Event {
+    fn ev(&self, pod: &str, kind: EventKind, detail: String) -> Event {
         Event::new(self.clock.now(), SOURCE, pod, kind, detail)
     }
 
@@ -83,12 +80,13 @@ impl PodTracker {
             Some(o) if o.uid == new.uid => o,
             Some(o) => {
                 // A relist can show the replacement without the old pod's deletion.
-                out.push(self.ev(&name, "pod_deleted", format!("uid {}", o.uid)));
-                out.push(self.ev(&name, "pod_created", format!("uid {}", new.uid)));
+                out.push(self.ev(&name, EventKind::PodDeleted, format!("uid {}", o.uid)));
+                out.push(self.ev(&name, EventKind::PodCreated, format!("uid {}", new.uid)));
                 PodView { uid: new.uid.clone(), ..PodView::default() }
             }
             None => {
-                let kind = if self.listed_once { "pod_created" } else { "pod_seen" };
+                let kind =
+                    if self.listed_once { EventKind::PodCreated } else { EventKind::PodSeen };
                 out.push(self.ev(&name, kind, format!("uid {}", new.uid)));
                 PodView { uid: new.uid.clone(), ..PodView::default() }
             }
@@ -96,29 +94,29 @@ impl PodTracker {
         if new.node != old.node
             && let Some(n) = &new.node
         {
-            out.push(self.ev(&name, "pod_scheduled", format!("node {n}")));
+            out.push(self.ev(&name, EventKind::PodScheduled, format!("node {n}")));
         }
         if new.phase != old.phase {
-            out.push(self.ev(&name, "pod_phase", new.phase.clone().unwrap_or_default()));
+            out.push(self.ev(&name, EventKind::PodPhase, new.phase.clone().unwrap_or_default()));
         }
         if new.ready != old.ready {
             out.push(self.ev(
                 &name,
-                if new.ready { "pod_ready" } else { "pod_not_ready" },
+                if new.ready { EventKind::PodReady } else { EventKind::PodNotReady },
                 String::new(),
             ));
         }
         if new.disruption_target.is_some() && old.disruption_target.is_none() {
             out.push(self.ev(
                 &name,
-                "disruption_target",
+                EventKind::DisruptionTarget,
                 new.disruption_target.clone().unwrap_or_default(),
             ));
         }
         if new.deleting.is_some() && old.deleting.is_none() {
             out.push(self.ev(
                 &name,
-                "pod_deleting",
+                EventKind::PodDeleting,
                 format!("deletionTimestamp {}", new.deleting.clone().unwrap_or_default()),
             ));
         }
@@ -128,7 +126,7 @@ impl PodTracker {
             && new.ip != old.ip
             && let Some(ip) = &new.ip
         {
-            out.push(self.ev(&name, POD_IP, ip.clone()));
+            out.push(self.ev(&name, EventKind::PodIp, ip.clone()));
         }
         self.known.insert(name, new);
         out
@@ -137,7 +135,7 @@ impl PodTracker {
     pub fn delete(&mut self, p: &Pod) -> Vec<Event> {
         let name = p.metadata.name.clone().unwrap_or_default();
         match self.known.remove(&name) {
-            Some(v) => vec![self.ev(&name, "pod_deleted", format!("uid {}", v.uid))],
+            Some(v) => vec![self.ev(&name, EventKind::PodDeleted, format!("uid {}", v.uid))],
             None => vec![],
         }
     }
@@ -155,7 +153,7 @@ impl PodTracker {
         gone.into_iter()
             .flat_map(|n| {
                 let uid = self.known.remove(&n).map(|v| v.uid).unwrap_or_default();
-                vec![self.ev(&n, "pod_deleted", format!("uid {uid} (seen on relist)"))]
+                vec![self.ev(&n, EventKind::PodDeleted, format!("uid {uid} (seen on relist)"))]
             })
             .collect()
     }
@@ -195,11 +193,17 @@ pub fn spawn_pod_watcher(
                 Ok(e) => tracker.handle(e),
                 Err(e) => {
                     tracing::warn!("pod watch: {e} (retrying)");
-                    vec![Event::new(clock.now(), SOURCE, "", "watch_error", format!("pods: {e}"))]
+                    vec![Event::new(
+                        clock.now(),
+                        SOURCE,
+                        "",
+                        EventKind::WatchError,
+                        format!("pods: {e}"),
+                    )]
                 }
             };
             for mut e in events {
-                if e.kind == "pod_scheduled" {
+                if e.kind == EventKind::PodScheduled {
                     let node = e.detail.trim_start_matches("node ").to_owned();
                     if !zones.contains_key(&node) {
                         let zone = super::call("get node", timeout, nodes.get(&node))
@@ -271,7 +275,8 @@ pub fn spawn_event_watcher(
                 ev.reason.unwrap_or_default(),
                 ev.message.unwrap_or_default()
             );
-            if tx.send(Event::new(clock.now(), SOURCE, &pod, "k8s_event", detail)).is_err() {
+            if tx.send(Event::new(clock.now(), SOURCE, &pod, EventKind::K8sEvent, detail)).is_err()
+            {
                 return;
             }
         }
@@ -292,17 +297,19 @@ impl ApiReach {
         self,
         now: chrono::DateTime<chrono::Utc>,
         answer: Result<(), String>,
-    ) -> (ApiReach, Option<(&'static str, String)>) {
+    ) -> (ApiReach, Option<(EventKind, String)>) {
         match (self, answer) {
             (ApiReach::Up, Ok(())) => (ApiReach::Up, None),
-            (ApiReach::Up, Err(e)) => (ApiReach::Down { since: now }, Some(("api_unreachable", e))),
+            (ApiReach::Up, Err(e)) => {
+                (ApiReach::Down { since: now }, Some((EventKind::ApiUnreachable, e)))
+            }
             (d @ ApiReach::Down { .. }, Err(_)) => (d, None),
             (ApiReach::Down { since }, Ok(())) => {
                 let gap = (now - since).num_milliseconds() as f64 / 1000.0;
                 (
                     ApiReach::Up,
                     Some((
-                        "api_reachable",
+                        EventKind::ApiReachable,
                         format!("answering again after {gap:.1} s without an answer"),
                     )),
                 )
@@ -354,6 +361,7 @@ pub fn spawn_api_heartbeat(
 #[cfg(test)]
 mod api_reach_tests {
     use super::ApiReach;
+    use crate::model::event::EventKind;
     use chrono::{TimeZone, Utc};
 
     #[test]
@@ -362,22 +370,26 @@ mod api_reach_tests {
         let (s, row) = ApiReach::Up.step(t(0), Ok(()));
         assert_eq!((s, row), (ApiReach::Up, None));
         let (s, row) = s.step(t(5), Err("timed out".into()));
-        assert_eq!(row, Some(("api_unreachable", "timed out".to_string())));
+        assert_eq!(row, Some((EventKind::ApiUnreachable, "timed out".to_string())));
         let (s, row) = s.step(t(10), Err("timed out".into()));
         assert_eq!(row, None, "still down: no second row");
         let (s, row) = s.step(t(35), Ok(()));
         assert_eq!(s, ApiReach::Up);
         assert_eq!(
             row,
-            Some(("api_reachable", "answering again after 30.0 s without an answer".to_string()))
+            Some((
+                EventKind::ApiReachable,
+                "answering again after 30.0 s without an answer".to_string()
+            ))
         );
     }
 }
 
 #[cfg(test)]
 mod pod_tracker_tests {
-    use super::{POD_IP, PodTracker};
+    use super::PodTracker;
     use crate::model::clock::{Clock, SystemClock};
+    use crate::model::event::EventKind;
     use k8s_openapi::api::core::v1::Pod;
     use std::sync::Arc;
 
@@ -393,7 +405,7 @@ mod pod_tracker_tests {
     }
 
     fn ips(events: &[crate::model::event::Event]) -> Vec<String> {
-        events.iter().filter(|e| e.kind == POD_IP).map(|e| e.detail.clone()).collect()
+        events.iter().filter(|e| e.kind == EventKind::PodIp).map(|e| e.detail.clone()).collect()
     }
 
     /// Regression (found on the real kubelet, whose CNI gives a recreated pod a new

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::clock::Stamp;
 use crate::model::counts::{Counts, LeaderChanges, LeaderTransition};
+use crate::model::kind::{EventKind, Source};
 
 pub const SCHEMA_VERSION: u32 = 3;
 pub const BASELINE: &str = "baseline.json";
@@ -203,9 +204,9 @@ impl std::str::FromStr for Cause {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EventRef {
     pub ts: DateTime<Utc>,
-    pub source: String,
+    pub source: Source,
     pub member: String,
-    pub kind: String,
+    pub kind: EventKind,
     pub detail: String,
 }
 
@@ -413,7 +414,7 @@ pub struct Step {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroundTruth {
     /// e.g. `sigterm_sent`, `exited`, `restarted`.
-    pub kind: String,
+    pub kind: EventKind,
     pub at: DateTime<Utc>,
     /// Monotonic seconds from the request (schema 2; absent in version 1 files).
     #[serde(default)]

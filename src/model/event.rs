@@ -5,17 +5,16 @@ use serde::Deserialize;
 
 use crate::model::baseline::Cause;
 use crate::model::clock::Stamp;
+pub use crate::model::kind::{EventKind, Source};
 
 /// One row of events.csv (run_id is added by the recorder).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     pub ts: DateTime<Utc>,
-    /// Who saw it: `leaderwatch` (polling), `local` (the local cluster's own actions),
-    /// `kubernetes` (the API server), `record` (the recorder itself).
-    pub source: String,
+    pub source: Source,
     /// Empty for run-wide events.
     pub member: String,
-    pub kind: String,
+    pub kind: EventKind,
     pub detail: String,
     /// The monotonic instant, when leaderwatch itself saw or did it (not for events that
     /// come from the API server, which only have the server's wall time).
@@ -37,16 +36,16 @@ pub struct ElectionColumns {
 impl Event {
     pub fn new(
         ts: DateTime<Utc>,
-        source: &str,
+        source: Source,
         member: &str,
-        kind: &str,
+        kind: EventKind,
         detail: impl Into<String>,
     ) -> Self {
         Event {
             ts,
-            source: source.to_owned(),
+            source,
             member: member.to_owned(),
-            kind: kind.to_owned(),
+            kind,
             detail: detail.into(),
             at: None,
             election: None,
@@ -56,9 +55,9 @@ impl Event {
     /// An event at a [`Stamp`]: both clocks.
     pub fn stamped(
         at: Stamp,
-        source: &str,
+        source: Source,
         member: &str,
-        kind: &str,
+        kind: EventKind,
         detail: impl Into<String>,
     ) -> Self {
         Event { at: Some(at.mono), ..Event::new(at.utc, source, member, kind, detail) }
@@ -67,13 +66,13 @@ impl Event {
 
 /// An events.csv row as read back (src/io/read.rs), by column name: files written before
 /// the election columns existed read too (the columns are absent, `election` is `None`).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct EventRow {
     pub ts: DateTime<Utc>,
     pub run_id: String,
-    pub source: String,
+    pub source: Source,
     pub member: String,
-    pub kind: String,
+    pub kind: EventKind,
     pub detail: String,
     #[serde(default, deserialize_with = "empty_is_none")]
     pub term_from: Option<u64>,

@@ -17,6 +17,7 @@ pub mod canary;
 pub mod clock;
 pub mod counts;
 pub mod event;
+pub mod kind;
 pub mod measurement;
 pub mod member;
 pub mod metrics;

@@ -783,3 +783,16 @@ fn the_shell_splitter_keeps_quotes_and_drops_comments_and_substitutions() {
         ]
     );
 }
+
+/// data/README.md names every events.csv kind and source the code can write (the enums in
+/// src/model/kind.rs), so a reader of the files finds each word explained.
+#[test]
+fn every_event_kind_and_source_is_in_data_readme() {
+    use leaderwatch::model::event::{EventKind, Source};
+    let text = std::fs::read_to_string(support::repo("data/README.md")).expect("data/README.md");
+    let names =
+        EventKind::ALL.iter().map(|k| k.as_str()).chain(Source::ALL.iter().map(|s| s.as_str()));
+    let missing: Vec<&str> = names.filter(|n| !text.contains(&format!("`{n}`"))).collect();
+    assert!(missing.is_empty(), "data/README.md does not name: {missing:?}");
+    assert!(EventKind::ALL.len() > 50, "the list is the enum's, not empty");
+}

@@ -124,9 +124,9 @@ fn split_votes_and_several_causes_are_listed_per_election() {
         cause: Cause::Unreachable,
         cause_event: Some(EventRef {
             ts: first.after,
-            source: "leaderwatch".into(),
+            source: leaderwatch::model::event::Source::Leaderwatch,
             member: "m0".into(),
-            kind: "unreachable".into(),
+            kind: leaderwatch::model::event::EventKind::Unreachable,
             detail: String::new(),
         }),
         ..first

@@ -18,6 +18,7 @@ use leaderwatch::model::baseline::{
     Baseline, Environment, EnvironmentKind, Status as Completion, WindowName,
 };
 use leaderwatch::model::clock::{Clock, Stamp};
+use leaderwatch::model::event::EventKind;
 use leaderwatch::model::member::{Member, MemberName};
 use leaderwatch::model::metrics::MemberMetrics;
 use leaderwatch::model::observation::{Health, Observation, Part, Round, Status};
@@ -143,12 +144,12 @@ impl Disruptor for Kill {
     }
 
     async fn disrupt(self, member: MemberName, report: Reporter) -> leaderwatch::Result<()> {
-        report.event(&member, "sigkill_sent", "scripted");
+        report.event(&member, EventKind::SigkillSent, "scripted");
         if let Ok(mut k) = self.killed.lock() {
             *k = Some(Instant::now());
         }
         tokio::time::sleep(DOWN).await;
-        report.event(&member, "restarted", "scripted");
+        report.event(&member, EventKind::Restarted, "scripted");
         Ok(())
     }
 }

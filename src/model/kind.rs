@@ -1,0 +1,196 @@
+//! The words of events.csv: who saw something ([`Source`]) and what happened
+//! ([`EventKind`]), each with its on-disk name. The files keep their words; the code
+//! matches on variants, so a misspelt kind does not compile.
+
+use serde::{Deserialize, Serialize};
+
+/// Declares an enum whose variants each have one on-disk name: `as_str`, `FromStr` and
+/// serde's reading use it, so the files keep their words and the code gets a type.
+macro_rules! named {
+    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal,)+ }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name { $($(#[$vm])* $v,)+ }
+
+        impl $name {
+            /// Every variant, in declaration order.
+            pub const ALL: &[$name] = &[$($name::$v,)+];
+
+            /// The name in events.csv.
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$v => $s,)+ }
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($s => Ok($name::$v),)+
+                    other => Err(format!("unknown {} {other:?}", stringify!($name))),
+                }
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+named! {
+    /// Who saw or did what an events.csv row says.
+    Source {
+        /// leaderwatch itself: its polling, its run, its canary.
+        Leaderwatch = "leaderwatch",
+        /// The local cluster's own actions (`rehearse`'s disruptor).
+        Local = "local",
+        /// The API server: watchers and the Kubernetes disruptors.
+        Kubernetes = "kubernetes",
+        /// The recorder: what reopening, rotation and retention did to the files.
+        Record = "record",
+    }
+}
+
+named! {
+    /// What an events.csv row says happened. data/README.md lists them for readers.
+    EventKind {
+    /// `sample` started (its interval and members in the detail)
+    RunStarted = "run_started",
+    /// `sample` ended (why, and its rounds)
+    RunEnded = "run_ended",
+    /// a sitting started (idle, settle, target)
+    SittingStarted = "sitting_started",
+    /// a sitting ended: `complete`, or why not
+    SittingEnded = "sitting_ended",
+    /// `--metrics-addr` serves here
+    MetricsServing = "metrics_serving",
+    /// the canary runs
+    CanaryStarted = "canary_started",
+    /// the canary could not start; the run goes on without
+    CanaryFailed = "canary_failed",
+    /// no canary write before the request; disrupting anyway
+    CanaryNotReady = "canary_not_ready",
+    /// the member chosen for the disruption
+    DisruptionTarget = "disruption_target",
+    /// the disruption was asked for
+    DisruptionRequested = "disruption_requested",
+    /// the disruptor failed; the sitting stops
+    DisruptionFailed = "disruption_failed",
+    /// a member answered none of its three parts
+    Unreachable = "unreachable",
+    /// a member answers again
+    Back = "back",
+    /// a member's probe is still in flight at the round's end
+    Unresponsive = "unresponsive",
+    /// `/health` says unhealthy
+    HealthFalse = "health_false",
+    /// `/health` says healthy again
+    HealthTrue = "health_true",
+    /// a member names another leader
+    LeaderChanged = "leader_changed",
+    /// a member's counter went down
+    CounterReset = "counter_reset",
+    /// a member's process start time moved
+    ProcessRestarted = "process_restarted",
+    /// a member's health figures crossed a threshold
+    Stress = "stress",
+    /// back under every threshold
+    StressOver = "stress_over",
+    /// the members agree on a new leader
+    LeaderTransition = "leader_transition",
+    /// an election, with its terms and cause in columns
+    Election = "election",
+    /// SIGTERM sent to a member
+    SigtermSent = "sigterm_sent",
+    /// SIGKILL sent to a member
+    SigkillSent = "sigkill_sent",
+    /// SIGSTOP sent to a member
+    SigstopSent = "sigstop_sent",
+    /// the member's process exited
+    Exited = "exited",
+    /// the member's process started again
+    Restarted = "restarted",
+    /// SIGCONT sent: the frozen member runs again
+    Continued = "continued",
+    /// the PDB refused an eviction (429); it is retried
+    EvictionBlocked = "eviction_blocked",
+    /// the eviction was accepted
+    EvictionAccepted = "eviction_accepted",
+    /// the pod's DELETE was accepted
+    DeleteAccepted = "delete_accepted",
+    /// the replaced pod is gone
+    OldPodGone = "old_pod_gone",
+    /// its replacement is Ready
+    NewPodReady = "new_pod_ready",
+    /// a rolling restart was asked for
+    RolloutRequested = "rollout_requested",
+    /// the rollout replaces this member
+    RolloutReplacing = "rollout_replacing",
+    /// every member replaced
+    RolloutComplete = "rollout_complete",
+    /// the sitting ended with the rollout still running
+    RolloutLeftRunning = "rollout_left_running",
+    /// a node was cordoned
+    NodeCordoned = "node_cordoned",
+    /// a node's etcd pod was evicted from it
+    NodeDrained = "node_drained",
+    /// the node was uncordoned
+    NodeUncordoned = "node_uncordoned",
+    /// the node could not be uncordoned
+    UncordonFailed = "uncordon_failed",
+    /// a member's pod, as the watch first lists it
+    PodSeen = "pod_seen",
+    /// a member's pod was created
+    PodCreated = "pod_created",
+    /// a member's pod was bound to a node
+    PodScheduled = "pod_scheduled",
+    /// a member's pod changed phase
+    PodPhase = "pod_phase",
+    /// a member's pod became Ready
+    PodReady = "pod_ready",
+    /// a member's pod stopped being Ready
+    PodNotReady = "pod_not_ready",
+    /// a member's pod is terminating
+    PodDeleting = "pod_deleting",
+    /// a member's pod is gone
+    PodDeleted = "pod_deleted",
+    /// a member's pod has an address (the detail)
+    PodIp = "pod_ip",
+    /// a Kubernetes Event about a member (reason: message)
+    K8sEvent = "k8s_event",
+    /// a watch failed; it restarts
+    WatchError = "watch_error",
+    /// the API server did not answer
+    ApiUnreachable = "api_unreachable",
+    /// the API server answers again
+    ApiReachable = "api_reachable",
+    /// the run directory had rows from earlier runs (kept)
+    Reopened = "reopened",
+    /// a torn last line left by a crash was cut
+    Repaired = "repaired",
+    /// a day's file was closed
+    Rotated = "rotated",
+    /// a closed file was gzipped
+    Compressed = "compressed",
+    /// a file past retention was deleted
+    Deleted = "deleted",
+    /// rotation or retention failed (the rows are kept)
+    HousekeepingFailed = "housekeeping_failed",
+    }
+}
