@@ -30,7 +30,7 @@ use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{Recorder, new_run_id};
 use crate::io::round::{Rounds, Sampler, probers};
 use crate::model::baseline::{
-    BASELINE, Baseline, Disruption, Environment, EnvironmentKind, GroundTruth, KubeMethod,
+    BASELINE, Baseline, Disruption, DisruptionMethod, Environment, EnvironmentKind, GroundTruth,
     SCHEMA_VERSION, Status, Step, WindowName,
 };
 use crate::model::canary::Kind;
@@ -125,7 +125,7 @@ struct DisruptionLog {
     leader: Option<MemberName>,
     /// Every member's name, for the routine operation's record.
     members: Vec<String>,
-    method: String,
+    method: DisruptionMethod,
     requested: Stamp,
     tracker: RecoveryTracker,
     /// The disruptor's own events and the watchers' events about the target.
@@ -633,17 +633,16 @@ fn disruption_record(log: DisruptionLog) -> Disruption {
             }
         })
         .collect();
-    let maintenance =
-        KubeMethod::of_recorded(&log.method).filter(|m| m.is_maintenance()).map(|op| {
-            let own: Vec<(f64, &Event)> =
-                log.steps.iter().filter(|e| e.at.is_some()).map(|e| (mono_of(e), e)).collect();
-            crate::analysis::maintenance::record(
-                op,
-                &own,
-                &log.members,
-                log.leader.as_ref().map(|m| m.0.as_str()),
-            )
-        });
+    let maintenance = log.method.kube_method().filter(|m| m.is_maintenance()).map(|op| {
+        let own: Vec<(f64, &Event)> =
+            log.steps.iter().filter(|e| e.at.is_some()).map(|e| (mono_of(e), e)).collect();
+        crate::analysis::maintenance::record(
+            op,
+            &own,
+            &log.members,
+            log.leader.as_ref().map(|m| m.0.as_str()),
+        )
+    });
     let mut steps: Vec<(f64, chrono::DateTime<chrono::Utc>, String)> =
         vec![(0.0, req.utc, "requested".to_owned())];
     // A routine operation's steps name their member: several are replaced.

@@ -139,7 +139,7 @@ pub fn cost(b: &Baseline) -> Option<Cost> {
         wu1 = max_opt(wu1, c.write.one_in_flight_longest_unavailable_s);
     }
     Some(Cost {
-        method: KubeMethod::of_recorded(&d.method),
+        method: d.method.kube_method(),
         elections,
         raw_sum,
         reset_aware_increase: after.iter().map(|w| w.leader_changes.reset_aware_increase).sum(),

@@ -4,7 +4,6 @@
 //! (`rehearse`, three methods) is here; the Kubernetes eviction is in `k8s::evict`.
 
 use std::future::Future;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,13 +12,14 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::Result;
 use crate::io::local::LocalCluster;
+use crate::model::baseline::DisruptionMethod;
 use crate::model::clock::Clock;
 use crate::model::event::{Event, EventKind, Source};
 use crate::model::member::MemberName;
 
 pub trait Disruptor: Send + 'static {
     /// Recorded as `disruption.method` in baseline.json.
-    fn method(&self) -> String;
+    fn method(&self) -> DisruptionMethod;
 
     /// Disrupts `member` once, reporting each step through `report`. Returns when the
     /// disruptor's own part is over (local: restarted or thawed; eviction: the old pod is
@@ -82,40 +82,7 @@ impl Reporter {
     }
 }
 
-/// How `rehearse` fails a member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
-    /// What the kubelet sends an evicted pod: etcd transfers leadership first. Restart
-    /// after the down time.
-    Sigterm,
-    /// A crash: no transfer, so a leader target forces a timeout election. Restart after
-    /// the down time.
-    Sigkill,
-    /// A freeze for the down time, then SIGCONT: the member comes back without a restart.
-    Sigstop,
-}
-
-impl FromStr for Method {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "sigterm" => Ok(Method::Sigterm),
-            "sigkill" => Ok(Method::Sigkill),
-            "sigstop" => Ok(Method::Sigstop),
-            other => Err(format!("--method {other:?}: expected sigterm, sigkill or sigstop")),
-        }
-    }
-}
-
-impl Method {
-    pub fn name(self) -> &'static str {
-        match self {
-            Method::Sigterm => "sigterm",
-            Method::Sigkill => "sigkill",
-            Method::Sigstop => "sigstop",
-        }
-    }
-}
+pub use crate::model::baseline::LocalMethod as Method;
 
 /// Fails one member of a [`LocalCluster`] with `method`, and brings it back after `down`
 /// (standing in for the reschedule).
@@ -128,8 +95,8 @@ pub struct LocalDisruptor {
 }
 
 impl Disruptor for LocalDisruptor {
-    fn method(&self) -> String {
-        format!("local-{}", self.method.name())
+    fn method(&self) -> DisruptionMethod {
+        DisruptionMethod::local(self.method)
     }
 
     async fn disrupt(self, member: MemberName, report: Reporter) -> Result<()> {

@@ -17,7 +17,7 @@ use kube::api::PostParams;
 
 use super::{KubeError, api_error, call};
 use crate::io::disrupt::{Disruptor, Reporter};
-use crate::model::baseline::KubeMethod;
+use crate::model::baseline::{DisruptionMethod, KubeMethod};
 use crate::model::clock::Clock;
 use crate::model::event::EventKind;
 use crate::model::member::MemberName;
@@ -185,9 +185,8 @@ fn blocked_cause(s: &kube::core::Status) -> String {
 }
 
 impl Disruptor for KubeEvictor {
-    fn method(&self) -> String {
-        let m = self.method.recorded();
-        if self.dry_run { format!("{m}-dry-run") } else { m.to_owned() }
+    fn method(&self) -> DisruptionMethod {
+        DisruptionMethod::kube(self.method, self.dry_run)
     }
 
     async fn disrupt(self, member: MemberName, report: Reporter) -> Result<()> {

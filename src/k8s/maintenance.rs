@@ -23,7 +23,7 @@ use super::evict::RETRY_EVERY;
 use super::preflight::ready;
 use super::{KubeError, KubeOptions, api_error, call};
 use crate::io::disrupt::{Disruptor, Reporter, Undo};
-use crate::model::baseline::KubeMethod;
+use crate::model::baseline::{DisruptionMethod, KubeMethod};
 use crate::model::event::EventKind;
 use crate::model::member::MemberName;
 use crate::{Error, Result};
@@ -243,12 +243,8 @@ fn rollout_complete(s: &StatefulSet) -> Option<String> {
 }
 
 impl Disruptor for RollingRestart {
-    fn method(&self) -> String {
-        format!(
-            "{}{}",
-            KubeMethod::RollingRestart.recorded(),
-            if self.scope.dry_run { "-dry-run" } else { "" }
-        )
+    fn method(&self) -> DisruptionMethod {
+        DisruptionMethod::kube(KubeMethod::RollingRestart, self.scope.dry_run)
     }
 
     /// Nothing can be put back: the rollout is the controller's now. Says so.
@@ -420,12 +416,8 @@ fn key(p: &Pod) -> (String, String) {
 }
 
 impl Disruptor for Drain {
-    fn method(&self) -> String {
-        format!(
-            "{}{}",
-            KubeMethod::Drain.recorded(),
-            if self.scope.dry_run { "-dry-run" } else { "" }
-        )
+    fn method(&self) -> DisruptionMethod {
+        DisruptionMethod::kube(KubeMethod::Drain, self.scope.dry_run)
     }
 
     fn undo(&self) -> Option<Undo> {

@@ -253,7 +253,7 @@ pub struct Disruption {
     /// `local-sigterm`, `local-sigkill`, `local-sigstop` (rehearse) or
     /// `kubernetes-eviction`, `kubernetes-delete`, `kubernetes-rolling-restart` or
     /// `kubernetes-drain` (measure).
-    pub method: String,
+    pub method: DisruptionMethod,
     pub requested_at: DateTime<Utc>,
     /// First round in which the target no longer answered healthy.
     pub member_lost_at: Option<DateTime<Utc>>,
@@ -365,12 +365,6 @@ impl KubeMethod {
     pub const ALL: [KubeMethod; 4] =
         [KubeMethod::Evict, KubeMethod::Delete, KubeMethod::RollingRestart, KubeMethod::Drain];
 
-    /// The method a recorded `disruption.method` names (a `-dry-run` suffix allowed).
-    pub fn of_recorded(s: &str) -> Option<KubeMethod> {
-        let s = s.strip_suffix("-dry-run").unwrap_or(s);
-        KubeMethod::ALL.into_iter().find(|m| m.recorded() == s)
-    }
-
     /// A routine operation over several pods, with a [`Maintenance`] record.
     pub fn is_maintenance(self) -> bool {
         matches!(self, KubeMethod::RollingRestart | KubeMethod::Drain)
@@ -389,6 +383,117 @@ impl std::str::FromStr for KubeMethod {
                 Err(format!("--method {other:?}: use evict, delete, rolling-restart or drain"))
             }
         }
+    }
+}
+
+/// How `rehearse` fails a member (`--method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocalMethod {
+    /// What the kubelet sends an evicted pod: etcd transfers leadership first. Restart
+    /// after the down time.
+    Sigterm,
+    /// A crash: no transfer, so a leader target forces a timeout election. Restart after
+    /// the down time.
+    Sigkill,
+    /// A freeze for the down time, then SIGCONT: the member comes back without a restart.
+    Sigstop,
+}
+
+impl std::str::FromStr for LocalMethod {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "sigterm" => Ok(LocalMethod::Sigterm),
+            "sigkill" => Ok(LocalMethod::Sigkill),
+            "sigstop" => Ok(LocalMethod::Sigstop),
+            other => Err(format!("--method {other:?}: expected sigterm, sigkill or sigstop")),
+        }
+    }
+}
+
+impl LocalMethod {
+    pub fn name(self) -> &'static str {
+        match self {
+            LocalMethod::Sigterm => "sigterm",
+            LocalMethod::Sigkill => "sigkill",
+            LocalMethod::Sigstop => "sigstop",
+        }
+    }
+}
+
+/// What disrupted the target: a method, and whether it was only a server-side dry run.
+/// `disruption.method` records it as one word (`local-sigkill`, `kubernetes-drain`, with
+/// `-dry-run` appended for a dry run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DisruptionMethod {
+    pub kind: MethodKind,
+    /// The API server validated the requests and changed nothing (`measure --dry-run`).
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MethodKind {
+    Local(LocalMethod),
+    Kube(KubeMethod),
+}
+
+impl DisruptionMethod {
+    pub fn local(m: LocalMethod) -> Self {
+        DisruptionMethod { kind: MethodKind::Local(m), dry_run: false }
+    }
+
+    pub fn kube(m: KubeMethod, dry_run: bool) -> Self {
+        DisruptionMethod { kind: MethodKind::Kube(m), dry_run }
+    }
+
+    /// The Kubernetes method, for a sitting `measure` ran.
+    pub fn kube_method(self) -> Option<KubeMethod> {
+        match self.kind {
+            MethodKind::Kube(m) => Some(m),
+            MethodKind::Local(_) => None,
+        }
+    }
+
+    /// Every recorded name, for reading one back.
+    fn all() -> impl Iterator<Item = DisruptionMethod> {
+        let local = [LocalMethod::Sigterm, LocalMethod::Sigkill, LocalMethod::Sigstop]
+            .into_iter()
+            .map(DisruptionMethod::local);
+        let kube = KubeMethod::ALL
+            .into_iter()
+            .flat_map(|m| [false, true].map(|dry| DisruptionMethod::kube(m, dry)));
+        local.chain(kube)
+    }
+}
+
+impl std::fmt::Display for DisruptionMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            MethodKind::Local(m) => write!(f, "local-{}", m.name())?,
+            MethodKind::Kube(m) => f.write_str(m.recorded())?,
+        }
+        if self.dry_run { f.write_str("-dry-run") } else { Ok(()) }
+    }
+}
+
+impl std::str::FromStr for DisruptionMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        DisruptionMethod::all()
+            .find(|m| m.to_string() == s)
+            .ok_or_else(|| format!("unknown disruption method {s:?}"))
+    }
+}
+
+impl Serialize for DisruptionMethod {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for DisruptionMethod {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
     }
 }
 

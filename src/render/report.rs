@@ -496,7 +496,7 @@ fn routine(f: &BaselineFile) -> bool {
     f.baseline
         .disruption
         .as_ref()
-        .and_then(|d| KubeMethod::of_recorded(&d.method))
+        .and_then(|d| d.method.kube_method())
         .is_some_and(|m| m != KubeMethod::Evict)
 }
 
@@ -530,8 +530,7 @@ fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> V
     let mut out = Vec::new();
     for m in KubeMethod::ALL {
         let of_method = |f: &&&BaselineFile| {
-            f.baseline.disruption.as_ref().and_then(|d| KubeMethod::of_recorded(&d.method))
-                == Some(m)
+            f.baseline.disruption.as_ref().and_then(|d| d.method.kube_method()) == Some(m)
         };
         if !baselines.iter().filter(of_method).any(|f| f.baseline.environment.on_target_cluster()) {
             out.push(format!("| {} | — | — | — | — | — | — | — | not yet measured | GKE Autopilot, dlock-gke | {} |", m.as_str(), gke_method_todo(m)));
@@ -544,11 +543,7 @@ fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> V
     rows.sort_by_key(|f| {
         (
             !f.baseline.environment.on_target_cluster(),
-            f.baseline
-                .disruption
-                .as_ref()
-                .and_then(|d| KubeMethod::of_recorded(&d.method))
-                .map(|m| m as u8),
+            f.baseline.disruption.as_ref().and_then(|d| d.method.kube_method()).map(|m| m as u8),
             f.baseline.run_id.clone(),
         )
     });
@@ -558,7 +553,7 @@ fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> V
         else {
             continue;
         };
-        let op = c.method.map_or(d.method.as_str(), |m| m.as_str());
+        let op = c.method.map_or_else(|| d.method.to_string(), |m| m.as_str().to_owned());
         let first = format!("{} ({})", d.target, d.role());
         let elections = c.elections.map_or_else(|| "—".to_owned(), |e| e.to_string());
         let changes = format!(

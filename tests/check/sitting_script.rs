@@ -15,7 +15,8 @@ use leaderwatch::io::disrupt::{Disruptor, Reporter};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::io::round::Rounds;
 use leaderwatch::model::baseline::{
-    Baseline, Environment, EnvironmentKind, Status as Completion, WindowName,
+    Baseline, DisruptionMethod, Environment, EnvironmentKind, LocalMethod, Status as Completion,
+    WindowName,
 };
 use leaderwatch::model::clock::{Clock, Stamp};
 use leaderwatch::model::event::EventKind;
@@ -139,8 +140,8 @@ struct Kill {
 }
 
 impl Disruptor for Kill {
-    fn method(&self) -> String {
-        "sigkill".to_owned()
+    fn method(&self) -> DisruptionMethod {
+        DisruptionMethod::local(LocalMethod::Sigkill)
     }
 
     async fn disrupt(self, member: MemberName, report: Reporter) -> leaderwatch::Result<()> {
