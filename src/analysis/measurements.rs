@@ -63,10 +63,10 @@ impl Place<'_> {
 ///
 /// - cluster-wide, every window: `duration_s`, `raw_sum_start`, `raw_sum_end`,
 ///   `reset_aware_increase`, `elections` (raft-term delta), `leader_transitions`;
-/// - schema 3: `elections_<cause>` for each of [`CAUSES`] (the raft terms of the elections
+/// - `elections_<cause>` for each of [`CAUSES`] (the raft terms of the elections
 ///   with that cause, so they add up to `elections`); per election, in order,
 ///   `election_<n>_leaderless_s` with its cause in `note`; `leaderless_s_max`;
-/// - per member (schema 3): `wal_fsyncs`, `wal_fsync_p50_s`, `wal_fsync_p99_s`,
+/// - per member: `wal_fsyncs`, `wal_fsync_p50_s`, `wal_fsync_p99_s`,
 ///   `backend_commits`, `backend_commit_p99_s`, `peer_rtt_p99_s{<peer>}` per peer,
 ///   `heartbeat_send_failures`, `slow_applies`, `proposals_failed`, `slow_read_indexes`,
 ///   `db_size_bytes`, `quota_bytes`, `restarts`;
@@ -202,23 +202,20 @@ fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
 fn election_figures(at: &Place, w: &WindowRecord) -> Vec<Measurement> {
     let detail = &w.elections_detail;
     let mut out = Vec::new();
-    // Schema 3 attributes every election; older files know nothing of causes.
-    if at.b.schema_version >= 3 {
-        // No detail for a window that had elections: the causes are not known, not 0.
-        let known = !detail.is_empty() || w.elections == Some(0);
-        for cause in CAUSES {
-            let terms: u64 = detail
-                .iter()
-                .filter(|d| d.cause == cause)
-                .map(|d| d.term_to.saturating_sub(d.term_from))
-                .sum();
-            out.push(at.figure(
-                "",
-                &format!("elections_{cause}"),
-                known.then_some(terms as f64),
-                TERMS,
-            ));
-        }
+    // No detail for a window that had elections: the causes are not known, not 0.
+    let known = !detail.is_empty() || w.elections == Some(0);
+    for cause in CAUSES {
+        let terms: u64 = detail
+            .iter()
+            .filter(|d| d.cause == cause)
+            .map(|d| d.term_to.saturating_sub(d.term_from))
+            .sum();
+        out.push(at.figure(
+            "",
+            &format!("elections_{cause}"),
+            known.then_some(terms as f64),
+            TERMS,
+        ));
     }
     for (i, d) in detail.iter().enumerate() {
         let mut m = at.figure("", &election_figure(i + 1), d.leaderless_s, SECONDS);
@@ -346,7 +343,7 @@ fn recovery_figures(b: &Baseline, source: String, d: &Disruption) -> Vec<Measure
 }
 
 /// How long a local rehearsal kept the member down on purpose (exit, or freeze, to restart
-/// or thaw), from the disruptor's own instants: monotonic where recorded (schema 2).
+/// or thaw), from the disruptor's own instants: monotonic where recorded.
 fn kept_down_s(d: &Disruption) -> Option<(f64, &'static str)> {
     let find = |kind: EventKind| d.ground_truth.iter().find(|g| g.kind == kind);
     let (a, b, how) = match (

@@ -246,10 +246,15 @@ pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) ->
                 cause_at: d.cause_event.as_ref().map(|e| e.ts),
             });
         }
-        // Schema 1-2 windows have counts but no details: their elections have no cause.
+        // A raft-term rise with no election attributed (a count without details): its
+        // cause is not known.
         if w.elections_detail.is_empty() && w.elections.unwrap_or(0) > 0 {
             if w.name.is_quiet() {
-                notes.push(format!("{}: {} election(s) without causes (schema {}), counted as unexplained at the window's end", w.name, w.elections.unwrap_or(0), b.schema_version));
+                notes.push(format!(
+                    "{}: {} election(s) without causes, counted as unexplained at the window's end",
+                    w.name,
+                    w.elections.unwrap_or(0)
+                ));
             }
             elections.push(Election {
                 at: w.end,
@@ -277,32 +282,15 @@ pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) ->
     }
 }
 
-/// An `election` row as the rate needs it: from its columns, or, in files written before
-/// them, from its detail.
+/// An `election` row as the rate needs it, from its columns (`None` without them).
 pub fn election_of(r: &EventRow) -> Option<Election> {
-    match r.election() {
-        Some(c) => Some(Election {
-            at: r.ts,
-            terms: c.term_to.saturating_sub(c.term_from).max(1),
-            cause: c.cause,
-            cause_at: c.cause_ts,
-        }),
-        None => parse_election(r),
-    }
-}
-
-/// An old `election` row's detail: "term A -> B, ...; cause C (source kind ts)".
-fn parse_election(r: &EventRow) -> Option<Election> {
-    let terms = r.detail.strip_prefix("term ")?.split(',').next()?;
-    let (from, to) = terms.split_once(" -> ")?;
-    let (from, to): (u64, u64) = (from.trim().parse().ok()?, to.trim().parse().ok()?);
-    let cause_part = r.detail.rsplit_once("; cause ")?.1;
-    let cause = Cause::parse(cause_part.split_whitespace().next()?)?;
-    let cause_at = cause_part
-        .split_once('(')
-        .and_then(|(_, p)| p.trim_end_matches(')').split_whitespace().last())
-        .and_then(|t| t.parse().ok());
-    Some(Election { at: r.ts, terms: to.saturating_sub(from).max(1), cause, cause_at })
+    let c = r.election()?;
+    Some(Election {
+        at: r.ts,
+        terms: c.term_to.saturating_sub(c.term_from).max(1),
+        cause: c.cause,
+        cause_at: c.cause_ts,
+    })
 }
 
 /// The rate as rows of `report --format csv` (same columns, so the two concatenate).
@@ -428,36 +416,6 @@ mod tests {
     fn no_exposure_gives_no_rate() {
         let r = pool(&[src(&[], &[], &[])], 0.95);
         assert!(r.per_hour.is_none() && r.per_day.is_none());
-    }
-
-    /// Rows of events.csv files written before the election columns (the committed runs of
-    /// 2026-11-30 and 2026-12-01): the detail is all there is.
-    #[test]
-    fn an_old_election_row_parses_back_from_its_detail() {
-        let row = EventRow {
-            ts: t(0),
-            run_id: "r".into(),
-            source: crate::model::event::Source::Leaderwatch,
-            member: "m0".into(),
-            kind: EventKind::Election,
-            detail: "term 2 -> 4, leader a -> b, leaderless 1.000 s; cause own_disruption (local sigkill_sent 2026-11-30T13:24:35.123Z)".into(),
-            term_from: None,
-            term_to: None,
-            cause: None,
-            cause_ts: None,
-        };
-        let e = parse_election(&row).expect("parsed");
-        assert_eq!((e.terms, e.cause), (2, Cause::OwnDisruption));
-        assert_eq!(e.cause_at, "2026-11-30T13:24:35.123Z".parse().ok());
-        let plain = EventRow {
-            detail: "term 5 -> 6, leader a -> unknown, leaderless unknown; cause unexplained"
-                .into(),
-            ..row
-        };
-        assert_eq!(
-            parse_election(&plain).map(|e| (e.terms, e.cause, e.cause_at)),
-            Some((1, Cause::Unexplained, None))
-        );
     }
 
     #[test]

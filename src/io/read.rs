@@ -1,7 +1,7 @@
-//! The readers: baseline.json (checked), events.csv (one reader for the rate and the
-//! report), and the rate's sources (a sitting with the events.csv beside it, a `sample`
-//! run directory, a directory of runs). Errors name the file: a bad input is one line
-//! and exit 2.
+//! The readers: baseline.json and events.csv (this version's formats only, checked; one
+//! reader for the rate and the report), and the rate's sources (a sitting with the
+//! events.csv beside it, a `sample` run directory, a directory of runs). Errors name the
+//! file: a bad input is one line and exit 2.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,26 +10,31 @@ use chrono::{DateTime, Utc};
 
 use crate::Error;
 use crate::analysis::rate::{cuts_from, election_of, pool, sitting_source};
-use crate::io::record::EVENTS;
-use crate::model::baseline::{BASELINE, Baseline, Cause};
+use crate::io::record::{EVENTS, EVENTS_HEADER};
+use crate::model::baseline::{BASELINE, Baseline, Cause, SCHEMA_VERSION};
 use crate::model::clock::ts;
 use crate::model::event::{EventKind, EventRow};
 use crate::model::rate::{BaselineFile, Election, Residual, Source, SourceKind};
 
-/// Reads and checks one baseline.json.
+/// Reads and checks one baseline.json: this version's schema only.
 pub fn baseline(path: &Path) -> Result<Baseline, Error> {
     let text = std::fs::read(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
-    let b: Baseline = serde_json::from_slice(&text).map_err(|e| {
-        Error::Usage(format!("{}: not a leaderwatch baseline.json: {e}", path.display()))
-    })?;
-    if !(1..=crate::model::baseline::SCHEMA_VERSION).contains(&b.schema_version) {
+    // The version first: another schema is named as such, not as its first missing field.
+    #[derive(serde::Deserialize)]
+    struct Version {
+        schema_version: Option<u32>,
+    }
+    if let Ok(Version { schema_version: Some(v) }) = serde_json::from_slice(&text)
+        && v != SCHEMA_VERSION
+    {
         return Err(Error::Usage(format!(
-            "{}: schema_version {} is not supported",
-            path.display(),
-            b.schema_version
+            "{}: schema_version {v} is not supported (this version reads {SCHEMA_VERSION})",
+            path.display()
         )));
     }
-    Ok(b)
+    serde_json::from_slice(&text).map_err(|e| {
+        Error::Usage(format!("{}: not a leaderwatch baseline.json: {e}", path.display()))
+    })
 }
 
 /// A baseline.json and what the rate reads beside it (its events.csv), for the report.
@@ -50,12 +55,21 @@ pub fn written_since(path: &Path, since: std::time::SystemTime) -> Option<Baseli
     fresh.then(|| baseline_file(path).ok()).flatten()
 }
 
-/// events.csv: its rows, by column name (files from before the election columns read
-/// too), and how many rows could not be read (skipped).
+/// events.csv: its rows, by column name, and how many rows could not be read (skipped). A
+/// file with another header than this version's is refused.
 pub fn events(path: &Path) -> Result<(Vec<EventRow>, usize), Error> {
     let mut r = csv::ReaderBuilder::new()
         .from_path(path)
         .map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    let header = r.headers().map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    // An empty file (created, no header yet) has no rows.
+    if !header.is_empty() && header != EVENTS_HEADER.as_slice() {
+        return Err(Error::Usage(format!(
+            "{}: not this version's events.csv header ({:?})",
+            path.display(),
+            header.iter().collect::<Vec<_>>().join(",")
+        )));
+    }
     let mut rows = Vec::new();
     let mut bad = 0;
     for row in r.deserialize::<EventRow>() {
@@ -133,7 +147,7 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
             Some(e) => elections.push(e),
             None => {
                 notes.push(format!(
-                    "election row at {} not understood ({:?}): counted as 1, unexplained",
+                    "election row at {} has no election columns ({:?}): counted as 1, unexplained",
                     ts(r.ts),
                     r.detail
                 ));
@@ -320,26 +334,29 @@ mod tests {
         );
     }
 
-    /// An events.csv of the old format (no election columns) is upgraded when a run
-    /// reopens it, keeps every row, and its old election rows still read.
+    /// The header is checked before any row: an events.csv of another layout (here the one
+    /// before the election columns) is one line naming the file, not rows skipped one by one.
     #[test]
-    fn an_old_events_csv_gains_the_columns_and_keeps_its_rows() {
+    fn an_events_csv_with_another_header_is_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(EVENTS);
         std::fs::write(
             &path,
             "ts,run_id,source,member,kind,detail\n\
-             2026-11-30T10:00:00.000Z,old,leaderwatch,,run_started,\"sample every 1s; members a=http://x\"\n\
-             2026-11-30T10:00:05.000Z,old,leaderwatch,a,election,\"term 2 -> 3, leader a -> b, leaderless 0.100 s; cause unreachable (leaderwatch unreachable 2026-11-30T10:00:04.000Z)\"\n",
+             2026-11-30T10:00:00.000Z,old,leaderwatch,,run_started,\"sample every 1s; members a=http://x\"\n",
         )
         .expect("write");
-        let run = RunDir::open(dir.path(), "new").expect("reopen upgrades");
-        drop(run);
-        let text = std::fs::read_to_string(&path).expect("read");
-        assert!(text.starts_with(&crate::io::record::EVENTS_HEADER.join(",")), "{text}");
-        let (rows, bad) = events(&path).expect("rows");
-        assert_eq!((rows.len(), bad), (2, 0));
-        let el = crate::analysis::rate::election_of(&rows[1]).expect("old election row");
-        assert_eq!((el.terms, el.cause), (1, Cause::Unreachable));
+        let Err(Error::Usage(msg)) = events(&path) else { panic!("an old header reads") };
+        assert!(msg.starts_with(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
+        assert!(msg.contains("ts,run_id,source,member,kind,detail"), "{msg}");
+    }
+
+    #[test]
+    fn a_baseline_of_another_schema_is_refused_by_its_version() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(BASELINE);
+        std::fs::write(&path, r#"{"schema_version": 2, "windows": []}"#).expect("write");
+        let Err(Error::Usage(msg)) = baseline(&path) else { panic!("schema 2 reads") };
+        assert!(msg.ends_with("schema_version 2 is not supported (this version reads 3)"), "{msg}");
     }
 }

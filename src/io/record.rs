@@ -4,7 +4,7 @@
 //! rewritten. Every column is documented in data/README.md.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufRead, Read, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, NaiveDate, Utc};
@@ -79,8 +79,6 @@ pub const EVENTS_HEADER: [&str; 10] = [
     "cause",
     "cause_ts",
 ];
-/// events.csv before the election columns: reopened, such a file gains them (empty).
-const EVENTS_HEADER_V1: [&str; 6] = ["ts", "run_id", "source", "member", "kind", "detail"];
 
 pub const HEALTH_HEADER: [&str; 20] = [
     "ts",
@@ -268,42 +266,6 @@ fn silent_row<'a>(s: &'a Silent, round: &Round, run_id: &'a str, phase: &'a str)
     }
 }
 
-/// Rewrites `path` from header `old` to `new` (its prefix): every complete row gains
-/// the missing columns, empty. A torn last line is left for [`CsvFile::open`] to cut.
-fn upgrade(path: &Path, old: &[&str], new: &[&str]) -> Result<(), RecordError> {
-    // Only the header is read to decide: a months-long events.csv is not read twice on
-    // every reopen (CsvFile::open reads it once anyway).
-    let mut header = Vec::new();
-    match File::open(path) {
-        Ok(f) => io::BufReader::new(f).read_until(b'\n', &mut header).map_err(io_err(path))?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(RecordError::Io { path: path.to_owned(), source: e }),
-    };
-    if header.strip_suffix(b"\n").unwrap_or(&header) != old.join(",").as_bytes() {
-        return Ok(());
-    }
-    let text = fs::read(path).map_err(io_err(path))?;
-    let first = text.split(|b| *b == b'\n').next().unwrap_or_default();
-    let pad = ",".repeat(new.len().saturating_sub(old.len()));
-    let mut out = new.join(",").into_bytes();
-    out.push(b'\n');
-    let body = &text[first.len() + 1.min(text.len() - first.len())..];
-    let complete = body.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    for line in body[..complete].split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-        out.extend_from_slice(line);
-        out.extend_from_slice(pad.as_bytes());
-        out.push(b'\n');
-    }
-    out.extend_from_slice(&body[complete..]);
-    tracing::info!(
-        "{}: added the columns {} to its {} row(s)",
-        path.display(),
-        new[old.len()..].join(", "),
-        body[..complete].iter().filter(|b| **b == b'\n').count()
-    );
-    write_atomic(path, &out)
-}
-
 /// One append-only CSV file.
 struct CsvFile {
     path: PathBuf,
@@ -322,20 +284,9 @@ pub struct Reopened {
 }
 
 impl CsvFile {
+    /// Opens `path` for appending, creating it with `header`; a file with another header
+    /// is refused.
     fn open(path: PathBuf, header: &[&str]) -> Result<(Self, Reopened), RecordError> {
-        Self::open_upgrading(path, header, None)
-    }
-
-    /// Like [`CsvFile::open`]; a file with the `older` header, a prefix of `header`, is
-    /// first rewritten (atomically) with the new columns empty on every row.
-    fn open_upgrading(
-        path: PathBuf,
-        header: &[&str],
-        older: Option<&[&str]>,
-    ) -> Result<(Self, Reopened), RecordError> {
-        if let Some(old) = older {
-            upgrade(&path, old, header)?;
-        }
         let mut f = OpenOptions::new()
             .read(true)
             .append(true)
@@ -435,8 +386,7 @@ impl RunDir {
     pub fn open(dir: &Path, run_id: &str) -> Result<Self, RecordError> {
         fs::create_dir_all(dir).map_err(io_err(dir))?;
         let (samples, rs) = CsvFile::open(dir.join(SAMPLES), &SAMPLES_HEADER)?;
-        let (events, re) =
-            CsvFile::open_upgrading(dir.join(EVENTS), &EVENTS_HEADER, Some(&EVENTS_HEADER_V1))?;
+        let (events, re) = CsvFile::open(dir.join(EVENTS), &EVENTS_HEADER)?;
         let (health, rh) = CsvFile::open(dir.join(HEALTH), &HEALTH_HEADER)?;
         Ok(RunDir {
             dir: dir.to_owned(),
@@ -809,5 +759,17 @@ mod tests {
             Err(RecordError::Schema { .. })
         ));
         assert_eq!(fs::read_to_string(&p).expect("read"), "a,b,c\n1,2,3\n");
+    }
+
+    /// Reopening no longer upgrades the layout before the election columns (#35): the
+    /// run refuses the directory and leaves the file as it was.
+    #[test]
+    fn an_events_csv_of_the_old_layout_is_refused_not_upgraded() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join(EVENTS);
+        let old = "ts,run_id,source,member,kind,detail\n2026-11-30T10:00:00.000Z,old,leaderwatch,,run_started,\n";
+        fs::write(&p, old).expect("write");
+        assert!(matches!(RunDir::open(dir.path(), "new"), Err(RecordError::Schema { .. })));
+        assert_eq!(fs::read_to_string(&p).expect("read"), old);
     }
 }

@@ -1,7 +1,7 @@
 //! `baseline.json` (schema_version 3): the observation windows of one sitting (with each
 //! member's health and every election's cause), the disruption's instants, and where it
-//! ran. Documented in data/README.md. Versions 1 and 2 still load: every field added
-//! since has a default.
+//! ran. Documented in data/README.md. Only this version loads: the one committed file of
+//! an older one was migrated to it once (#35).
 
 use std::collections::BTreeMap;
 
@@ -28,16 +28,13 @@ pub struct WindowRecord {
     /// Rounds the window owns (its `phase` in samples.csv); the boundary round is not one.
     pub rounds: u64,
     /// It ran as long as planned (`false`: cut short by a signal, a failure or a timeout).
-    #[serde(default = "yes")]
     pub full_length: bool,
     pub leader_changes: LeaderChanges,
     pub elections: Option<u64>,
     pub leader_transitions: Vec<LeaderTransition>,
-    /// Every election seen in the window, with its cause (schema 3).
-    #[serde(default)]
+    /// Every election seen in the window, with its cause.
     pub elections_detail: Vec<ElectionDetail>,
-    /// Each member's health over the window, by member name (schema 3).
-    #[serde(default)]
+    /// Each member's health over the window, by member name.
     pub health: BTreeMap<String, MemberHealth>,
     /// What the canary's writes and reads saw in the window; absent when it did not run
     /// (at rest, or `--canary off`).
@@ -140,7 +137,7 @@ pub struct ElectionDetail {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_unavailable_s: Option<f64>,
     /// The same over the writes a client with one op in flight would have sent: what
-    /// such a client sees. Absent in runs before it was measured.
+    /// such a client sees; absent as the above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_unavailable_one_in_flight_s: Option<f64>,
 }
@@ -260,7 +257,6 @@ pub struct Disruption {
     /// First round after that in which it answered healthy again.
     pub member_back_at: Option<DateTime<Utc>>,
     /// First round after the request whose agreed leader has a higher term than before it.
-    #[serde(default)]
     pub leader_elected_at: Option<DateTime<Utc>>,
     /// First round in which the healthy 3-member endpoint list held again.
     pub healthy_at: Option<DateTime<Utc>>,
@@ -270,14 +266,11 @@ pub struct Disruption {
     /// how far the measured instants are from it.
     pub ground_truth: Vec<GroundTruth>,
     /// Requests the disruption took (a PDB-blocked eviction is retried).
-    #[serde(default)]
     pub attempts: u32,
     /// Time the disruption was blocked (first attempt to the accepted one).
-    #[serde(default)]
     pub blocked_s: f64,
     /// The recovery step by step (eviction accepted, DisruptionTarget, deletion, old pod
     /// gone, replacement scheduled, Running, Ready, member back, healthy list).
-    #[serde(default)]
     pub waterfall: Vec<Step>,
     /// A rolling restart or a drain: every member it replaced, in order, and how long the
     /// whole operation took. Absent for a single-pod disruption.
@@ -521,8 +514,7 @@ pub struct GroundTruth {
     /// e.g. `sigterm_sent`, `exited`, `restarted`.
     pub kind: EventKind,
     pub at: DateTime<Utc>,
-    /// Monotonic seconds from the request (schema 2; absent in version 1 files).
-    #[serde(default)]
+    /// Monotonic seconds from the request.
     pub since_request_s: Option<f64>,
     /// The measured instant compared with it (`member_lost_at` for the signal,
     /// `member_back_at` for the restart), and the difference in seconds.
@@ -546,7 +538,6 @@ pub struct Environment {
     pub election_ms: Option<u64>,
     /// Where the two came from: `rehearse flags`, the StatefulSet's etcd container, or
     /// `etcd default` (nothing set them).
-    #[serde(default)]
     pub timing_source: String,
 }
 
@@ -555,17 +546,14 @@ pub struct Baseline {
     pub schema_version: u32,
     pub tool_version: String,
     pub run_id: String,
-    /// `complete`, or `incomplete` with [`Baseline::incomplete_reason`]; version 1 files
-    /// were only written complete.
-    #[serde(default)]
+    /// `complete`, or `incomplete` with [`Baseline::incomplete_reason`].
     pub status: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete_reason: Option<String>,
     pub windows: Vec<WindowRecord>,
     pub disruption: Option<Disruption>,
     pub environment: Environment,
-    /// How far before an election its cause is looked for (`--cause-horizon`; schema 3).
-    #[serde(default)]
+    /// How far before an election its cause is looked for (`--cause-horizon`).
     pub cause_horizon_s: Option<f64>,
 }
 
@@ -579,10 +567,6 @@ pub fn log_block(b: &Baseline) -> String {
     let json =
         serde_json::to_string_pretty(b).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     format!("{LOG_BEGIN}\n{json}\n{LOG_END}\n")
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// Where a sitting ran: members `rehearse` started itself, or a Kubernetes cluster

@@ -64,8 +64,8 @@ impl Event {
     }
 }
 
-/// An events.csv row as read back (src/io/read.rs), by column name: files written before
-/// the election columns existed read too (the columns are absent, `election` is `None`).
+/// An events.csv row as read back (src/io/read.rs), by column name. The election columns
+/// are empty on every row but an `election` row.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct EventRow {
     pub ts: DateTime<Utc>,
@@ -74,13 +74,13 @@ pub struct EventRow {
     pub member: String,
     pub kind: EventKind,
     pub detail: String,
-    #[serde(default, deserialize_with = "empty_is_none")]
+    #[serde(deserialize_with = "empty_is_none")]
     pub term_from: Option<u64>,
-    #[serde(default, deserialize_with = "empty_is_none")]
+    #[serde(deserialize_with = "empty_is_none")]
     pub term_to: Option<u64>,
-    #[serde(default, deserialize_with = "empty_is_none")]
+    #[serde(deserialize_with = "empty_is_none")]
     pub cause: Option<Cause>,
-    #[serde(default, deserialize_with = "empty_is_none")]
+    #[serde(deserialize_with = "empty_is_none")]
     pub cause_ts: Option<DateTime<Utc>>,
 }
 

@@ -6,11 +6,13 @@ use std::path::Path;
 use crate::support::{self, leaderwatch};
 
 fn baseline_json() -> String {
-    r#"{"schema_version":1,"tool_version":"0.1.0","run_id":"20261129T000000Z-0001",
-    "windows":[{"name":"at_rest","start":"2026-11-29T00:00:00Z","end":"2026-11-29T00:01:00Z","duration_s":60.0,"rounds":61,
-      "leader_changes":{"raw_sum_start":3.0,"raw_sum_end":3.0,"reset_aware_increase":0.0,"per_member":{}},"elections":0,"leader_transitions":[]}],
+    r#"{"schema_version":3,"tool_version":"0.1.0","run_id":"20261129T000000Z-0001","status":"complete",
+    "windows":[{"name":"at_rest","start":"2026-11-29T00:00:00Z","end":"2026-11-29T00:01:00Z","duration_s":60.0,"rounds":61,"full_length":true,
+      "leader_changes":{"raw_sum_start":3.0,"raw_sum_end":3.0,"reset_aware_increase":0.0,"per_member":{}},"elections":0,"leader_transitions":[],
+      "elections_detail":[],"health":{}}],
     "disruption":null,
-    "environment":{"kind":"local","description":"local loopback, etcd 3.6.14, 3 members","members":["m0","m1","m2"],"etcd_versions":["3.6.14"],"heartbeat_ms":100,"election_ms":1000}}"#
+    "environment":{"kind":"local","description":"local loopback, etcd 3.6.14, 3 members","members":["m0","m1","m2"],"etcd_versions":["3.6.14"],"heartbeat_ms":100,"election_ms":1000,"timing_source":"rehearse flags (--heartbeat-interval, --election-timeout)"},
+    "cause_horizon_s":30.0}"#
         .to_owned()
 }
 
@@ -101,6 +103,51 @@ fn report_bad_input_is_one_line_and_exit_2() {
         std::fs::read_to_string(&readme).expect("read"),
         "no markers here\n",
         "nothing written"
+    );
+}
+
+/// Files of the formats before the current ones (baseline.json schema 1-2, events.csv
+/// without the election columns) are no longer read: each is one line naming the file.
+#[test]
+fn files_of_an_older_format_are_refused_with_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let old = dir.path().join("old/baseline.json");
+    std::fs::create_dir_all(old.parent().expect("parent")).expect("mkdir");
+    std::fs::write(
+        &old,
+        baseline_json().replacen(r#""schema_version":3"#, r#""schema_version":2"#, 1),
+    )
+    .expect("write");
+    for cmd in [&["report"][..], &["rate"], &["compare", "--"]] {
+        let mut c = leaderwatch();
+        c.args(cmd).arg(&old);
+        if cmd[0] == "compare" {
+            c.arg(&old);
+        }
+        let o = c.output().expect("run");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{cmd:?}: {err}");
+        assert!(
+            err.contains("old/baseline.json: schema_version 2 is not supported")
+                && err.lines().count() == 1,
+            "{cmd:?}: {err}"
+        );
+    }
+
+    let run = dir.path().join("sample-run");
+    std::fs::create_dir_all(&run).expect("mkdir");
+    std::fs::write(
+        run.join("events.csv"),
+        "ts,run_id,source,member,kind,detail\n2026-11-30T10:00:00.000Z,r,leaderwatch,,run_started,\n",
+    )
+    .expect("write");
+    let o = leaderwatch().arg("rate").arg(&run).output().expect("rate");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("events.csv: not this version's events.csv header")
+            && err.lines().count() == 1,
+        "{err}"
     );
 }
 

@@ -1,9 +1,9 @@
-//! `leaderwatch report` and `compare` rendering, without etcd: a schema-3 baseline (member
-//! health, elections with causes) and a schema-2 one, rendered from the one list of
+//! `leaderwatch report` and `compare` rendering, without etcd: a baseline with member
+//! health and elections with causes, and one without either, rendered from the one list of
 //! measurements (src/analysis/measurements.rs, rendered by src/render/report.rs). Fixtures: tests/fixtures/baseline-schema3-sigstop.json (a
 //! real `rehearse --method sigstop` of the leader, etcd 3.5.1) and
-//! tests/fixtures/baseline-schema2-sigkill.json (a copy of the committed
-//! data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json).
+//! tests/fixtures/baseline-sigkill-no-causes.json (the leader sigkill rehearsal of
+//! 2026-11-30, recorded before health and causes, migrated to schema 3).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -156,7 +156,7 @@ fn split_votes_and_several_causes_are_listed_per_election() {
     assert_eq!(Some(causes), v("elections"), "the causes add up to the raft-term delta");
 }
 
-const SCHEMA2_BEFORE: &str = r#"| measurement | value | label | observation window | environment | source |
+const NO_CAUSES_BEFORE: &str = r#"| measurement | value | label | observation window | environment | source |
 |---|---|---|---|---|---|
 | leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch sitting --context <GKE context> --image <the image you pushed>` (docs/gke-sitting.md): it fills this table |
 | leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch sitting --context <GKE context> --image <the image you pushed>` (docs/gke-sitting.md): it fills this table |
@@ -176,28 +176,30 @@ Short rehearsals on local loopback (`leaderwatch rehearse`: minutes at rest, not
 /// As before, plus the residual-rate rows every report has had since (its quiet windows,
 /// 0 elections there: the one election is in the disruption window), in today's layout:
 /// the spec's table first (GKE not yet measured), the label in its own column, the short
-/// rehearsal in the second table.
+/// rehearsal in the second table. The sitting was recorded before member health and
+/// causes (schema 2; migrated to 3 with them empty, #35): no health figures, and its
+/// one election's cause is unknown, not 0.
 #[test]
-fn schema2_renders_exactly_as_before_and_has_no_health_or_cause_figures() {
-    let b = read::baseline(&fixture("baseline-schema2-sigkill.json")).expect("schema-2 fixture");
-    assert_eq!(b.schema_version, 2);
+fn a_sitting_without_causes_or_health_renders_exactly_as_before() {
+    let b = read::baseline(&fixture("baseline-sigkill-no-causes.json")).expect("fixture");
     let path = PathBuf::from("data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json");
     let text = report::render(&[file(path.clone(), b.clone())], None);
-    assert_eq!(text, SCHEMA2_BEFORE);
+    assert_eq!(text, NO_CAUSES_BEFORE);
     let ms = measurements(&path, &b);
-    assert!(ms.iter().all(|m| m.member.is_empty()), "no member health in schema 2");
-    assert!(
-        !ms.iter().any(|m| m.figure.starts_with("elections_") || m.figure.starts_with("election_")),
-        "no causes in schema 2"
-    );
+    assert!(ms.iter().all(|m| m.member.is_empty()), "no member health");
+    assert!(!ms.iter().any(|m| m.figure.starts_with("election_")), "no election details");
+    for m in ms.iter().filter(|m| m.figure.starts_with("elections_")) {
+        let want = if m.window == "disruption" { None } else { Some(0.0) };
+        assert_eq!(m.value, want, "{} {}", m.window, m.figure);
+    }
 }
 
 #[test]
 fn rendering_is_deterministic_and_update_twice_changes_nothing() {
     let a = file(fixture("baseline-schema3-sigstop.json"), schema3_edited());
     let b = file(
-        fixture("baseline-schema2-sigkill.json"),
-        read::baseline(&fixture("baseline-schema2-sigkill.json")).expect("fixture"),
+        fixture("baseline-sigkill-no-causes.json"),
+        read::baseline(&fixture("baseline-sigkill-no-causes.json")).expect("fixture"),
     );
     let one = report::render(&[a.clone(), b.clone()], None);
     assert_eq!(
