@@ -47,6 +47,8 @@ fn killed_since(k: &Killed) -> Option<Duration> {
 /// Members m0, m1, m2 with ids 1, 2, 3; what each answers follows the script.
 struct Script {
     killed: Killed,
+    /// How long m0 stays down after the kill.
+    down: Duration,
     index: u64,
     with_metrics: bool,
     clock: Arc<dyn Clock>,
@@ -60,7 +62,7 @@ impl Script {
         let name = MemberName(format!("m{i}"));
         let since = killed_since(&self.killed);
         let ms = 5.0;
-        if i == 0 && since.is_some_and(|d| d < DOWN) {
+        if i == 0 && since.is_some_and(|d| d < self.down) {
             let error = "connection refused".to_owned();
             return Observation::new(
                 name,
@@ -181,7 +183,13 @@ fn config(out: &std::path::Path) -> SittingConfig {
 }
 
 fn script(killed: &Killed, clock: &Arc<dyn Clock>) -> Script {
-    Script { killed: killed.clone(), index: 0, with_metrics: true, clock: clock.clone() }
+    Script {
+        killed: killed.clone(),
+        down: DOWN,
+        index: 0,
+        with_metrics: true,
+        clock: clock.clone(),
+    }
 }
 
 fn clock() -> Arc<dyn Clock> {
@@ -275,4 +283,35 @@ async fn a_signal_during_the_recovery_writes_an_incomplete_baseline_with_what_wa
     assert_eq!(d.healthy_at, None, "never healthy before the signal");
     let names: Vec<WindowName> = b.windows.iter().map(|w| w.name).collect();
     assert_eq!(names, [WindowName::AtRest, WindowName::Disruption]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_that_never_comes_back_ends_the_sitting_at_the_recovery_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let killed: Killed = Arc::default();
+    let clock = clock();
+    let mut cfg = config(dir.path());
+    cfg.recovery_timeout = Duration::from_secs(10);
+    let never = Script { down: Duration::from_secs(24 * 3600), ..script(&killed, &clock) };
+    let err = sitting::run_with(
+        cfg,
+        Kill { killed: killed.clone() },
+        never,
+        clock,
+        None,
+        std::future::pending(),
+    )
+    .await
+    .expect_err("no recovery");
+
+    assert!(
+        matches!(&err, leaderwatch::Error::Incomplete(m) if m.contains("no healthy 3-member endpoint list within 10s")),
+        "{err}"
+    );
+    let b = read_baseline(dir.path());
+    assert_eq!(b.status, Completion::Incomplete);
+    let d = b.disruption.expect("the disruption record is kept");
+    assert!(d.member_lost_at.is_some() && d.member_back_at.is_none(), "{d:?}");
+    assert_eq!(b.windows.last().map(|w| w.name), Some(WindowName::Disruption));
+    assert_eq!(b.windows.last().and_then(|w| w.elections), Some(1));
 }
