@@ -122,7 +122,7 @@ async fn sigstop_of_the_leader_under_sample_is_an_election_caused_by_unreachable
     let row = first.cause_event.as_ref().expect("cause_event");
     let ev = events(f.out.path());
     assert!(
-        ev.iter().any(|e| e["kind"] == row.kind
+        ev.iter().any(|e| e["kind"] == row.kind.as_str()
             && e["member"] == row.member
             && e["ts"] == leaderwatch::model::clock::ts(row.ts)),
         "{row:?}"

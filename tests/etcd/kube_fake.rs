@@ -116,7 +116,7 @@ async fn dry_run_evicts_nothing() {
     assert_eq!(api.evictions().await.iter().filter(|(_, dry)| !dry).count(), 0, "no real eviction");
     assert_eq!(api.evictions().await.len(), 1, "one server-side dry-run eviction");
     let d = b.disruption.as_ref().expect("disruption");
-    assert_eq!(d.method, "kubernetes-eviction-dry-run");
+    assert_eq!(d.method.to_string(), "kubernetes-eviction-dry-run");
     assert_eq!(d.member_lost_at, None);
     assert!(b.environment.description.contains("DRY RUN"));
     assert!(b.windows.iter().all(|w| w.elections == Some(0)));

@@ -281,7 +281,7 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
         let b = r.unwrap_or_else(|e| panic!("{method:?}: {e}"));
         assert!(b.is_complete(), "{method:?}");
         let d = b.disruption.as_ref().expect("disruption");
-        assert_eq!(d.method, format!("local-{}", method.name()));
+        assert_eq!(d.method.to_string(), format!("local-{}", method.name()));
         assert!(d.target_was_leader);
         assert_eq!(
             b.window(WindowName::AtRest).expect("at_rest").elections,

@@ -21,13 +21,15 @@ struct Fake {
 }
 
 impl Disruptor for Fake {
-    fn method(&self) -> String {
-        "fake".to_owned()
+    fn method(&self) -> leaderwatch::model::baseline::DisruptionMethod {
+        leaderwatch::model::baseline::DisruptionMethod::local(
+            leaderwatch::io::disrupt::Method::Sigterm,
+        )
     }
     async fn disrupt(self, member: MemberName, report: Reporter) -> leaderwatch::Result<()> {
         self.asked.lock().expect("lock").push(member.clone());
         tokio::time::sleep(Duration::from_millis(300)).await;
-        report.event(&member, "pretended", "");
+        report.event(&member, leaderwatch::model::event::EventKind::Restarted, "pretended");
         Ok(())
     }
 }

@@ -195,7 +195,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let term_after = lab.raft_term();
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
-    assert_eq!(d.method, "kubernetes-eviction");
+    assert_eq!(d.method.to_string(), "kubernetes-eviction");
     assert_eq!(d.attempts, 1, "the PDB allowed the first eviction");
     assert_eq!(
         lab.accepted_evictions(),
@@ -285,7 +285,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let term_after = lab.raft_term();
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
-    assert_eq!((d.method.as_str(), d.attempts), ("kubernetes-delete", 1));
+    assert_eq!((d.method.to_string().as_str(), d.attempts), ("kubernetes-delete", 1));
     assert_eq!(
         lab.accepted_evictions().len(),
         1,
@@ -342,7 +342,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!(
-        (d.method.as_str(), d.target.as_str()),
+        (d.method.to_string().as_str(), d.target.as_str()),
         ("kubernetes-rolling-restart", "dlock-etcd-2"),
         "the first replaced is the target"
     );
