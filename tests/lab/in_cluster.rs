@@ -681,11 +681,14 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     wait_until("the election in Prometheus", Duration::from_secs(90), || {
         prom.value(&series) == Some(1.0)
     });
-    wait_until("the rule evaluated after that scrape", Duration::from_secs(60), || {
+    // Compared in milliseconds (regression: CI waited 60 s in vain when the group's 30 s
+    // evaluation fell in the same second just after the 30 s scrape; whole seconds put it
+    // before the scrape on every round).
+    wait_until("the rule evaluated after that scrape", Duration::from_secs(75), || {
         let r = prom.rule();
         r["health"] == "ok"
             && chrono::DateTime::parse_from_rfc3339(r["lastEvaluation"].as_str().unwrap_or(""))
-                .is_ok_and(|t| t.timestamp() as f64 > scraped_at(&prom))
+                .is_ok_and(|t| t.timestamp_millis() as f64 / 1000.0 > scraped_at(&prom))
     });
     assert!(scraped_at(&prom) > moved);
     let r = prom.rule();
