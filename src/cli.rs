@@ -215,7 +215,8 @@ const PREFLIGHT_EXAMPLES: &str = "\
 Examples:
   leaderwatch preflight                      # kubeconfig's current context, namespace dlock
   leaderwatch preflight --context gke_proj_europe-west1_dlock-gke -o json
-Exit codes: 0 all PASS, 6 Kubernetes API unusable (config, unreachable, 403), 7 a check failed.";
+Exit codes: 0 all PASS, 3 stdout not writable, 6 Kubernetes API unusable (config, unreachable,
+403), 7 a check failed.";
 
 const MEASURE_EXAMPLES: &str = "\
 Examples:
@@ -417,7 +418,8 @@ Examples:
   leaderwatch rate data/gke-*/baseline.json /data/continuous --confidence 0.9
   leaderwatch rate data/*/ -o json
   leaderwatch rate data/*/ -o csv   # the columns of report --format csv
-Exit codes: 0 written, 2 bad input (a path that is neither a sitting nor a sample directory).";
+Exit codes: 0 written, 2 bad input (a path that is neither a sitting nor a sample directory),
+3 stdout not writable.";
 
 const REPORT_EXAMPLES: &str = "\
 Examples:
@@ -429,7 +431,7 @@ Examples:
   # a plain Prometheus rule file from the local rehearsals, to try it out with promtool
   leaderwatch report --alert-rule --allow-local --format prometheus data/rehearsal-*/baseline.json > rules.yml
 Exit codes: 0 written, 2 bad input (a file that is not a baseline; --alert-rule without a
-Kubernetes baseline and without --allow-local).";
+Kubernetes baseline and without --allow-local), 3 stdout (or the --update README) not writable.";
 
 /// Sampling cadence and probe bound, shared by `rehearse` and `measure`.
 #[derive(Debug, Args)]

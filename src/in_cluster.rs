@@ -457,7 +457,7 @@ async fn fetch(
 /// The README's table from every baseline in `out_dir`.
 fn render_readme(readme: &Path, out_dir: &Path) -> Result<(), Error> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(out_dir)
-        .map_err(|e| Error::Usage(format!("{}: {e}", out_dir.display())))?
+        .map_err(|e| Error::input(out_dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path().join(BASELINE)))
         .filter(|p| p.is_file())
         .collect();
