@@ -288,14 +288,11 @@ pub struct PreflightArgs {
     pub output: Output,
 }
 
-/// `--idle` for a real sitting: at least the spec's 20 minutes, unless the test-only
-/// [`MIN_IDLE_OVERRIDE`] lowers the floor (the harness's short sittings; no manifest sets it).
+/// `--idle` for a real sitting: at least the spec's 20 minutes, unless the test hook
+/// [`crate::test_hooks::MIN_IDLE`] lowers the floor (the harness's short sittings).
 pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
-    let floor = match std::env::var(MIN_IDLE_OVERRIDE) {
-        Ok(v) => parse_duration(&v).map_err(|e| format!("{MIN_IDLE_OVERRIDE}={v:?}: {e}"))?,
-        Err(_) => crate::measure::MIN_IDLE,
-    };
+    let floor = crate::test_hooks::min_idle(crate::measure::MIN_IDLE)?;
     if d < floor {
         return Err(format!(
             "{s:?}: a real sitting idles at least {} (the spec's window); use `rehearse` for short runs",
@@ -303,37 +300,6 @@ pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
-}
-
-/// Lowers `measure --idle`'s 20-minute floor, for tests and the local cluster's short
-/// maintenance sittings only (docs/local-cluster.md); the at_rest window's real length is
-/// in baseline.json whatever it says.
-pub const MIN_IDLE_OVERRIDE: &str = "LEADERWATCH_TEST_MIN_IDLE";
-
-/// Replace `measure`'s `--idle` and `--settle` whatever the command line says: the
-/// in-cluster Job test runs deploy/k8s/leaderwatch/job-measure.yaml, whose arguments say
-/// `--idle=20m --settle=5m`, with these in its environment (tests/lab/in_cluster.rs). No
-/// manifest sets them; a run that used them says so on stderr, and baseline.json holds the
-/// windows' real lengths.
-pub const IDLE_OVERRIDE: &str = "LEADERWATCH_TEST_IDLE";
-pub const SETTLE_OVERRIDE: &str = "LEADERWATCH_TEST_SETTLE";
-
-/// `measure`'s idle and settle after [`IDLE_OVERRIDE`] and [`SETTLE_OVERRIDE`].
-pub fn test_windows(idle: Duration, settle: Duration) -> Result<(Duration, Duration), String> {
-    let pick = |name: &str, given: Duration| -> Result<Duration, String> {
-        match std::env::var(name) {
-            Ok(v) => {
-                let d = parse_duration(&v).map_err(|e| format!("{name}={v:?}: {e}"))?;
-                tracing::warn!(
-                    "{name}={v}: a test override replaces {} (no product manifest sets it)",
-                    humantime::format_duration(given)
-                );
-                Ok(d)
-            }
-            Err(_) => Ok(given),
-        }
-    };
-    Ok((pick(IDLE_OVERRIDE, idle)?, pick(SETTLE_OVERRIDE, settle)?))
 }
 
 #[derive(Debug, Args)]

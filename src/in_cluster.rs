@@ -526,10 +526,7 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
                 },
             ));
         }
-        let mut env = Vec::new();
-        if let Ok(v) = std::env::var(crate::cli::MIN_IDLE_OVERRIDE) {
-            env.push((crate::cli::MIN_IDLE_OVERRIDE.to_owned(), v));
-        }
+        let env = crate::test_hooks::forwarded();
         let p = JobParams {
             image,
             target: a.target.clone(),

@@ -17,7 +17,9 @@
 //!   into the engine, its rows to the recorder), [`sample`], [`sitting`] (with
 //!   [`rehearse`] and [`measure`]),
 //!   [`in_cluster`] (`leaderwatch sitting`: the sitting as a Job, driven from outside),
-//!   [`cli`], and [`k8s`] (the Kubernetes API).
+//!   [`cli`], and [`k8s`] (the Kubernetes API);
+//! - [`test_hooks`]: every environment variable a test sets to change what the product
+//!   does, in one place.
 //!
 //! The data path: `io::probe` (one member) -> `io::round` (all members) ->
 //! `analysis::engine` (counts, windows, elections, health) -> `io::recorder` /
@@ -37,6 +39,7 @@ pub mod render;
 pub mod sample;
 pub mod session;
 pub mod sitting;
+pub mod test_hooks;
 
 /// Everything that can end a leaderwatch command. Each variant says what failed; main.rs
 /// maps them to the documented exit codes.

@@ -192,7 +192,8 @@ async fn run_preflight(a: PreflightArgs) -> Result<(), Error> {
 
 async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     let kube = kube_options(&a.kube);
-    let (idle, settle) = leaderwatch::cli::test_windows(a.idle, a.settle).map_err(Error::Usage)?;
+    let (idle, settle) =
+        leaderwatch::test_hooks::windows(a.idle, a.settle).map_err(Error::Usage)?;
     let cfg = leaderwatch::measure::MeasureConfig {
         reach: a.kube.reach(),
         kube,

@@ -80,7 +80,7 @@ fn measure_cli(kubeconfig: &Path, out: &Path, args: &[&str]) -> Command {
         .arg(kubeconfig)
         .arg("--out")
         .arg(out)
-        .env(leaderwatch::cli::MIN_IDLE_OVERRIDE, "10s")
+        .env(leaderwatch::test_hooks::MIN_IDLE, "10s")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     c
