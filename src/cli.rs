@@ -215,7 +215,8 @@ const PREFLIGHT_EXAMPLES: &str = "\
 Examples:
   leaderwatch preflight                      # kubeconfig's current context, namespace dlock
   leaderwatch preflight --context gke_proj_europe-west1_dlock-gke -o json
-Exit codes: 0 all PASS, 6 Kubernetes API unusable (config, unreachable, 403), 7 a check failed.";
+Exit codes: 0 all PASS, 3 stdout not writable, 6 Kubernetes API unusable (config, unreachable,
+403), 7 a check failed.";
 
 const MEASURE_EXAMPLES: &str = "\
 Examples:
@@ -287,14 +288,11 @@ pub struct PreflightArgs {
     pub output: Output,
 }
 
-/// `--idle` for a real sitting: at least the spec's 20 minutes, unless the test-only
-/// [`MIN_IDLE_OVERRIDE`] lowers the floor (the harness's short sittings; no manifest sets it).
+/// `--idle` for a real sitting: at least the spec's 20 minutes, unless the test hook
+/// [`crate::test_hooks::MIN_IDLE`] lowers the floor (the harness's short sittings).
 pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
-    let floor = match std::env::var(MIN_IDLE_OVERRIDE) {
-        Ok(v) => parse_duration(&v).map_err(|e| format!("{MIN_IDLE_OVERRIDE}={v:?}: {e}"))?,
-        Err(_) => crate::measure::MIN_IDLE,
-    };
+    let floor = crate::test_hooks::min_idle(crate::measure::MIN_IDLE)?;
     if d < floor {
         return Err(format!(
             "{s:?}: a real sitting idles at least {} (the spec's window); use `rehearse` for short runs",
@@ -302,37 +300,6 @@ pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
         ));
     }
     Ok(d)
-}
-
-/// Lowers `measure --idle`'s 20-minute floor, for tests and the local cluster's short
-/// maintenance sittings only (docs/local-cluster.md); the at_rest window's real length is
-/// in baseline.json whatever it says.
-pub const MIN_IDLE_OVERRIDE: &str = "LEADERWATCH_TEST_MIN_IDLE";
-
-/// Replace `measure`'s `--idle` and `--settle` whatever the command line says: the
-/// in-cluster Job test runs deploy/k8s/leaderwatch/job-measure.yaml, whose arguments say
-/// `--idle=20m --settle=5m`, with these in its environment (tests/lab/in_cluster.rs). No
-/// manifest sets them; a run that used them says so on stderr, and baseline.json holds the
-/// windows' real lengths.
-pub const IDLE_OVERRIDE: &str = "LEADERWATCH_TEST_IDLE";
-pub const SETTLE_OVERRIDE: &str = "LEADERWATCH_TEST_SETTLE";
-
-/// `measure`'s idle and settle after [`IDLE_OVERRIDE`] and [`SETTLE_OVERRIDE`].
-pub fn test_windows(idle: Duration, settle: Duration) -> Result<(Duration, Duration), String> {
-    let pick = |name: &str, given: Duration| -> Result<Duration, String> {
-        match std::env::var(name) {
-            Ok(v) => {
-                let d = parse_duration(&v).map_err(|e| format!("{name}={v:?}: {e}"))?;
-                tracing::warn!(
-                    "{name}={v}: a test override replaces {} (no product manifest sets it)",
-                    humantime::format_duration(given)
-                );
-                Ok(d)
-            }
-            Err(_) => Ok(given),
-        }
-    };
-    Ok((pick(IDLE_OVERRIDE, idle)?, pick(SETTLE_OVERRIDE, settle)?))
 }
 
 #[derive(Debug, Args)]
@@ -417,7 +384,8 @@ Examples:
   leaderwatch rate data/gke-*/baseline.json /data/continuous --confidence 0.9
   leaderwatch rate data/*/ -o json
   leaderwatch rate data/*/ -o csv   # the columns of report --format csv
-Exit codes: 0 written, 2 bad input (a path that is neither a sitting nor a sample directory).";
+Exit codes: 0 written, 2 bad input (a path that is neither a sitting nor a sample directory),
+3 stdout not writable.";
 
 const REPORT_EXAMPLES: &str = "\
 Examples:
@@ -429,7 +397,7 @@ Examples:
   # a plain Prometheus rule file from the local rehearsals, to try it out with promtool
   leaderwatch report --alert-rule --allow-local --format prometheus data/rehearsal-*/baseline.json > rules.yml
 Exit codes: 0 written, 2 bad input (a file that is not a baseline; --alert-rule without a
-Kubernetes baseline and without --allow-local).";
+Kubernetes baseline and without --allow-local), 3 stdout (or the --update README) not writable.";
 
 /// Sampling cadence and probe bound, shared by `rehearse` and `measure`.
 #[derive(Debug, Args)]

@@ -457,7 +457,7 @@ async fn fetch(
 /// The README's table from every baseline in `out_dir`.
 fn render_readme(readme: &Path, out_dir: &Path) -> Result<(), Error> {
     let mut paths: Vec<PathBuf> = std::fs::read_dir(out_dir)
-        .map_err(|e| Error::Usage(format!("{}: {e}", out_dir.display())))?
+        .map_err(|e| Error::input(out_dir, e))?
         .filter_map(|e| e.ok().map(|e| e.path().join(BASELINE)))
         .filter(|p| p.is_file())
         .collect();
@@ -526,10 +526,7 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
                 },
             ));
         }
-        let mut env = Vec::new();
-        if let Ok(v) = std::env::var(crate::cli::MIN_IDLE_OVERRIDE) {
-            env.push((crate::cli::MIN_IDLE_OVERRIDE.to_owned(), v));
-        }
+        let env = crate::test_hooks::forwarded();
         let p = JobParams {
             image,
             target: a.target.clone(),

@@ -17,11 +17,14 @@
 //!   into the engine, its rows to the recorder), [`sample`], [`sitting`] (with
 //!   [`rehearse`] and [`measure`]),
 //!   [`in_cluster`] (`leaderwatch sitting`: the sitting as a Job, driven from outside),
-//!   [`cli`], and [`k8s`] (the Kubernetes API).
+//!   [`cli`], and [`k8s`] (the Kubernetes API);
+//! - [`test_hooks`]: every environment variable a test sets to change what the product
+//!   does, in one place.
 //!
 //! The data path: `io::probe` (one member) -> `io::round` (all members) ->
 //! `analysis::engine` (counts, windows, elections, health) -> `io::recorder` /
-//! `io::record` -> `render::report`. This file owns the crate-wide [`Error`] and its mapping to process
+//! `io::record` -> `render::report`. This file owns the crate-wide [`Error`]; main.rs maps
+//! it to the process
 //! exit codes.
 
 pub mod analysis;
@@ -36,13 +39,40 @@ pub mod render;
 pub mod sample;
 pub mod session;
 pub mod sitting;
+pub mod test_hooks;
 
-/// Everything that can end a leaderwatch command.
+/// Everything that can end a leaderwatch command. Each variant says what failed; main.rs
+/// maps them to the documented exit codes.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The command line or a file it names is wrong; nothing was started.
+    /// The command line is wrong (an argument, or arguments that do not go together);
+    /// raised only where arguments are parsed. Nothing was started.
     #[error("{0}")]
     Usage(String),
+    /// A file or directory named on the command line cannot be read or is not what it
+    /// should be (a baseline.json, an events.csv, a README without its markers).
+    #[error("{}: {problem}", path.display())]
+    Input { path: std::path::PathBuf, problem: String },
+    /// The probes cannot be set up from what was given: a TLS file missing or not PEM,
+    /// `--cert` without `--key`, a member URL. Nothing was started.
+    #[error("{0}")]
+    Probe(String),
+    /// `--target` names no member of the cluster. Nothing was disrupted.
+    #[error("{0}")]
+    Target(String),
+    /// The exporter cannot listen on `--metrics-addr` (taken, or not this host's).
+    #[error("--metrics-addr {addr}: {source}")]
+    Bind { addr: std::net::SocketAddr, source: std::io::Error },
+    /// `report --alert-rule`: the baselines given cannot found a threshold (none from
+    /// the target cluster, none complete, none that took a leader down).
+    #[error("{0}")]
+    NoThreshold(String),
+    /// Standard output could not be written (a closed pipe, a full disk).
+    #[error("stdout: {0}")]
+    Stdout(std::io::Error),
+    /// Something leaderwatch made itself could not be serialized: a bug.
+    #[error("internal: {0}")]
+    Internal(String),
     /// The output directory could not be written (unwritable, disk full, foreign file).
     #[error(transparent)]
     Record(#[from] io::record::RecordError),
@@ -69,42 +99,9 @@ pub enum Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Exit codes, documented in README.md ("Exit codes").
-pub mod exit {
-    /// Success.
-    pub const OK: i32 = 0;
-    /// Unexpected internal failure.
-    pub const FAILURE: i32 = 1;
-    /// Bad input: arguments, durations, endpoints, TLS files (clap uses 2 as well).
-    pub const USAGE: i32 = 2;
-    /// The output directory could not be written; rows already written are intact.
-    pub const OUTPUT: i32 = 3;
-    /// The local etcd cluster could not be found or started.
-    pub const LOCAL_CLUSTER: i32 = 4;
-    /// A sitting did not complete (interrupted, or the cluster did not recover in time).
-    pub const INCOMPLETE: i32 = 5;
-    /// The Kubernetes API could not be used: config, unreachable, forbidden (403), errors.
-    pub const KUBERNETES: i32 = 6;
-    /// Preflight: at least one check failed (nothing was evicted).
-    pub const PREFLIGHT: i32 = 7;
-    /// `sitting`: a step failed (named in the message); results on the volume are kept.
-    pub const STEP: i32 = 8;
-    /// `sitting`: detached by Ctrl-C; the sitting goes on in the cluster.
-    pub const DETACHED: i32 = 9;
-}
-
 impl Error {
-    /// The documented exit code for this error.
-    pub fn exit_code(&self) -> i32 {
-        match self {
-            Error::Usage(_) => exit::USAGE,
-            Error::Record(_) => exit::OUTPUT,
-            Error::Local(_) => exit::LOCAL_CLUSTER,
-            Error::Incomplete(_) => exit::INCOMPLETE,
-            Error::Kube(_) => exit::KUBERNETES,
-            Error::Preflight(_) => exit::PREFLIGHT,
-            Error::Step { .. } => exit::STEP,
-            Error::Detached(_) => exit::DETACHED,
-        }
+    /// [`Error::Input`]: `path` (named on the command line) and what is wrong with it.
+    pub fn input(path: &std::path::Path, problem: impl std::fmt::Display) -> Error {
+        Error::Input { path: path.to_owned(), problem: problem.to_string() }
     }
 }

@@ -1,9 +1,11 @@
-//! Thin entry point: parse the command line, start logging, dispatch, map errors to exit codes.
+//! Thin entry point: parse the command line, start logging, dispatch, and map errors to
+//! the documented exit codes ([`exit`], [`exit_code`]: the one table).
 
 use std::io::IsTerminal;
 use std::sync::Arc;
 
 use clap::{Parser, ValueEnum};
+use leaderwatch::Error;
 use leaderwatch::cli::{
     Cli, Command, CompareArgs, KubeArgs, MeasureArgs, Output, PreflightArgs, RateArgs, RateOutput,
     ReportArgs, ReportFormat, SampleArgs,
@@ -16,7 +18,51 @@ use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::member::parse_members;
 use leaderwatch::sample::{self, SampleConfig};
 use leaderwatch::sitting::SittingConfig;
-use leaderwatch::{Error, exit};
+
+/// Exit codes, documented in docs/troubleshooting.md ("Exit codes").
+mod exit {
+    /// Success.
+    pub const OK: i32 = 0;
+    /// Unexpected internal failure.
+    pub const FAILURE: i32 = 1;
+    /// Bad input: arguments, durations, endpoints, TLS files, the files named (clap uses 2 as well).
+    pub const USAGE: i32 = 2;
+    /// The output could not be written (the output directory, or stdout); rows already
+    /// written are intact.
+    pub const OUTPUT: i32 = 3;
+    /// The local etcd cluster could not be found or started.
+    pub const LOCAL_CLUSTER: i32 = 4;
+    /// A sitting did not complete (interrupted, or the cluster did not recover in time).
+    pub const INCOMPLETE: i32 = 5;
+    /// The Kubernetes API could not be used: config, unreachable, forbidden (403), errors.
+    pub const KUBERNETES: i32 = 6;
+    /// Preflight: at least one check failed (nothing was evicted).
+    pub const PREFLIGHT: i32 = 7;
+    /// `sitting`: a step failed (named in the message); results on the volume are kept.
+    pub const STEP: i32 = 8;
+    /// `sitting`: detached by Ctrl-C; the sitting goes on in the cluster.
+    pub const DETACHED: i32 = 9;
+}
+
+/// The documented exit code for `e`.
+fn exit_code(e: &Error) -> i32 {
+    match e {
+        Error::Usage(_)
+        | Error::Input { .. }
+        | Error::Probe(_)
+        | Error::Target(_)
+        | Error::Bind { .. }
+        | Error::NoThreshold(_) => exit::USAGE,
+        Error::Internal(_) => exit::FAILURE,
+        Error::Record(_) | Error::Stdout(_) => exit::OUTPUT,
+        Error::Local(_) => exit::LOCAL_CLUSTER,
+        Error::Incomplete(_) => exit::INCOMPLETE,
+        Error::Kube(_) => exit::KUBERNETES,
+        Error::Preflight(_) => exit::PREFLIGHT,
+        Error::Step { .. } => exit::STEP,
+        Error::Detached(_) => exit::DETACHED,
+    }
+}
 
 fn main() {
     let cli = match Cli::try_parse() {
@@ -50,8 +96,7 @@ fn main() {
             Command::Measure(a) => run_measure(a).await,
             Command::Rate(a) => run_rate(a),
             Command::Sitting(a) => leaderwatch::in_cluster::run(a, shutdown_signal()).await,
-            Command::Pack(a) => leaderwatch::io::pack::pack(&a.dir, &mut std::io::stdout().lock())
-                .map_err(Error::Usage),
+            Command::Pack(a) => leaderwatch::io::pack::pack(&a.dir, &mut std::io::stdout().lock()),
         }
     });
     match result {
@@ -83,7 +128,7 @@ fn fail(e: &Error) -> ! {
     let msg = e.to_string();
     let one: Vec<&str> = msg.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
     eprintln!("leaderwatch: {}", one.join(" "));
-    std::process::exit(e.exit_code())
+    std::process::exit(exit_code(e))
 }
 
 async fn run_sample(a: SampleArgs) -> Result<(), Error> {
@@ -137,9 +182,9 @@ async fn run_preflight(a: PreflightArgs) -> Result<(), Error> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let checks = k8s::preflight::run(&client, &o, &po, clock).await?;
     if a.output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&checks).unwrap_or_default());
+        out(&format!("{}\n", serde_json::to_string_pretty(&checks).unwrap_or_default()))?;
     } else {
-        println!("{}", k8s::preflight::render(&checks));
+        out(&format!("{}\n", k8s::preflight::render(&checks)))?;
     }
     let failed: Vec<&str> = checks.iter().filter(|c| !c.pass).map(|c| c.name).collect();
     if failed.is_empty() { Ok(()) } else { Err(Error::Preflight(failed.join(", "))) }
@@ -147,7 +192,8 @@ async fn run_preflight(a: PreflightArgs) -> Result<(), Error> {
 
 async fn run_measure(a: MeasureArgs) -> Result<(), Error> {
     let kube = kube_options(&a.kube);
-    let (idle, settle) = leaderwatch::cli::test_windows(a.idle, a.settle).map_err(Error::Usage)?;
+    let (idle, settle) =
+        leaderwatch::test_hooks::windows(a.idle, a.settle).map_err(Error::Usage)?;
     let cfg = leaderwatch::measure::MeasureConfig {
         reach: a.kube.reach(),
         kube,
@@ -232,7 +278,7 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
         for l in &d.lines {
             eprintln!("{l}");
         }
-        print!("{}", leaderwatch::render::alert::render(&d, &p, format, &a.namespace)?);
+        out(&leaderwatch::render::alert::render(&d, &p, format, &a.namespace)?)?;
         return Ok(());
     }
     if let Some(f @ (ReportFormat::Rules | ReportFormat::Prometheus)) = a.format {
@@ -254,9 +300,9 @@ fn run_report(a: ReportArgs) -> Result<(), Error> {
             );
         }
         (None, Some(ReportFormat::Csv)) => {
-            print!("{}", leaderwatch::render::report::render_csv(&baselines)?)
+            out(&leaderwatch::render::report::render_csv(&baselines)?)?
         }
-        (None, _) => println!("{}", leaderwatch::render::report::render(&baselines, None)),
+        (None, _) => out(&format!("{}\n", leaderwatch::render::report::render(&baselines, None)))?,
     }
     Ok(())
 }
@@ -265,18 +311,18 @@ fn run_rate(a: RateArgs) -> Result<(), Error> {
     let sources = read::sources(&a.paths)?;
     let r = leaderwatch::analysis::rate::pool(&sources, a.confidence);
     match a.output {
-        RateOutput::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(|e| Error::Usage(format!("json: {e}")))?
-        ),
+        RateOutput::Json => out(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&r).map_err(|e| Error::Internal(format!("json: {e}")))?
+        ))?,
         RateOutput::Csv => {
             let mut w = csv::Writer::from_writer(std::io::stdout());
             for m in leaderwatch::analysis::rate::measurements(&r) {
-                w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+                w.serialize(m).map_err(csv_export)?;
             }
-            w.flush().map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+            w.flush().map_err(Error::Stdout)?;
         }
-        RateOutput::Text => print!("{}", leaderwatch::render::rate::render(&r)),
+        RateOutput::Text => out(&leaderwatch::render::rate::render(&r))?,
     }
     Ok(())
 }
@@ -289,11 +335,33 @@ fn run_compare(a: CompareArgs) -> Result<(), Error> {
     );
     let diffs = leaderwatch::analysis::measurements::compare(&ma, &mb);
     if a.output == Output::Json {
-        println!("{}", serde_json::to_string_pretty(&diffs).unwrap_or_default());
+        out(&format!("{}\n", serde_json::to_string_pretty(&diffs).unwrap_or_default()))?;
     } else {
-        println!("{}", leaderwatch::render::report::render_compare(&ba.run_id, &bb.run_id, &diffs));
+        out(&format!(
+            "{}\n",
+            leaderwatch::render::report::render_compare(&ba.run_id, &bb.run_id, &diffs)
+        ))?;
     }
     Ok(())
+}
+
+/// Writes `text` to stdout: a closed pipe or a full disk is [`Error::Stdout`] (exit 3),
+/// where print! would panic.
+fn out(text: &str) -> Result<(), Error> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    o.write_all(text.as_bytes()).and_then(|()| o.flush()).map_err(Error::Stdout)
+}
+
+/// A CSV row that could not go to stdout: the pipe or disk (exit 3), or our own row (a bug).
+fn csv_export(e: csv::Error) -> Error {
+    if !e.is_io_error() {
+        return Error::Internal(format!("csv export: {e}"));
+    }
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => Error::Stdout(io),
+        other => Error::Internal(format!("csv export: {other:?}")),
+    }
 }
 
 /// A `--format` value as the user typed it.

@@ -35,7 +35,7 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
             url: String::new(),
         })
         .collect();
-    target.check(&names).map_err(Error::Usage)?;
+    target.check(&names).map_err(Error::Target)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let out = a.out.unwrap_or_else(|| {
         PathBuf::from(format!(

@@ -159,7 +159,7 @@ pub async fn run<D: Disruptor>(
     side: Option<UnboundedReceiver<Event>>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Baseline> {
-    cfg.target.check(&cfg.members).map_err(Error::Usage)?;
+    cfg.target.check(&cfg.members).map_err(Error::Target)?;
     let sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
     run_with(cfg, disruptor, sampler, clock, side, shutdown).await
 }
@@ -173,7 +173,7 @@ pub async fn run_with<D: Disruptor, S: Rounds>(
     side: Option<UnboundedReceiver<Event>>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Baseline> {
-    cfg.target.check(&cfg.members).map_err(Error::Usage)?;
+    cfg.target.check(&cfg.members).map_err(Error::Target)?;
     let run_id = new_run_id(clock.as_ref());
     let exporter = match cfg.metrics_addr {
         Some(addr) => Some(crate::io::exporter::start(addr, cfg.interval).await?),

@@ -104,7 +104,7 @@ impl Disruptor for LocalDisruptor {
             let c = self.cluster.lock().await;
             c.members().iter().position(|m| m.name == member)
         }
-        .ok_or_else(|| crate::Error::Usage(format!("no local member named {member}")))?;
+        .ok_or_else(|| crate::Error::Target(format!("no local member named {member}")))?;
         let down = humantime::format_duration(self.down);
         match self.method {
             Method::Sigterm => {

@@ -363,12 +363,10 @@ fn answer(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
 
 /// Binds `addr`, serves scrapes, and returns the exporter for the recorder with the bound
 /// address (port 0 picks a free one). `/healthz` goes stale after ten missed `interval`s
-/// (30 s at least). A taken or foreign address is bad input: nothing has run yet.
+/// (30 s at least). A taken or foreign address is [`crate::Error::Bind`]: nothing has run yet.
 pub async fn start(addr: SocketAddr, interval: Duration) -> crate::Result<(Exporter, SocketAddr)> {
     let (e, shared) = Exporter::new((interval * 10).max(Duration::from_secs(30)));
-    let bound = serve(addr, shared)
-        .await
-        .map_err(|err| crate::Error::Usage(format!("--metrics-addr {addr}: {err}")))?;
+    let bound = serve(addr, shared).await.map_err(|source| crate::Error::Bind { addr, source })?;
     tracing::info!("serving http://{bound}/metrics and /healthz");
     Ok((e, bound))
 }

@@ -46,17 +46,15 @@ fn is_executable(p: &Path) -> bool {
 }
 
 /// The etcd binary: `explicit` (--etcd-bin), then `ETCD_BIN`, then `.tools/bin/etcd` in
-/// the working directory and in this source tree, then `PATH`. Never silently absent.
+/// the working directory, then `PATH`. Never silently absent. (No path of the build tree:
+/// the Makefile exports `ETCD_BIN`, and the tests run in the repository.)
 pub fn find_etcd(explicit: Option<&Path>) -> Result<PathBuf> {
     let env = std::env::var_os("ETCD_BIN").filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(p) = explicit.map(Path::to_path_buf).or(env) {
         let p = std::fs::canonicalize(&p).unwrap_or(p);
         return if is_executable(&p) { Ok(p) } else { Err(LocalError::NotExecutable(p)) };
     }
-    let candidates = [
-        PathBuf::from(".tools/bin/etcd"),
-        Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/etcd"),
-    ];
+    let candidates = [PathBuf::from(".tools/bin/etcd")];
     let on_path = std::env::var_os("PATH")
         .map(|p| std::env::split_paths(&p).map(|d| d.join("etcd")).collect::<Vec<_>>())
         .unwrap_or_default();

@@ -16,6 +16,8 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use sha2::{Digest, Sha256};
 
+use crate::Error;
+
 /// The checksums of a run directory's files, written by the Job.
 pub const SUMS: &str = "SHA256SUMS";
 /// The lines around the archive in the log.
@@ -43,17 +45,17 @@ fn sha256_file(p: &Path) -> std::io::Result<String> {
 
 /// The regular files of a run directory (not [`SUMS`]), by name; a subdirectory or a
 /// special file is an error (a run directory holds neither).
-fn files(dir: &Path) -> Result<Vec<String>, String> {
-    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+fn files(dir: &Path) -> Result<Vec<String>, Error> {
+    let rd = std::fs::read_dir(dir).map_err(|e| Error::input(dir, e))?;
     let mut names = Vec::new();
     for e in rd {
-        let e = e.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let e = e.map_err(|e| Error::input(dir, e))?;
         let name = e.file_name().to_string_lossy().into_owned();
-        let t = e.file_type().map_err(|err| format!("{}: {err}", dir.join(&name).display()))?;
+        let t = e.file_type().map_err(|err| Error::input(&dir.join(&name), err))?;
         if !t.is_file() {
-            return Err(format!(
-                "{}: not a regular file (a run directory is flat)",
-                dir.join(&name).display()
+            return Err(Error::input(
+                &dir.join(&name),
+                "not a regular file (a run directory is flat)",
             ));
         }
         if name != SUMS {
@@ -67,7 +69,7 @@ fn files(dir: &Path) -> Result<Vec<String>, String> {
 /// Writes [`SUMS`] for every file of `dir` (atomically: a temporary file renamed).
 pub fn write_sums(dir: &Path) -> Result<(), String> {
     let mut text = String::new();
-    for name in files(dir)? {
+    for name in files(dir).map_err(|e| e.to_string())? {
         let sum = sha256_file(&dir.join(&name))
             .map_err(|e| format!("{}: {e}", dir.join(&name).display()))?;
         text.push_str(&format!("{sum}  {name}\n"));
@@ -96,7 +98,7 @@ fn parse_sums(text: &str) -> Result<Vec<(String, String)>, String> {
 
 /// Prints `dir` as the archive block: [`BEGIN`], base64 lines of a gzipped tar of its
 /// files ([`SUMS`] included when the Job wrote it), `END <sha256 of the archive>`.
-pub fn pack(dir: &Path, out: &mut impl Write) -> Result<(), String> {
+pub fn pack(dir: &Path, out: &mut impl Write) -> Result<(), Error> {
     let mut names = files(dir)?;
     if dir.join(SUMS).is_file() {
         names.push(SUMS.to_owned());
@@ -105,12 +107,9 @@ pub fn pack(dir: &Path, out: &mut impl Write) -> Result<(), String> {
     let mut tar = tar::Builder::new(gz);
     for name in &names {
         tar.append_path_with_name(dir.join(name), name)
-            .map_err(|e| format!("{}: {e}", dir.join(name).display()))?;
+            .map_err(|e| Error::input(&dir.join(name), e))?;
     }
-    let bytes = tar
-        .into_inner()
-        .and_then(|gz| gz.finish())
-        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    let bytes = tar.into_inner().and_then(|gz| gz.finish()).map_err(|e| Error::input(dir, e))?;
     let b64 = STANDARD.encode(&bytes);
     let mut text = String::with_capacity(b64.len() + b64.len() / LINE + 200);
     text.push_str(BEGIN);
@@ -120,7 +119,7 @@ pub fn pack(dir: &Path, out: &mut impl Write) -> Result<(), String> {
         text.push('\n');
     }
     text.push_str(&format!("{END} {}\n", hex(&Sha256::digest(&bytes))));
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(|e| format!("stdout: {e}"))
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(Error::Stdout)
 }
 
 /// What [`unpack`] brought back.
@@ -193,7 +192,7 @@ pub fn verify(dir: &Path) -> Result<(), String> {
         .map_err(|e| format!("{}: {e}", dir.join(SUMS).display()))?;
     let sums = parse_sums(&text)?;
     let listed: Vec<&str> = sums.iter().map(|(n, _)| n.as_str()).collect();
-    for name in files(dir)? {
+    for name in files(dir).map_err(|e| e.to_string())? {
         if !listed.contains(&name.as_str()) {
             return Err(format!("{name}: not in the Job's {SUMS}"));
         }

@@ -18,7 +18,7 @@ use crate::model::rate::{BaselineFile, Election, Residual, Source, SourceKind};
 
 /// Reads and checks one baseline.json: this version's schema only.
 pub fn baseline(path: &Path) -> Result<Baseline, Error> {
-    let text = std::fs::read(path).map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read(path).map_err(|e| Error::input(path, e))?;
     // The version first: another schema is named as such, not as its first missing field.
     #[derive(serde::Deserialize)]
     struct Version {
@@ -27,14 +27,13 @@ pub fn baseline(path: &Path) -> Result<Baseline, Error> {
     if let Ok(Version { schema_version: Some(v) }) = serde_json::from_slice(&text)
         && v != SCHEMA_VERSION
     {
-        return Err(Error::Usage(format!(
-            "{}: schema_version {v} is not supported (this version reads {SCHEMA_VERSION})",
-            path.display()
-        )));
+        return Err(Error::input(
+            path,
+            format!("schema_version {v} is not supported (this version reads {SCHEMA_VERSION})"),
+        ));
     }
-    serde_json::from_slice(&text).map_err(|e| {
-        Error::Usage(format!("{}: not a leaderwatch baseline.json: {e}", path.display()))
-    })
+    serde_json::from_slice(&text)
+        .map_err(|e| Error::input(path, format!("not a leaderwatch baseline.json: {e}")))
 }
 
 /// A baseline.json and what the rate reads beside it (its events.csv), for the report.
@@ -58,17 +57,17 @@ pub fn written_since(path: &Path, since: std::time::SystemTime) -> Option<Baseli
 /// events.csv: its rows, by column name, and how many rows could not be read (skipped). A
 /// file with another header than this version's is refused.
 pub fn events(path: &Path) -> Result<(Vec<EventRow>, usize), Error> {
-    let mut r = csv::ReaderBuilder::new()
-        .from_path(path)
-        .map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
-    let header = r.headers().map_err(|e| Error::Usage(format!("{}: {e}", path.display())))?;
+    let mut r = csv::ReaderBuilder::new().from_path(path).map_err(|e| Error::input(path, e))?;
+    let header = r.headers().map_err(|e| Error::input(path, e))?;
     // An empty file (created, no header yet) has no rows.
     if !header.is_empty() && header != EVENTS_HEADER.as_slice() {
-        return Err(Error::Usage(format!(
-            "{}: not this version's events.csv header ({:?})",
-            path.display(),
-            header.iter().collect::<Vec<_>>().join(",")
-        )));
+        return Err(Error::input(
+            path,
+            format!(
+                "not this version's events.csv header ({:?})",
+                header.iter().collect::<Vec<_>>().join(",")
+            ),
+        ));
     }
     let mut rows = Vec::new();
     let mut bad = 0;
@@ -181,7 +180,7 @@ pub fn sources(paths: &[PathBuf]) -> Result<Vec<Source>, Error> {
         let is_run = |d: &Path| d.join(BASELINE).exists() || d.join(EVENTS).exists();
         if p.is_dir() && !is_run(p) {
             let mut runs: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| Error::Usage(format!("{}: {e}", p.display())))?
+                .map_err(|e| Error::input(p, e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|d| d.is_dir() && is_run(d))
                 .collect();
@@ -255,10 +254,10 @@ pub fn source(path: &Path) -> Result<Source, Error> {
         if path.join(EVENTS).exists() {
             return from_sample(path);
         }
-        return Err(Error::Usage(format!(
-            "{}: neither a sitting (baseline.json) nor a sample run directory (events.csv), nor a directory of them",
-            path.display()
-        )));
+        return Err(Error::input(
+            path,
+            "neither a sitting (baseline.json) nor a sample run directory (events.csv), nor a directory of them",
+        ));
     }
     if path.file_name().is_some_and(|n| n == "summary.json") {
         return from_sample(path.parent().unwrap_or(Path::new(".")));
@@ -346,7 +345,8 @@ mod tests {
              2026-11-30T10:00:00.000Z,old,leaderwatch,,run_started,\"sample every 1s; members a=http://x\"\n",
         )
         .expect("write");
-        let Err(Error::Usage(msg)) = events(&path) else { panic!("an old header reads") };
+        let Err(e @ Error::Input { .. }) = events(&path) else { panic!("an old header reads") };
+        let msg = e.to_string();
         assert!(msg.starts_with(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
         assert!(msg.contains("ts,run_id,source,member,kind,detail"), "{msg}");
     }
@@ -356,7 +356,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(BASELINE);
         std::fs::write(&path, r#"{"schema_version": 2, "windows": []}"#).expect("write");
-        let Err(Error::Usage(msg)) = baseline(&path) else { panic!("schema 2 reads") };
+        let Err(e @ Error::Input { .. }) = baseline(&path) else { panic!("schema 2 reads") };
+        let msg = e.to_string();
         assert!(msg.ends_with("schema_version 2 is not supported (this version reads 3)"), "{msg}");
     }
 }

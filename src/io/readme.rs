@@ -14,11 +14,9 @@ pub fn rewrite(
     readme: &Path,
     new_text: impl FnOnce(&str, &Path) -> Result<String, String>,
 ) -> Result<bool, Error> {
-    let text = std::fs::read_to_string(readme)
-        .map_err(|e| Error::Usage(format!("{}: {e}", readme.display())))?;
+    let text = std::fs::read_to_string(readme).map_err(|e| Error::input(readme, e))?;
     let dir = readme.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let new =
-        new_text(&text, dir).map_err(|e| Error::Usage(format!("{}: {e}", readme.display())))?;
+    let new = new_text(&text, dir).map_err(|e| Error::input(readme, e))?;
     if new == text {
         return Ok(false);
     }

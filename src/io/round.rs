@@ -28,11 +28,11 @@ pub fn probers(
     cfg: &ProbeConfig,
     clock: &Arc<dyn Clock>,
 ) -> Result<Vec<Prober>> {
-    let http = http_client(cfg).map_err(Error::Usage)?;
+    let http = http_client(cfg).map_err(Error::Probe)?;
     members
         .iter()
         .map(|m| {
-            Prober::new(m.clone(), http.clone(), cfg.clone(), clock.clone()).map_err(Error::Usage)
+            Prober::new(m.clone(), http.clone(), cfg.clone(), clock.clone()).map_err(Error::Probe)
         })
         .collect()
 }

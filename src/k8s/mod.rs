@@ -1,9 +1,10 @@
 //! The Kubernetes side: the client (no hidden retries, explicit timeouts), member
 //! discovery from the pods, the PDB-respecting eviction, and the preflight of the spec's
-//! acceptance criteria 2-6.
+//! acceptance criteria 2-6; the kubelet's `$(VAR)` expansion ([`expand`]).
 
 pub mod discover;
 pub mod evict;
+pub mod expand;
 pub mod forward;
 pub mod job;
 pub mod maintenance;

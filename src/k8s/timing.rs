@@ -238,33 +238,9 @@ impl Env {
         }
     }
 
-    /// The kubelet's expansion: `$(VAR)` from env, `$$` is `$`, an undefined `$(VAR)` stays.
+    /// The kubelet's expansion ([`super::expand`]) against this env.
     fn expand(&self, s: &str) -> Result<(String, Vec<String>), String> {
-        let (mut out, mut via) = (String::new(), Vec::new());
-        let mut rest = s;
-        while let Some(i) = rest.find('$') {
-            out.push_str(&rest[..i]);
-            let after = &rest[i + 1..];
-            if let Some(r) = after.strip_prefix('$') {
-                out.push('$');
-                rest = r;
-            } else if let Some((name, r)) = after.strip_prefix('(').and_then(|r| r.split_once(')'))
-            {
-                match self.lookup(name)? {
-                    Some(v) => {
-                        out.push_str(&v);
-                        via.push(name.to_owned());
-                    }
-                    None => out.push_str(&format!("$({name})")),
-                }
-                rest = r;
-            } else {
-                out.push('$');
-                rest = after;
-            }
-        }
-        out.push_str(rest);
-        Ok((out, via))
+        super::expand::expand(s, |name| self.lookup(name))
     }
 
     /// A shell's `$VAR` / `${VAR}` from env; a variable the env lacks is an error

@@ -643,16 +643,17 @@ pub fn render_csv(baselines: &[BaselineFile]) -> Result<String, Error> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for f in in_order(baselines) {
         for m in measurements(&f.path, &f.baseline) {
-            w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+            w.serialize(m).map_err(|e| Error::Internal(format!("csv export: {e}")))?;
         }
     }
     // The residual rate over the same baselines' quiet windows (window `quiet`).
     let sources: Vec<crate::model::rate::Source> =
         baselines.iter().map(|f| f.rate.clone()).collect();
     for m in crate::analysis::rate::measurements(&crate::analysis::rate::pool(&sources, 0.95)) {
-        w.serialize(m).map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+        w.serialize(m).map_err(|e| Error::Internal(format!("csv export: {e}")))?;
     }
-    let bytes = w.into_inner().map_err(|e| Error::Usage(format!("csv export: {e}")))?;
+    // Into memory: only serializing our own rows can fail here, which is a bug.
+    let bytes = w.into_inner().map_err(|e| Error::Internal(format!("csv export: {e}")))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 

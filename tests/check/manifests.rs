@@ -69,9 +69,11 @@ fn flag(s: &StatefulSet, name: &str) -> Option<String> {
     args(s).iter().find_map(|a| a.strip_prefix(&prefix).map(str::to_owned))
 }
 
-/// What the kubelet makes of `$(POD_NAME)` for pod `dlock-etcd-<ordinal>`.
+/// What the kubelet makes of `s` for pod `dlock-etcd-<ordinal>`, whose `POD_NAME` is its name.
 fn expand_for(ordinal: usize, s: &str) -> String {
-    s.replace("$(POD_NAME)", &format!("dlock-etcd-{ordinal}"))
+    leaderwatch::k8s::expand::expand_with(s, |n| {
+        (n == "POD_NAME").then(|| format!("dlock-etcd-{ordinal}"))
+    })
 }
 
 /// Does `sel` select a pod with `labels`? A manifest's selector must not be empty: an
@@ -603,19 +605,21 @@ fn issue2_no_shell_in_the_distroless_image() {
 #[test]
 fn issue2_every_var_reference_resolves_to_an_env_var_defined_before_it() {
     // Kubernetes leaves an unknown $(VAR) verbatim, which etcd would then advertise.
+    // The kubelet resolves an env value against the entries before it, the args against all.
     let c = etcd_container(&sts());
     let env = c.env.clone().unwrap_or_default();
     let defined: Vec<&str> = env.iter().map(|e| e.name.as_str()).collect();
-    let mut texts: Vec<String> = c.args.clone().unwrap_or_default();
-    texts.extend(env.iter().filter_map(|e| e.value.clone()));
-    for t in &texts {
-        let mut rest = t.as_str();
-        while let Some(start) = rest.find("$(") {
-            let after = &rest[start + 2..];
-            let end = after.find(')').unwrap_or_else(|| panic!("unclosed $( in {t}"));
-            let var = &after[..end];
-            assert!(defined.contains(&var), "$({var}) in {t:?} is not a defined env var");
-            rest = &after[end..];
+    let mut texts: Vec<(String, &[&str])> =
+        c.args.clone().unwrap_or_default().into_iter().map(|a| (a, &defined[..])).collect();
+    texts.extend(
+        env.iter().enumerate().filter_map(|(i, e)| Some((e.value.clone()?, &defined[..i]))),
+    );
+    for (t, before) in &texts {
+        for var in leaderwatch::k8s::expand::references(t) {
+            assert!(
+                before.contains(&var.as_str()),
+                "$({var}) in {t:?} is not an env var defined before it"
+            );
         }
     }
 }

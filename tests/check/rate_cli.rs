@@ -1,6 +1,7 @@
 //! `leaderwatch rate` as a user runs it on the committed runs: the exposure, the count by
 //! cause, the rate with its exact interval (text, JSON, CSV); the etcd README's residual
-//! row is what `report` renders from the same files; bad input is one line and exit 2.
+//! row is what `report` renders from the same files; bad input is one line and exit 2, a
+//! closed stdout exit 3.
 
 use crate::support;
 
@@ -142,5 +143,25 @@ fn bad_input_is_one_line_and_exit_2() {
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+    }
+}
+
+#[test]
+fn a_closed_stdout_is_exit_3_and_one_line_not_a_usage_error_or_a_panic() {
+    // A pipe whose reader is gone: every write is EPIPE (Rust ignores SIGPIPE).
+    let (reader, writer) = std::io::pipe().expect("pipe");
+    drop(reader);
+    for output in ["text", "json", "csv"] {
+        let o = leaderwatch()
+            .current_dir(repo(""))
+            .stdout(writer.try_clone().expect("pipe writer"))
+            .args(["rate", "-o", output])
+            .args(committed())
+            .output()
+            .expect("rate");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "-o {output}: {err}");
+        assert_eq!(err.lines().count(), 1, "-o {output}: {err}");
+        assert!(err.starts_with("leaderwatch: stdout: "), "-o {output}: {err}");
     }
 }

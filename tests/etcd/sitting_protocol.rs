@@ -159,7 +159,7 @@ async fn named_target_is_that_member_and_an_unknown_name_is_refused_up_front() {
         .await
         .err()
         .expect("unknown member must fail");
-    assert!(matches!(err, leaderwatch::Error::Usage(_)), "{err}");
+    assert!(matches!(err, leaderwatch::Error::Target(_)), "{err}");
     let msg = err.to_string();
     assert!(msg.contains("m9") && msg.contains("m0, m1, m2"), "{msg}");
     assert!(asked.lock().expect("lock").is_empty());
