@@ -304,7 +304,7 @@ async fn rolling_restart_of_all_three_every_round_recorded() {
     // The member that was leader when restarted handed over: at least one election, at most
     // one per restart (a healthy rolling reboot can see up to 3: docs/counting.md).
     assert!(s.elections.is_some_and(|e| (1..=3).contains(&e)), "{}", s.explanation);
-    assert_eq!(s.leader_changes.raw_sum_end.is_some(), true);
+    assert!(s.leader_changes.raw_sum_end.is_some());
 }
 
 /// The StatefulSet's probe paths, GET on real members of the etcd version the StatefulSet

@@ -18,7 +18,6 @@ use leaderwatch::k8s::timing::{self, ElectionTiming};
 use leaderwatch::k8s::{KubeError, KubeOptions};
 use leaderwatch::measure::{self, MeasureConfig};
 use leaderwatch::model::baseline::Environment;
-use leaderwatch::model::baseline::WindowName;
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::sitting::SittingConfig;
 use support::fake_api::{FakeApi, Knobs, NS};
@@ -232,8 +231,7 @@ async fn preflight_cli_prints_pass_fail_lines_and_measure_refuses_to_evict_on_a_
     let out = tempfile::tempdir().expect("tempdir");
     let err = measure(&api, out.path(), "follower", false)
         .await
-        .err()
-        .expect("preflight must stop measure");
+        .expect_err("preflight must stop measure");
     assert!(matches!(err, leaderwatch::Error::Preflight(_)), "{err}");
     assert!(api.evictions().await.is_empty(), "nothing evicted");
 }

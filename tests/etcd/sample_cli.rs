@@ -109,7 +109,7 @@ async fn metrics_interval_reads_the_page_only_in_its_rounds() {
             continue;
         }
         let has_page = !r["leader_changes_seen_total"].is_empty();
-        assert_eq!(has_page, round % 3 == 0, "round {round}: {r:?}");
+        assert_eq!(has_page, round.is_multiple_of(3), "round {round}: {r:?}");
         assert!(
             !r["health"].is_empty() && !r["raft_term"].is_empty(),
             "health and Status every round: {r:?}"
@@ -166,7 +166,7 @@ async fn reopening_after_a_crash_repairs_the_torn_line_and_appends_a_new_run() {
     let exposure = r["exposure_s"].as_f64().expect("exposure");
     // Run 2 lasted 2 s; the killed run 1 about 1.5 s, to its last samples row (its last
     // event was at its start).
-    assert!(exposure >= 3.0 && exposure < 60.0, "both runs' time: {exposure}");
+    assert!((3.0..60.0).contains(&exposure), "both runs' time: {exposure}");
     assert_eq!(r["residual"], 0);
     assert!(
         r["per_day"]["upper"].as_f64().expect("upper") > 0.0,

@@ -157,8 +157,7 @@ async fn named_target_is_that_member_and_an_unknown_name_is_refused_up_front() {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let err = sitting::run(cfg, fake, clock, None, std::future::pending())
         .await
-        .err()
-        .expect("unknown member must fail");
+        .expect_err("unknown member must fail");
     assert!(matches!(err, leaderwatch::Error::Target(_)), "{err}");
     let msg = err.to_string();
     assert!(msg.contains("m9") && msg.contains("m0, m1, m2"), "{msg}");
