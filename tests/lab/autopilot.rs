@@ -90,10 +90,7 @@ fn breaking(name: &str, change: impl Fn(&mut Value)) -> Value {
     p
 }
 
-#[test]
-#[ignore = "needs root, runc and make kube-tools; make test-kube runs it"]
-fn each_documented_autopilot_rule_refuses_a_pod_that_breaks_it_with_its_message() {
-    let lab = Lab::up_with(&[], false);
+fn each_documented_autopilot_rule_refuses_a_pod_that_breaks_it_with_its_message(lab: &Lab) {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let cases: Vec<(Value, &str, &str)> = vec![
@@ -267,16 +264,13 @@ fn each_documented_autopilot_rule_refuses_a_pod_that_breaks_it_with_its_message(
         ),
     ];
     for (pod, policy, message) in &cases {
-        refused(&lab, d, pod, policy, message);
+        refused(lab, d, pod, policy, message);
     }
     // The negative control of the negative control: the pod they were all made from.
-    admitted(&lab, d, &etcd_member_pod("etcd-member"));
+    admitted(lab, d, &etcd_member_pod("etcd-member"));
 }
 
-#[test]
-#[ignore = "needs root, runc and make kube-tools; make test-kube runs it"]
-fn workloads_whose_pod_template_breaks_a_rule_are_refused_on_create_and_on_update() {
-    let lab = Lab::up_with(&[], false);
+fn workloads_whose_pod_template_breaks_a_rule_are_refused_on_create_and_on_update(lab: &Lab) {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
     let template = |change: &dyn Fn(&mut Value)| {
@@ -287,7 +281,7 @@ fn workloads_whose_pod_template_breaks_a_rule_are_refused_on_create_and_on_updat
         "app.kubernetes.io/instance": "dlock-etcd"}});
     let privileged_template = template(&privileged);
     refused(
-        &lab,
+        lab,
         d,
         &json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
             "metadata": {"name": "privileged", "namespace": "default"},
@@ -296,7 +290,7 @@ fn workloads_whose_pod_template_breaks_a_rule_are_refused_on_create_and_on_updat
         "Autopilot refuses privileged containers (container etcd)",
     );
     refused(
-        &lab,
+        lab,
         d,
         &json!({"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": "host-network", "namespace": "default"},
@@ -310,7 +304,7 @@ fn workloads_whose_pod_template_breaks_a_rule_are_refused_on_create_and_on_updat
     job_pod["spec"]["restartPolicy"] = json!("Never");
     job_pod["spec"].as_object_mut().expect("spec").remove("affinity");
     refused(
-        &lab,
+        lab,
         d,
         &json!({"apiVersion": "batch/v1", "kind": "CronJob",
             "metadata": {"name": "ratio", "namespace": "default"},
@@ -347,11 +341,7 @@ fn workloads_whose_pod_template_breaks_a_rule_are_refused_on_create_and_on_updat
     assert_eq!(now["spec"]["template"]["spec"].get("hostPID"), None, "unchanged: {now}");
 }
 
-#[test]
-#[ignore = "needs root, runc and make kube-tools; make test-kube runs it"]
-fn the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted() {
-    // The lab as every other test runs it (default flags).
-    let lab = Lab::up_with(&[], false);
+fn the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted(lab: &Lab) {
     let dir = tempfile::tempdir().expect("tempdir");
     let d = dir.path();
 
@@ -371,7 +361,7 @@ fn the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted() {
 
     // The pods themselves: the etcd member, and leaderwatch's Job pod as the Job controller
     // makes it (its ServiceAccount from rbac.yaml).
-    admitted(&lab, d, &etcd_member_pod("etcd-member"));
+    admitted(lab, d, &etcd_member_pod("etcd-member"));
     lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]);
     let job = yaml_values("deploy/k8s/leaderwatch/job-measure.yaml")
         .into_iter()
@@ -379,7 +369,7 @@ fn the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted() {
         .expect("the Job");
     let t = serde_json::to_value(&job["spec"]["template"]).expect("json");
     admitted(
-        &lab,
+        lab,
         d,
         &json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "leaderwatch-measure-x", "namespace": "dlock", "labels": t["metadata"]["labels"]},
@@ -418,17 +408,28 @@ fn the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted() {
         }),
     ];
     for pod in &allowed {
-        admitted(&lab, d, pod);
+        admitted(lab, d, pod);
     }
 
     // kube-system is exempt (GKE's own system workloads run there).
     let mut system = breaking("host-network-system", |s| s["hostNetwork"] = json!(true));
     system["metadata"]["namespace"] = json!("kube-system");
-    admitted(&lab, d, &system);
+    admitted(lab, d, &system);
 
     // The API server admits privileged containers, as GKE's does (lw-lab runs it with
     // --allow-privileged=true): in kube-system nothing refuses one.
     let mut system = breaking("privileged-system", privileged);
     system["metadata"]["namespace"] = json!("kube-system");
-    admitted(&lab, d, &system);
+    admitted(lab, d, &system);
+}
+
+/// The three on one cluster: they only talk to the API server's admission, each with objects
+/// of its own names, so a cluster each (about 15 s to start) bought nothing.
+#[test]
+#[ignore = "needs root, runc and make kube-tools; make test-kube runs it"]
+fn the_autopilot_rules_on_the_lab_as_every_other_test_runs_it() {
+    let lab = Lab::up_with(&[], false);
+    each_documented_autopilot_rule_refuses_a_pod_that_breaks_it_with_its_message(&lab);
+    workloads_whose_pod_template_breaks_a_rule_are_refused_on_create_and_on_update(&lab);
+    the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted(&lab);
 }

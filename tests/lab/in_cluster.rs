@@ -8,7 +8,7 @@
 //!
 //! - `leaderwatch sitting` runs the sitting in the cluster as a user does: `job-measure.yaml`
 //!   with the image and flags given (`--reach=dns`, the ServiceAccount's projected token,
-//!   `KUBERNETES_SERVICE_HOST`; the test-only LEADERWATCH_TEST_MIN_IDLE lets `--idle 30s`
+//!   `KUBERNETES_SERVICE_HOST`; the test-only LEADERWATCH_TEST_MIN_IDLE lets `--idle 10s`
 //!   through), followed to its end, its run directory fetched through the API and equal to
 //!   the volume's byte for byte, the table rendered; `baseline-from-log.sh` gets the same
 //!   baseline.json from `kubectl logs` as the PVC holds.
@@ -380,10 +380,10 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     std::fs::copy(repo().join("deploy/k8s/etcd/README.md"), &readme).expect("README copy");
     // Ctrl-C while it follows only detaches (exit 9): the Job goes on ...
     let first = support::leaderwatch()
-        .env(leaderwatch::test_hooks::MIN_IDLE, "30s")
+        .env(leaderwatch::test_hooks::MIN_IDLE, "10s")
         .args(["sitting", "--kubeconfig", &kubeconfig, "--image"])
         .arg(manifest_image("deploy/k8s/leaderwatch/job-measure.yaml"))
-        .args(["--idle", "30s", "--settle", "20s", "--environment", environment])
+        .args(["--idle", "10s", "--settle", "10s", "--environment", environment])
         .args(["--label", "kube-in-cluster", "--out-dir"])
         .arg(&out_dir)
         .spawn()
@@ -553,7 +553,7 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     lab.wait_pdb_allows_one();
     wait_until("the first Job's pod gone", Duration::from_secs(60), || job_pods(&lab).is_empty());
     let env = [
-        (leaderwatch::test_hooks::IDLE, "20s"),
+        (leaderwatch::test_hooks::IDLE, "10s"),
         (leaderwatch::test_hooks::SETTLE, "5m"),
         ("LEADERWATCH_ENVIRONMENT", environment),
     ];

@@ -128,7 +128,7 @@ fn all_ours(b: &Baseline, what: &str) {
         .iter()
         .filter(|w| w.name != WindowName::AtRest)
         .flat_map(|w| &w.elections_detail)
-        .map(|e| (e.term_to, e.cause, e.cause_event.as_ref().map(|c| c.kind.clone())))
+        .map(|e| (e.term_to, e.cause, e.cause_event.as_ref().map(|c| c.kind)))
         .collect();
     assert!(
         causes.iter().all(|c| c.1 == leaderwatch::model::baseline::Cause::OwnDisruption),
