@@ -143,8 +143,12 @@ measure-kube: kube-tools build
 test-in-cluster: kube-tools test-image-build deps
 	LEADERWATCH_IMAGE_DIR=$(TEST_IMAGE_DIR) $(CARGO) test --locked --test lab -- --ignored in_cluster::
 
-# Tier 3 of make test (the Makefile's test-lab prints its summary line): lw-lab's own
-# faults (a missing tool, a namespace a killed run left), then each cluster in turn.
+# Tier 3 of make test (the Makefile's test-lab prints its summary line): first what a run
+# killed outright left on this machine is removed (`up` refuses such leftovers by name, and
+# a killed CI job or session leaves them for the next make test; a live cluster's are never
+# touched), then lw-lab's own faults (a missing tool, a namespace a killed run left), then
+# each cluster in turn.
 test-lab-steps: kube-tools
+	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test down
 	$(CARGO) test --locked --manifest-path lab/Cargo.toml --test faults
 	@$(MAKE) --no-print-directory acceptance test-kube test-image test-in-cluster

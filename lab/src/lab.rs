@@ -518,6 +518,7 @@ pub async fn clean_leftovers(dir: &Path, tools: &Path) -> Vec<String> {
     let mut removed =
         node::teardown(dir, &runc, &|n| net::ours(n) && !registry::live(&n[2..6])).await;
     removed.extend(net::remove_leftovers().await.unwrap_or_default());
+    registry::forget_dead();
     let _ = std::fs::remove_file(state_path(dir));
     removed
 }

@@ -30,6 +30,17 @@ pub fn unregister_pid(pid: u32) {
     }
 }
 
+/// Forgets every id whose harness is gone (a killed run's entry), so that the directory
+/// does not grow with every run a machine ever killed.
+pub fn forget_dead() {
+    for e in std::fs::read_dir(dir()).into_iter().flatten().flatten() {
+        let pid = std::fs::read_to_string(e.path()).ok().and_then(|s| s.trim().parse::<u32>().ok());
+        if !pid.is_some_and(alive) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
 /// True when `id` belongs to a cluster whose harness is alive.
 pub fn live(id: &str) -> bool {
     std::fs::read_to_string(dir().join(id))
