@@ -1,10 +1,14 @@
 # shellcheck shell=bash
-# Sourced by the bench scripts: a fresh 3-member etcd on free 127.0.0.1 ports, stopped and
-# removed on exit. `start_cluster TOKEN EXTRA` sets `work` (a temp dir), `pids`, `ports`
-# (3 client ports, 3 peer ports, then EXTRA more free ports for the caller) and `endpoints`
-# (the three client URLs, comma-separated); it returns once every member answers /health.
-# Needs ETCD (the etcd binary). `prometheus_config FILE` writes a Prometheus config that
-# scrapes the three members every second.
+# Sourced by the bench scripts: a fresh etcd cluster of MEMBERS members (default 3) on free
+# 127.0.0.1 ports, stopped and removed on exit. `start_cluster TOKEN EXTRA` sets `work` (a
+# temp dir), `pids`, `ports` (MEMBERS client ports, MEMBERS peer ports, then EXTRA more free
+# ports for the caller: `extra_port K` is the K-th), `endpoints` (the client URLs,
+# comma-separated) and `members` (leaderwatch's --endpoint options, m0=URL ...); it returns
+# once every member answers /health. Needs ETCD (the etcd binary). `prometheus_config FILE`
+# writes a Prometheus config that scrapes the members every second.
+MEMBERS=${MEMBERS:-3}
+
+extra_port() { echo "${ports[$((2 * MEMBERS + $1))]}"; }
 
 # require BIN...: every one executable, or one line naming it and exit 2 (make bench
 # installs them all: make deps, make build, Debian's time and prometheus).
@@ -20,19 +24,19 @@ start_cluster() {
   work=$(mktemp -d)
   pids=()
   trap stop_cluster EXIT
-  # Free loopback ports for 3 clients, 3 peers and the caller's extra ones.
-  mapfile -t ports < <(python3 - "$((6 + extra))" <<'PY'
+  # Free loopback ports for the clients, the peers and the caller's extra ones.
+  mapfile -t ports < <(python3 - "$((2 * MEMBERS + extra))" <<'PY'
 import socket, sys
 ss = [socket.socket() for _ in range(int(sys.argv[1]))]
 for s in ss: s.bind(("127.0.0.1", 0))
 for s in ss: print(s.getsockname()[1])
 PY
 )
-  local cluster="" i c p
-  for i in 0 1 2; do cluster+="m$i=http://127.0.0.1:${ports[$((3 + i))]},"; done
+  local cluster="" i c p n=$MEMBERS
+  for ((i = 0; i < n; i++)); do cluster+="m$i=http://127.0.0.1:${ports[$((n + i))]},"; done
   cluster=${cluster%,}
-  for i in 0 1 2; do
-    c=${ports[$i]}; p=${ports[$((3 + i))]}
+  for ((i = 0; i < n; i++)); do
+    c=${ports[$i]}; p=${ports[$((n + i))]}
     "$ETCD" --name "m$i" --data-dir "$work/m$i" --listen-client-urls "http://127.0.0.1:$c" \
       --advertise-client-urls "http://127.0.0.1:$c" --listen-peer-urls "http://127.0.0.1:$p" \
       --initial-advertise-peer-urls "http://127.0.0.1:$p" --initial-cluster "$cluster" \
@@ -40,12 +44,17 @@ PY
     pids+=($!)
   done
   # shellcheck disable=SC2034 # for the caller
-  endpoints="http://127.0.0.1:${ports[0]},http://127.0.0.1:${ports[1]},http://127.0.0.1:${ports[2]}"
+  endpoints="" members=""
+  for ((i = 0; i < n; i++)); do
+    endpoints+="http://127.0.0.1:${ports[$i]},"
+    members+="--endpoint m$i=http://127.0.0.1:${ports[$i]} "
+  done
+  endpoints=${endpoints%,}
   local ok
   for _ in $(seq 1 150); do
     ok=0
-    for i in 0 1 2; do curl -sf --max-time 2 "http://127.0.0.1:${ports[$i]}/health" >/dev/null && ok=$((ok + 1)); done
-    [ "$ok" -eq 3 ] && return 0
+    for ((i = 0; i < n; i++)); do curl -sf --max-time 2 "http://127.0.0.1:${ports[$i]}/health" >/dev/null && ok=$((ok + 1)); done
+    [ "$ok" -eq "$n" ] && return 0
     sleep 0.2
   done
   echo "bench: the cluster did not become healthy:" >&2
@@ -61,6 +70,8 @@ stop_cluster() {
 }
 
 prometheus_config() {
+  local targets="" i
+  for ((i = 0; i < MEMBERS; i++)); do targets+="\"127.0.0.1:${ports[$i]}\", "; done
   cat >"$1" <<YML
 global:
   scrape_interval: 1s
@@ -68,6 +79,6 @@ global:
 scrape_configs:
   - job_name: etcd
     static_configs:
-      - targets: ["127.0.0.1:${ports[0]}", "127.0.0.1:${ports[1]}", "127.0.0.1:${ports[2]}"]
+      - targets: [${targets%, }]
 YML
 }

@@ -32,7 +32,7 @@ for DURATION in $DURATIONS; do
     --endpoint "m2=http://127.0.0.1:${ports[2]}" 2>"$work/lw.log" &
   lw=$!
   /usr/bin/time -v -o "$work/prom.time" timeout -s TERM "$DURATION" "$PROM" --config.file="$work/prometheus.yml" \
-    --storage.tsdb.path="$work/tsdb$DURATION" --web.listen-address="127.0.0.1:${ports[6]}" >"$work/prom.log" 2>&1 &
+    --storage.tsdb.path="$work/tsdb$DURATION" --web.listen-address="127.0.0.1:$(extra_port 0)" >"$work/prom.log" 2>&1 &
   prom=$!
   wait "$lw" || { echo "bench: leaderwatch failed:" >&2; tail -5 "$work/lw.log" >&2; exit 1; }
   wait "$prom" || true

@@ -563,9 +563,10 @@ Examples:
   leaderwatch sample --endpoint m0=http://127.0.0.1:2379 --endpoint m1=http://127.0.0.1:22379 \\
       --endpoint m2=http://127.0.0.1:32379 --retain 30d --metrics-addr 0.0.0.0:9464 --out /data/continuous
 
-  # a sitting's fast phase: health and Status every 100 ms, /metrics every second
+  # a sitting's fast phase: Status every 100 ms, /health when its last answer may no longer
+  # hold, /metrics only from a member whose Status changed
   leaderwatch sample --endpoint m0=http://127.0.0.1:2379 --endpoint m1=http://127.0.0.1:22379 \\
-      --endpoint m2=http://127.0.0.1:32379 --interval 100ms --metrics-interval 1s --out data/fast
+      --endpoint m2=http://127.0.0.1:32379 --interval 100ms --metrics-interval on-change --out data/fast
 
   # the dlock members through three port-forwards (run each in its own terminal)
   kubectl -n dlock port-forward pod/dlock-etcd-0 23790:2379
@@ -598,6 +599,20 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// `sample --metrics-interval`: a duration or `on-change`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricsInterval {
+    Every(Duration),
+    OnChange,
+}
+
+pub fn parse_metrics_interval(s: &str) -> Result<MetricsInterval, String> {
+    if s == "on-change" {
+        return Ok(MetricsInterval::OnChange);
+    }
+    parse_duration(s).map(MetricsInterval::Every).map_err(|e| format!("{e}, or on-change"))
+}
+
 #[derive(Debug, Args)]
 pub struct SampleArgs {
     /// A member to sample, NAME=URL (client URL, port 2379 on a real member). Repeat per member.
@@ -610,10 +625,13 @@ pub struct SampleArgs {
     #[arg(long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
     /// Read /metrics (the page that costs etcd the most to serve) only this often, in
-    /// whole intervals; /health and the Status RPC still run every --interval. Default:
-    /// every round. E.g. `--interval 100ms --metrics-interval 1s` is a sitting's fast phase.
-    #[arg(long, value_parser = parse_duration)]
-    pub metrics_interval: Option<Duration>,
+    /// whole intervals, or `on-change`: only from a member whose Status RPC shows a new
+    /// leader, term or alarm, or that comes back (what a sitting's fast phase does, e.g.
+    /// `--interval 100ms --metrics-interval on-change`). The Status RPC runs every
+    /// --interval; /health too, but a healthy member whose Status did not change is asked
+    /// once a second. Default: every round.
+    #[arg(long, value_parser = parse_metrics_interval)]
+    pub metrics_interval: Option<MetricsInterval>,
     /// Bound on each part of a probe (metrics, health, status RPC).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub timeout: Duration,

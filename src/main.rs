@@ -7,8 +7,8 @@ use std::sync::Arc;
 use clap::{Parser, ValueEnum};
 use leaderwatch::Error;
 use leaderwatch::cli::{
-    Cli, Command, CompareArgs, KubeArgs, MeasureArgs, Output, PreflightArgs, RateArgs, RateOutput,
-    ReportArgs, ReportFormat, SampleArgs,
+    Cli, Command, CompareArgs, KubeArgs, MeasureArgs, MetricsInterval, Output, PreflightArgs,
+    RateArgs, RateOutput, ReportArgs, ReportFormat, SampleArgs,
 };
 use leaderwatch::io::probe::{ProbeConfig, TlsFiles};
 use leaderwatch::io::read;
@@ -134,15 +134,18 @@ fn fail(e: &Error) -> ! {
 async fn run_sample(a: SampleArgs) -> Result<(), Error> {
     let members = parse_members(&a.endpoints).map_err(Error::Usage)?;
     let metrics_every = match a.metrics_interval {
-        None => 1,
-        Some(m) if m < a.interval => {
+        None => Some(1),
+        Some(MetricsInterval::OnChange) => None,
+        Some(MetricsInterval::Every(m)) if m < a.interval => {
             return Err(Error::Usage(format!(
                 "--metrics-interval {} is shorter than --interval {}",
                 humantime::format_duration(m),
                 humantime::format_duration(a.interval)
             )));
         }
-        Some(m) => leaderwatch::io::round::rounds_per_page(m, a.interval),
+        Some(MetricsInterval::Every(m)) => {
+            Some(leaderwatch::io::round::rounds_per_page(m, a.interval))
+        }
     };
     let cfg = SampleConfig {
         members,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::Result;
+use crate::analysis::cadence::Pages;
 use crate::analysis::engine::Engine;
 use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{Recorder, new_run_id};
@@ -27,9 +28,10 @@ pub struct SampleConfig {
     /// Time between round starts; a round waits at most this long for a member, so one
     /// silent member never slows the others.
     pub interval: Duration,
-    /// Rounds between two reads of `/metrics` (1: every round). The page is what costs
-    /// etcd the most to serve; health and Status are read every round regardless.
-    pub metrics_every: u64,
+    /// Rounds between two reads of `/metrics` (1: every round; `None`: only from a member
+    /// whose Status changed, src/analysis/cadence.rs). The page is what costs etcd the most
+    /// to serve; Status is read every round regardless.
+    pub metrics_every: Option<u64>,
     /// `None`: until a signal.
     pub duration: Option<Duration>,
     pub out: PathBuf,
@@ -107,7 +109,7 @@ pub async fn run_with<S: Rounds>(
     Ok(summary)
 }
 
-/// One round per interval (with `/metrics` every `metrics_every` rounds) and the canary's
+/// One round per interval (with `/metrics` as `metrics_every` says) and the canary's
 /// ops, until `--duration` runs out or a signal comes.
 async fn sample_until_stopped<S: Rounds>(
     cfg: &SampleConfig,
@@ -122,8 +124,11 @@ async fn sample_until_stopped<S: Rounds>(
         if cfg.duration.is_some_and(|d| started.mono.elapsed() >= d) {
             return Ok(EndedBy::Duration);
         }
-        let with_metrics = s.rounds.next_index().is_multiple_of(cfg.metrics_every.max(1));
-        s.rounds.set_with_metrics(with_metrics);
+        s.rounds.set_pages(match cfg.metrics_every {
+            Some(n) if s.rounds.next_index().is_multiple_of(n.max(1)) => Pages::Every,
+            Some(_) => Pages::Skip,
+            None => Pages::OnChange,
+        });
         let Some(round) = s.take_round(Some(cfg.interval)).await else {
             return Ok(EndedBy::Signal);
         };

@@ -22,6 +22,7 @@ use tokio::sync::mpsc::{self, UnboundedReceiver};
 use tokio::task::JoinHandle;
 
 use crate::analysis::attribution::OWN;
+use crate::analysis::cadence::Pages;
 use crate::analysis::engine::Engine;
 use crate::analysis::recovery::{Change, Outcome, RecoveryTracker, max_term};
 use crate::io::canary::Canary;
@@ -286,7 +287,7 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
         self.progress.phase("at_rest", Some(cfg.idle));
         let t0 = self.clock.stamp();
         let mut tick = ticker(cfg.interval);
-        self.s.rounds.set_with_metrics(true);
+        self.s.rounds.set_pages(Pages::Every);
         // Until the window itself spans --idle (its first round to its last): a loop on the
         // time since the phase began let the boundary round land a hair early (a 20 min
         // at_rest of 1199.9996 s, an 8 s rehearsal of 7.9995 s).
@@ -326,7 +327,7 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
         self.progress.phase("settle", Some(cfg.settle));
         let t1 = self.clock.stamp();
         let mut tick = ticker(cfg.interval);
-        self.s.rounds.set_with_metrics(true);
+        self.s.rounds.set_pages(Pages::Every);
         while self.s.engine.open_span_s() < cfg.settle.as_secs_f64() {
             let Some(r) = self.s.next_round(&mut tick, cfg.interval).await else {
                 return Err(interrupted("settle"));
@@ -438,10 +439,13 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
     ) -> Phase {
         let cfg = self.cfg;
         let n = cfg.members.len();
-        // /metrics (the expensive page) once per slow interval; health and status every round.
-        let every = crate::io::round::rounds_per_page(cfg.interval, cfg.fast_interval);
+        // Status every round; /health when its last answer may no longer hold; /metrics (the
+        // expensive page) only from a member whose Status changed (src/analysis/cadence.rs).
+        // Reading the page every round once the target was back cost each member ten pages
+        // a second, and once a second still as much as Prometheus's whole scrape
+        // (docs/benchmarks.md: observer cost).
+        self.s.rounds.set_pages(Pages::OnChange);
         let mut tick = ticker(cfg.fast_interval);
-        let mut k = 0u64;
         loop {
             tokio::select! {
                 biased;
@@ -457,12 +461,8 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
                 }
                 _ = tick.tick() => {}
             }
-            // The round that closes this window must show a restarted member's new counter:
-            // the extra full round below sees to that. Reading every page at the fast
-            // interval once the target was back cost each member ten /metrics pages a
-            // second until the list was healthy (docs/benchmarks.md: observer cost).
-            self.s.rounds.set_with_metrics(k.is_multiple_of(every));
-            k += 1;
+            // The round that closes this window must show every member's counter: the extra
+            // full round below sees to that.
             let Some(r) = self.s.take_round(Some(cfg.fast_interval)).await else {
                 return Err(interrupted("the disruption"));
             };
@@ -478,7 +478,7 @@ impl<S: Rounds, F: Future<Output = ()>> Sitting<'_, S, F> {
                     Change::HealthyList(_) => {
                         if !r.has_all_metrics(n) {
                             // One more round, at once, that reads every counter: see above.
-                            self.s.rounds.set_with_metrics(true);
+                            self.s.rounds.set_pages(Pages::Every);
                             let Some(r2) = self.s.take_round(None).await else {
                                 return Err(interrupted("the disruption"));
                             };

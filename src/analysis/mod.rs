@@ -2,6 +2,7 @@
 //! Imports only [`crate::model`] and its own layer.
 
 pub mod attribution;
+pub mod cadence;
 pub mod client;
 pub mod counts;
 pub mod engine;

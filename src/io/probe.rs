@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 
+use crate::analysis::cadence::{HealthAsk, Plan};
 use crate::io::metrics;
 use crate::model::clock::Clock;
 use crate::model::member::Member;
@@ -239,13 +240,18 @@ impl Prober {
         self.cfg.with_metrics
     }
 
-    /// Probes the member once; all three parts run concurrently.
-    pub async fn probe(&self, with_metrics: bool) -> Observation {
+    /// Probes the member once as `plan` says; the parts asked run concurrently.
+    pub async fn probe(&self, plan: Plan) -> Observation {
         let stamp = self.clock.stamp();
         let client = self.etcd_client().await;
         let (metrics, health, status) = tokio::join!(
-            async { if with_metrics { self.metrics().await } else { Part::Skipped } },
-            self.health(),
+            async { if plan.metrics { self.metrics().await } else { Part::Skipped } },
+            async {
+                match plan.health {
+                    HealthAsk::Ask => self.health().await,
+                    HealthAsk::Keep(value, age) => Part::Kept { value, age },
+                }
+            },
             Self::status(client, self.cfg.timeout),
         );
         Observation {

@@ -13,7 +13,7 @@ use serde::Serialize;
 use crate::io::rotate::Rotation;
 use crate::model::clock::ts;
 use crate::model::event::{Event, EventKind, Source};
-use crate::model::observation::{Observation, Round, Silent};
+use crate::model::observation::{Observation, Part, Round, Silent};
 pub use crate::model::rows::{CanaryRow, HealthRow};
 
 pub const SAMPLES: &str = "samples.csv";
@@ -221,7 +221,12 @@ fn sample_row<'a>(
         wal_fsync_sum_s: m.and_then(|m| m.wal_fsync_sum),
         wal_fsync_count: m.and_then(|m| m.wal_fsync_count),
         metrics_ms: ms(o.metrics.ms()),
-        health_ms: ms(o.health.ms()),
+        // Empty when the answer was kept, not read (src/analysis/cadence.rs).
+        health_ms: if matches!(o.health, Part::Kept { .. }) {
+            String::new()
+        } else {
+            ms(o.health.ms())
+        },
         status_ms: ms(o.status.ms()),
         probe_ms: ms(o.probe_ms()),
         error: one_line(&o.error_summary()),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use futures::future::join_all;
 use tokio::task::JoinHandle;
 
+use crate::analysis::cadence::{Cadence, Pages};
 use crate::io::probe::{ProbeConfig, Prober, http_client};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::member::Member;
@@ -43,8 +44,8 @@ pub trait Rounds: Send {
     /// A round that waits at most `wait` for each member (`None`: for every answer).
     fn round_within(&mut self, wait: Option<Duration>) -> impl Future<Output = Round> + Send;
 
-    /// `/metrics` on or off for the probes started from now on.
-    fn set_with_metrics(&mut self, on: bool);
+    /// When the probes started from now on read `/metrics`.
+    fn set_pages(&mut self, pages: Pages);
 
     /// The index the next round will have.
     fn next_index(&self) -> u64;
@@ -56,26 +57,34 @@ pub trait Rounds: Send {
     fn abort(&mut self);
 }
 
-/// One member's prober and its probe in flight, if any.
+/// One member's prober, its probe in flight, if any, and what its probes learned so far
+/// (what the next one needs to ask).
 struct Slot {
     prober: Arc<Prober>,
     inflight: Option<(JoinHandle<Observation>, Stamp)>,
+    cadence: Cadence,
 }
 
 /// The probers of every member, their probes in flight, and the round counter.
 pub struct Sampler {
     slots: Vec<Slot>,
     next: u64,
-    with_metrics: bool,
+    pages: Pages,
     clock: Arc<dyn Clock>,
 }
 
 impl Sampler {
     pub fn new(probers: Vec<Prober>, clock: Arc<dyn Clock>) -> Self {
-        let with_metrics = probers.first().is_none_or(|p| p.default_with_metrics());
-        let slots =
-            probers.into_iter().map(|p| Slot { prober: Arc::new(p), inflight: None }).collect();
-        Sampler { slots, next: 0, with_metrics, clock }
+        let pages = if probers.first().is_none_or(|p| p.default_with_metrics()) {
+            Pages::Every
+        } else {
+            Pages::Skip
+        };
+        let slots = probers
+            .into_iter()
+            .map(|p| Slot { prober: Arc::new(p), inflight: None, cadence: Cadence::default() })
+            .collect();
+        Sampler { slots, next: 0, pages, clock }
     }
 
     /// Replaces the prober of the member of the same name (a pod recreated at a new
@@ -85,16 +94,17 @@ impl Sampler {
         match self.slots.iter_mut().find(|s| s.prober.member().name == prober.member().name) {
             Some(slot) => {
                 slot.prober = Arc::new(prober);
+                slot.cadence = Cadence::default(); // a new process: nothing of the old holds
                 true
             }
             None => false,
         }
     }
 
-    /// `/metrics` on or off for the probes started from now on (off during fast sampling:
-    /// the counter is cumulative and the full page is the expensive part for etcd).
-    pub fn set_with_metrics(&mut self, on: bool) {
-        self.with_metrics = on;
+    /// When the probes started from now on read `/metrics` (less often during fast
+    /// sampling: the counter is cumulative and the full page is the expensive part for etcd).
+    pub fn set_pages(&mut self, pages: Pages) {
+        self.pages = pages;
     }
 
     /// The index the next round will have.
@@ -116,10 +126,9 @@ impl Sampler {
         for slot in &mut self.slots {
             if slot.inflight.is_none() {
                 let p = slot.prober.clone();
-                let with_metrics = self.with_metrics;
                 let stamp = self.clock.stamp();
-                slot.inflight =
-                    Some((tokio::spawn(async move { p.probe(with_metrics).await }), stamp));
+                let plan = slot.cadence.plan(self.pages, stamp.mono);
+                slot.inflight = Some((tokio::spawn(async move { p.probe(plan).await }), stamp));
             }
         }
         let done = join_all(self.slots.iter_mut().map(|slot| async move {
@@ -134,12 +143,17 @@ impl Sampler {
         .await;
         let mut observations = Vec::new();
         let mut silent = Vec::new();
-        for (slot, got) in self.slots.iter().zip(done) {
+        for (slot, got) in self.slots.iter_mut().zip(done) {
             match got {
-                Some(Ok(o)) => observations.push(o),
+                Some(Ok(o)) => {
+                    slot.cadence.observe(&o);
+                    observations.push(o)
+                }
                 // The probe task panicked or was cancelled: record it as a failed probe.
                 Some(Err(e)) => {
-                    observations.push(lost_probe(&slot.prober, &e.to_string(), &started))
+                    let o = lost_probe(&slot.prober, &e.to_string(), &started);
+                    slot.cadence.observe(&o);
+                    observations.push(o)
                 }
                 None => {
                     let since = slot.inflight.as_ref().map_or(started, |(_, s)| *s);
@@ -172,8 +186,8 @@ impl Rounds for Sampler {
         Sampler::round_within(self, wait)
     }
 
-    fn set_with_metrics(&mut self, on: bool) {
-        Sampler::set_with_metrics(self, on);
+    fn set_pages(&mut self, pages: Pages) {
+        Sampler::set_pages(self, pages);
     }
 
     fn next_index(&self) -> u64 {

@@ -21,10 +21,22 @@ pub enum Part<T> {
     Failed { error: String, ms: f64 },
     /// The part was not asked this time (`/metrics` during fast sampling).
     Skipped,
+    /// Not asked this time: the last answer, `age` old, still holds (a stable member's
+    /// `/health`, src/analysis/cadence.rs). Analysis reads it as that answer.
+    Kept { value: T, age: Duration },
 }
 
 impl<T> Part<T> {
+    /// The answer: read this round, or kept from an earlier one.
     pub fn ok(&self) -> Option<&T> {
+        match self {
+            Part::Ok { value, .. } | Part::Kept { value, .. } => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The answer read in this very probe (not a kept one).
+    pub fn answered(&self) -> Option<&T> {
         match self {
             Part::Ok { value, .. } => Some(value),
             _ => None,
@@ -39,11 +51,11 @@ impl<T> Part<T> {
         }
     }
 
-    /// Milliseconds the part took; 0 when skipped.
+    /// Milliseconds the part took; 0 when skipped or kept.
     pub fn ms(&self) -> f64 {
         match self {
             Part::Ok { ms, .. } | Part::Failed { ms, .. } => *ms,
-            Part::Skipped => 0.0,
+            Part::Skipped | Part::Kept { .. } => 0.0,
         }
     }
 
@@ -125,9 +137,12 @@ impl Observation {
         Observation { member, endpoint, ts: at.utc, at: at.mono, metrics, health, status }
     }
 
-    /// The member answered at least one part (a 503 from `/health` is an answer).
+    /// The member answered at least one part in this probe (a 503 from `/health` is an
+    /// answer; a kept one is not).
     pub fn reachable(&self) -> bool {
-        self.metrics.ok().is_some() || self.health.ok().is_some() || self.status.ok().is_some()
+        self.metrics.answered().is_some()
+            || self.health.answered().is_some()
+            || self.status.answered().is_some()
     }
 
     /// Wall time of the probe: the parts run concurrently, so the slowest one.

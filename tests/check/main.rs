@@ -10,6 +10,7 @@ mod alert_rule;
 mod apply_sh;
 mod bad_args;
 mod before_layers;
+mod cadence_replay;
 mod committed_runs;
 mod counts_props;
 mod docs;

@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use leaderwatch::analysis::cadence::Pages;
 use leaderwatch::io::disrupt::{Disruptor, Reporter};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::io::round::Rounds;
@@ -121,8 +122,9 @@ impl Rounds for Script {
         Round { index: self.index - 1, started, observations, silent: vec![] }
     }
 
-    fn set_with_metrics(&mut self, on: bool) {
-        self.with_metrics = on;
+    fn set_pages(&mut self, pages: Pages) {
+        // The script has no Status memory: "on change" reads no page, as a quiet member's.
+        self.with_metrics = pages == Pages::Every;
     }
 
     fn next_index(&self) -> u64 {

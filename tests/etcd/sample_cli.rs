@@ -120,6 +120,40 @@ async fn metrics_interval_reads_the_page_only_in_its_rounds() {
     assert_eq!(summary(f.out.path())["leader_changes"]["raw_sum_end"], 3.0);
 }
 
+/// `--metrics-interval on-change` on a quiet cluster (src/analysis/cadence.rs): each
+/// member's page is read in the first round and then not again (its Status never changes),
+/// Status in every round, and `/health` read about once a second, kept in between (its
+/// value written, `health_ms` empty). The summary still counts from the pages read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_change_reads_a_quiet_members_page_once_and_its_health_once_a_second() {
+    let f = cluster().await;
+    let child = leaderwatch()
+        .args(["sample", "--interval", "100ms", "--metrics-interval", "on-change"])
+        .args(["--duration", "4s", "--out"])
+        .arg(f.out.path())
+        .args(endpoint_args(&f))
+        .spawn()
+        .expect("spawn leaderwatch sample");
+    let out = wait_within(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let rows = samples(f.out.path());
+    assert!(rows.len() >= 3 * 30, "rows: {}", rows.len());
+    let (mut pages, mut read, mut kept) = (0, 0, 0);
+    for r in &rows {
+        assert!(!r["raft_term"].is_empty(), "Status every round: {r:?}");
+        assert_eq!(r["health"], "true", "{r:?}");
+        if !r["leader_changes_seen_total"].is_empty() {
+            pages += 1;
+        }
+        if r["health_ms"].is_empty() { kept += 1 } else { read += 1 }
+    }
+    assert_eq!(pages, 3, "one page per member");
+    // About 4 s at 100 ms: each member read about once a second (5), kept otherwise (35).
+    assert!((3 * 3..=3 * 8).contains(&read), "read {read}, kept {kept}");
+    assert!(kept > 3 * read, "read {read}, kept {kept}");
+    assert_eq!(summary(f.out.path())["leader_changes"]["raw_sum_end"], 3.0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_the_run_and_writes_the_summary_within_5s() {
     let f = cluster().await;

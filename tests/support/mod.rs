@@ -211,7 +211,7 @@ pub fn sample_config(f: &Fixture, interval: Duration, timeout: Duration) -> Samp
     SampleConfig {
         members: f.cluster.members(),
         interval,
-        metrics_every: 1,
+        metrics_every: Some(1),
         duration: None,
         out: f.out.path().to_owned(),
         probe: ProbeConfig { timeout, ..ProbeConfig::default() },

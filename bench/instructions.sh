@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Instructions per sampler round, which unlike CPU time do not depend on the machine's load
+# (this VM has no hardware counters for `perf stat`, so valgrind's callgrind counts them).
+# `leaderwatch sample --interval 50ms` runs under callgrind against a fresh local 3-member
+# cluster for SHORT and LONG seconds (default 10 and 30); instructions per round are the
+# difference of the two runs' totals over the difference of their rounds, so start-up and
+# exit cancel out. Full rounds (/metrics, /health when due, Status) and fast ones (no
+# /metrics). Appends its figures to $BENCH_SUMMARY when set.
+set -euo pipefail
+
+SHORT=${SHORT:-10}
+LONG=${LONG:-30}
+ETCD=${ETCD_BIN:-.tools/bin/etcd}
+LW=${LW:-target/release/leaderwatch}
+
+# shellcheck source=bench/local-cluster.sh
+. "$(dirname "$0")/local-cluster.sh"
+require "$ETCD" "$LW" /usr/bin/valgrind
+start_cluster instructions
+sleep 3
+echo "instructions per round: callgrind, local loopback, etcd $("$ETCD" --version | awk 'NR == 1 {print $3}'), 3 members, $(date -u +%FT%TZ)"
+
+# run NAME SECONDS [options]: prints "<instructions> <rounds>".
+run() {
+  local name=$1 secs=$2; shift 2
+  # shellcheck disable=SC2086 # $members is a list of options
+  valgrind --tool=callgrind --callgrind-out-file="$work/$name.cg" "$LW" sample --interval 50ms \
+    --duration "${secs}s" --out "$work/$name" $members "$@" >"$work/$name.log" 2>&1 \
+    || { echo "bench: leaderwatch under callgrind failed:" >&2; tail -n 5 "$work/$name.log" >&2; exit 1; }
+  local ir rounds
+  ir=$(awk '/^summary:/ {print $2}' "$work/$name.cg")
+  rounds=$(( ($(wc -l <"$work/$name/samples.csv") - 1) / 3 ))
+  echo "$ir $rounds"
+}
+for mode in full fast; do
+  opts=()
+  [ "$mode" = fast ] && opts=(--metrics-interval 1h)
+  read -r i1 r1 < <(run "$mode-short" "$SHORT" "${opts[@]}")
+  read -r i2 r2 < <(run "$mode-long" "$LONG" "${opts[@]}")
+  per=$(awk "BEGIN { printf \"%.0f\", ($i2 - $i1) / ($r2 - $r1) }")
+  echo "$mode round: $per instructions ($i1 over $r1 rounds, $i2 over $r2)"
+  if [ -n "${BENCH_SUMMARY:-}" ]; then
+    echo "| instructions per $mode 3-member round (callgrind, $((r2 - r1)) rounds) | $per | reported, no goal | |" >>"$BENCH_SUMMARY"
+  fi
+done

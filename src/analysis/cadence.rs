@@ -1,0 +1,213 @@
+//! What a member's next probe asks, from what its last probe learned. The Status RPC is
+//! asked every round (it is what shows a change first, and costs etcd least); `/health`
+//! (a linearizable read through the leader) only when its last answer may no longer hold;
+//! `/metrics` (the ~160 KB page) on the loop's schedule, or, in a sitting's fast phase,
+//! only when the member's Status shows something the page would count. Pure: observations
+//! in, a plan out; src/io/round.rs keeps one [`Cadence`] per member.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::model::observation::{Health, Observation, Part};
+
+/// How long a healthy `/health` answer is kept while the member's Status does not change:
+/// a stable member is asked once a second, as at rest. Measured on the committed runs'
+/// rounds (tests/check/cadence_replay.rs): no recovery instant moves.
+pub const HEALTH_KEPT_FOR: Duration = Duration::from_secs(1);
+
+/// Slack under [`HEALTH_KEPT_FOR`] so that rounds a second apart always ask (round starts
+/// jitter by a few ms either way).
+const KEEP_SLACK: Duration = Duration::from_millis(50);
+
+/// When `/metrics` is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pages {
+    /// In every probe started from now on.
+    Every,
+    /// In none.
+    Skip,
+    /// Only from a member whose Status (leader, term, alarms, or whether it answered)
+    /// changed since its last page: the page's counter moves only when the member sees a
+    /// new leader, and a restart shows as a failed Status first. A sitting's fast phase.
+    OnChange,
+}
+
+/// What a probe asks of `/health`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum HealthAsk {
+    Ask,
+    /// Not asked: this answer, given `age` ago, still holds.
+    Keep(Health, Duration),
+}
+
+/// One probe's plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub metrics: bool,
+    pub health: HealthAsk,
+}
+
+/// What in a Status answer makes a kept `/health` answer stale when it changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StatusKey {
+    member_id: u64,
+    leader_id: u64,
+    raft_term: u64,
+    alarms: bool,
+}
+
+fn key(o: &Observation) -> Option<StatusKey> {
+    o.status.ok().map(|s| StatusKey {
+        member_id: s.member_id,
+        leader_id: s.leader_id,
+        raft_term: s.raft_term,
+        alarms: !s.errors.is_empty(),
+    })
+}
+
+/// One member's memory between probes.
+#[derive(Debug, Clone, Default)]
+pub struct Cadence {
+    /// The last `/health` answer actually read, the Status beside it, and when.
+    health: Option<(Health, Option<StatusKey>, Instant)>,
+    /// The Status at the last page read (`None` inside: that Status failed).
+    paged: Option<Option<StatusKey>>,
+    /// The Status of the last probe (`None`: it failed, or no probe yet).
+    last: Option<StatusKey>,
+}
+
+impl Cadence {
+    /// Learns from a finished probe of this member.
+    pub fn observe(&mut self, o: &Observation) {
+        let k = key(o);
+        match &o.health {
+            Part::Ok { value, .. } => self.health = Some((value.clone(), k.clone(), o.at)),
+            Part::Failed { .. } => self.health = None,
+            Part::Kept { .. } | Part::Skipped => {}
+        }
+        if matches!(o.metrics, Part::Ok { .. }) {
+            self.paged = Some(k.clone());
+        }
+        self.last = k;
+    }
+
+    /// The plan of a probe starting at `now`.
+    pub fn plan(&self, pages: Pages, now: Instant) -> Plan {
+        let metrics = match pages {
+            Pages::Every => true,
+            Pages::Skip => false,
+            Pages::OnChange => self.last.is_none() || self.paged.as_ref() != Some(&self.last),
+        };
+        let health = match &self.health {
+            Some((h, k, at))
+                if h.healthy
+                    && self.last.is_some()
+                    && k == &self.last
+                    && now.saturating_duration_since(*at) + KEEP_SLACK < HEALTH_KEPT_FOR =>
+            {
+                HealthAsk::Keep(h.clone(), now.saturating_duration_since(*at))
+            }
+            _ => HealthAsk::Ask,
+        };
+        Plan { metrics, health }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::member::MemberName;
+    use crate::model::observation::Status;
+
+    fn obs(
+        at: Instant,
+        health: Option<bool>,
+        status: Option<(u64, u64)>,
+        page: bool,
+    ) -> Observation {
+        Observation {
+            member: MemberName("m0".into()),
+            endpoint: "http://127.0.0.1:2379".into(),
+            ts: chrono::Utc::now(),
+            at,
+            metrics: if page {
+                Part::Ok { value: Default::default(), ms: 1.0 }
+            } else {
+                Part::Skipped
+            },
+            health: match health {
+                Some(h) => {
+                    Part::Ok { value: Health { healthy: h, reason: String::new() }, ms: 1.0 }
+                }
+                None => Part::Failed { error: "connection refused".into(), ms: 1.0 },
+            },
+            status: match status {
+                Some((leader, term)) => Part::Ok { value: Status::of(1, leader, term), ms: 1.0 },
+                None => Part::Failed { error: "connection refused".into(), ms: 1.0 },
+            },
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stable_healthy_member_is_asked_once_a_second() {
+        let t = Instant::now();
+        let mut c = Cadence::default();
+        assert_eq!(c.plan(Pages::Every, t).health, HealthAsk::Ask, "nothing known yet");
+        c.observe(&obs(t, Some(true), Some((7, 2)), true));
+        for k in 1..=9 {
+            assert!(
+                matches!(c.plan(Pages::Every, t + ms(100 * k)).health, HealthAsk::Keep(..)),
+                "round {k}"
+            );
+        }
+        assert_eq!(c.plan(Pages::Every, t + ms(1000)).health, HealthAsk::Ask);
+        // Rounds a second apart (at rest) always ask, even a little early.
+        assert_eq!(c.plan(Pages::Every, t + ms(990)).health, HealthAsk::Ask);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_changed_or_failed_status_or_an_unhealthy_answer_asks_at_once() {
+        let t = Instant::now();
+        let mut c = Cadence::default();
+        c.observe(&obs(t, Some(true), Some((7, 2)), true));
+        // A new term, a new leader, no leader, a failed Status: ask.
+        for status in [Some((7, 3)), Some((8, 2)), Some((0, 2)), None] {
+            let mut d = c.clone();
+            let mut o = obs(t + ms(100), Some(true), status, false);
+            o.health = Part::Skipped;
+            d.observe(&o);
+            assert_eq!(d.plan(Pages::Every, t + ms(200)).health, HealthAsk::Ask, "{status:?}");
+        }
+        let mut d = c.clone();
+        d.observe(&obs(t + ms(100), Some(false), Some((7, 2)), false));
+        assert_eq!(d.plan(Pages::Every, t + ms(200)).health, HealthAsk::Ask, "unhealthy");
+        let mut d = c.clone();
+        d.observe(&obs(t + ms(100), None, Some((7, 2)), false));
+        assert_eq!(d.plan(Pages::Every, t + ms(200)).health, HealthAsk::Ask, "health failed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pages_on_change_follow_the_status() {
+        let t = Instant::now();
+        let mut c = Cadence::default();
+        assert!(c.plan(Pages::OnChange, t).metrics, "no page yet");
+        c.observe(&obs(t, Some(true), Some((7, 2)), true));
+        assert!(!c.plan(Pages::OnChange, t).metrics, "nothing changed");
+        assert!(c.plan(Pages::Every, t).metrics && !c.plan(Pages::Skip, t).metrics);
+        c.observe(&obs(t, Some(true), Some((8, 3)), false));
+        assert!(c.plan(Pages::OnChange, t).metrics, "a new leader: its counter moved");
+        c.observe(&obs(t, Some(true), Some((8, 3)), true));
+        assert!(!c.plan(Pages::OnChange, t).metrics, "read since");
+        c.observe(&obs(t, None, None, false));
+        assert!(c.plan(Pages::OnChange, t).metrics, "gone: asked until it is back");
+        c.observe(&obs(t, None, None, true));
+        assert!(c.plan(Pages::OnChange, t).metrics, "still gone");
+        c.observe(&obs(t, Some(true), Some((8, 3)), false));
+        assert!(c.plan(Pages::OnChange, t).metrics, "back: read its (restarted) counter");
+    }
+}
