@@ -39,7 +39,7 @@ help:
 	@echo "                etcd + etcdctl 3.6.14 and the tests' independent writer lw-etcd-writer, built from"
 	@echo "                lab/go/etcd with Go >= 1.25 and the module proxy)"
 	@echo "make image      the container image, daemonless (umoci, Debian packages): OCI layout target/image/oci"
-	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, Prometheus side by side, observer cost, disk use, the image"
+	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, instructions per round, Prometheus side by side, observer cost, disk use, 3/5/7 members, the image"
 	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
 	@echo "make crosscheck only the member-health quantile against promtool (also in make check)"
 	@echo "make kube-tools build Kubernetes $(KUBE_VERSION) (control plane, kubelet, kube-proxy) and the nodes' runtime (containerd, runc, CNI, CoreDNS) from lab/go, and lw-lab (docs/local-cluster.md)"
@@ -230,17 +230,19 @@ test-lab:
 # appends its figures, with their goals, to $(BENCH_SUMMARY), printed at the end.
 BENCH_SUMMARY := $(CURDIR)/target/bench-summary.md
 bench: deps build image
-	@[ -x /usr/bin/time ] || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq time; }
+	@[ -x /usr/bin/time ] && [ -x /usr/bin/valgrind ] || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq time valgrind; }
 	@printf '| figure | measured | goal | |\n|---|---|---|---|\n' >$(BENCH_SUMMARY)
 	@b=$$(stat -c %s target/release/leaderwatch); \
 	  echo "| release binary (target/release/leaderwatch) | $$b bytes | <= 12,000,000 bytes | $$([ $$b -le 12000000 ] && echo met || echo 'NOT met') |" >>$(BENCH_SUMMARY)
 	BENCH_SUMMARY=$(BENCH_SUMMARY) $(CARGO) bench --locked --bench core
 	BENCH_SUMMARY=$(BENCH_SUMMARY) $(CARGO) bench --locked --bench soak
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/sample-cost.sh
+	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/instructions.sh
 	@# The benchmark runs its own Prometheus on a free port; a daemon on :9090 is left alone.
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/prometheus-vs-leaderwatch.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/observer-cost.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/disk-use.sh
+	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/members-scaling.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) IMAGE_DIR=$(IMAGE_DIR) $(if $(SUDO),$(SUDO) -E) bench/image.sh
 	@v=$$($(ETCD_BIN) --version | sed -n 's/^etcd Version: //p'); \
 	  echo; echo "make bench: every figure against its goal (local loopback, etcd $$v, $$(nproc) vCPU, $$(date -u +%FT%TZ))"; cat $(BENCH_SUMMARY)

@@ -14,11 +14,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
-use leaderwatch::io::metrics::{extract, parse_full_page};
+use leaderwatch::io::metrics::extract;
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::io::round::{Sampler, probers};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use nix::sys::resource::{UsageWho, getrusage};
+
+/// The whole page through prometheus-parse: the general parser, for comparison.
+fn parse_full_page(text: &str) -> usize {
+    let lines = text.lines().map(|l| Ok::<_, std::io::Error>(l.to_owned()));
+    prometheus_parse::Scrape::parse(lines).map(|s| s.samples.len()).unwrap_or(0)
+}
 
 fn cpu() -> Duration {
     let u = getrusage(UsageWho::RUSAGE_SELF).expect("getrusage");

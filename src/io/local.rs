@@ -11,8 +11,9 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
+use crate::io::http::{Conn, TlsConfig};
 use crate::io::metrics;
-use crate::io::probe::{ProbeConfig, TlsFiles, http_client};
+use crate::io::probe::{ProbeConfig, TlsFiles, http_tls};
 use crate::model::member::{Member, MemberName};
 
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +137,8 @@ pub struct LocalCluster {
     timing: (u64, u64),
     tls: Option<TlsFiles>,
     members: Vec<LocalMember>,
-    http: reqwest::Client,
+    /// The TLS client settings of its own checks (the prober's), when it serves TLS.
+    http_tls: Option<TlsConfig>,
     // Last field: removed after the members are killed in Drop.
     dir: tempfile::TempDir,
 }
@@ -213,9 +215,10 @@ impl LocalCluster {
             tls: tls.clone().unwrap_or_default(),
             with_metrics: true,
         };
-        let http = http_client(&probe)
+        let http_tls = http_tls(&probe, &[])
             .map_err(|e| io("HTTP client for the local cluster")(std::io::Error::other(e)))?;
-        let mut c = LocalCluster { bin: bin.to_owned(), token, timing, tls, members, http, dir };
+        let mut c =
+            LocalCluster { bin: bin.to_owned(), token, timing, tls, members, http_tls, dir };
         for i in 0..n {
             c.spawn(i)?;
         }
@@ -398,9 +401,17 @@ impl LocalCluster {
     /// Does member `i` answer `/health` with true?
     pub async fn healthy(&self, i: usize) -> bool {
         let Some(m) = self.members.get(i) else { return false };
-        match self.http.get(format!("{}/health", m.client_url())).send().await {
-            Ok(r) => r.status().is_success(),
-            Err(_) => false,
+        matches!(self.get(&m.client_url(), "/health").await, Some((200..=299, _)))
+    }
+
+    /// `GET path` of a member with the cluster's own 800 ms bound; `None` when it failed.
+    async fn get(&self, url: &str, path: &str) -> Option<(u16, Vec<u8>)> {
+        let conn = Conn::new(url, self.http_tls.clone()).ok()?;
+        let mut body = Vec::new();
+        let got = conn.get(path, 16 * 1024 * 1024, |c| body.extend_from_slice(c));
+        match tokio::time::timeout(Duration::from_millis(800), got).await {
+            Ok(Ok(code)) => Some((code, body)),
+            _ => None,
         }
     }
 
@@ -434,11 +445,10 @@ impl LocalCluster {
             if m.frozen || m.child.is_none() {
                 continue;
             }
-            let Ok(r) = self.http.get(format!("{}/metrics", m.client_url())).send().await else {
+            let Some((_, page)) = self.get(&m.client_url(), "/metrics").await else {
                 continue;
             };
-            let Ok(text) = r.text().await else { continue };
-            if metrics::extract(&text).ok().and_then(|x| x.is_leader) == Some(true) {
+            if metrics::extract(&page).ok().and_then(|x| x.is_leader) == Some(true) {
                 return Some(i);
             }
         }

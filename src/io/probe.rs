@@ -1,6 +1,7 @@
-//! One member, probed three ways at once, each part with its own timeout and duration:
-//! `GET /metrics` (reduced by [`crate::io::metrics::extract`]), `GET /health`, and the
-//! Maintenance `Status` RPC through this member's own etcd client. A failure of any part
+//! One member, probed up to three ways at once (as its [`Plan`] says), each part with its
+//! own timeout and duration: `GET /metrics` (reduced by [`crate::io::metrics::extract`]),
+//! `GET /health` (both over src/io/http.rs), and the Maintenance `Status` RPC through this
+//! member's own etcd client. A failure of any part
 //! is recorded in the [`Observation`] as data; probing never panics and never hangs.
 
 use std::path::{Path, PathBuf};
@@ -10,6 +11,7 @@ use std::time::{Duration, Instant};
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 
 use crate::analysis::cadence::{HealthAsk, Plan};
+use crate::io::http::{self, Conn, TlsConfig};
 use crate::io::metrics;
 use crate::model::clock::Clock;
 use crate::model::member::Member;
@@ -78,15 +80,13 @@ impl Default for ProbeConfig {
 }
 
 /// Probes one member. Owns that member's etcd client: a multi-endpoint client would
-/// balance across members and hide who answered. Shared (`&self`) so that each member's
-/// probe can run as its own task.
+/// balance across members and hide who answered; and its two HTTP connections, one per
+/// path, because `/metrics` and `/health` are asked at once. Shared (`&self`) so that
+/// each member's probe can run as its own task.
 pub struct Prober {
     member: Member,
-    http: reqwest::Client,
-    /// `<url>/metrics` and `<url>/health`, parsed once: parsing them per request was ~3% of
-    /// a round's CPU.
-    metrics_url: reqwest::Url,
-    health_url: reqwest::Url,
+    metrics_conn: Conn,
+    health_conn: Conn,
     /// Connected on first use and kept: tonic reconnects by itself after a restart.
     etcd: std::sync::Mutex<Option<Client>>,
     etcd_options: ConnectOptions,
@@ -94,33 +94,15 @@ pub struct Prober {
     clock: Arc<dyn Clock>,
 }
 
-/// Builds the HTTP client shared by all probers (one connection pool, same TLS).
-pub fn http_client(cfg: &ProbeConfig) -> Result<reqwest::Client, String> {
+/// The TLS client settings every prober shares, checked before any round: `None` when no
+/// TLS file is given and no member is https:// (then no TLS code runs at all).
+pub fn http_tls(cfg: &ProbeConfig, members: &[Member]) -> Result<Option<TlsConfig>, String> {
     let tls = cfg.tls.load()?;
-    let mut b = reqwest::Client::builder()
-        .use_rustls_tls()
-        .connect_timeout(cfg.timeout)
-        .timeout(cfg.timeout)
-        .pool_max_idle_per_host(2)
-        .user_agent(concat!("leaderwatch/", env!("CARGO_PKG_VERSION")));
-    if let Some(ca) = &tls.ca {
-        let certs =
-            reqwest::Certificate::from_pem_bundle(ca).map_err(|e| format!("--cacert: {e}"))?;
-        if certs.is_empty() {
-            return Err("--cacert: no certificate in the file".to_owned());
-        }
-        for c in certs {
-            b = b.add_root_certificate(c);
-        }
+    if tls.ca.is_none() && tls.cert_and_key.is_none() && !members.iter().any(Member::is_tls) {
+        return Ok(None);
     }
-    if let Some((cert, key)) = &tls.cert_and_key {
-        let mut pem = cert.clone();
-        pem.push(b'\n');
-        pem.extend_from_slice(key);
-        let id = reqwest::Identity::from_pem(&pem).map_err(|e| format!("--cert/--key: {e}"))?;
-        b = b.identity(id);
-    }
-    b.build().map_err(|e| format!("HTTP client: {}", error_chain(&e)))
+    let pair = tls.cert_and_key.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice()));
+    http::tls_config(tls.ca.as_deref(), pair).map(Some)
 }
 
 /// Connect options for an etcd client of `member` (TLS from `cfg` for an https:// member).
@@ -140,68 +122,6 @@ pub(crate) fn etcd_options(cfg: &ProbeConfig, member: &Member) -> Result<Connect
     Ok(o)
 }
 
-/// `reqwest`'s Display hides the cause; the chain names it ("connection refused").
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        src = inner.source();
-    }
-    s
-}
-
-fn http_error(e: &reqwest::Error, timeout: Duration) -> String {
-    if e.is_timeout() {
-        format!("timed out after {}", humantime::format_duration(timeout))
-    } else {
-        error_chain(e)
-    }
-}
-
-/// Hands each chunk of the body to `each` as it arrives; more than `cap` bytes in all is
-/// an error, not a truncation.
-async fn read_chunks(
-    mut resp: reqwest::Response,
-    cap: usize,
-    timeout: Duration,
-    mut each: impl FnMut(&[u8]),
-) -> Result<(), String> {
-    let mut read = 0;
-    while let Some(chunk) = resp.chunk().await.map_err(|e| http_error(&e, timeout))? {
-        read += chunk.len();
-        if read > cap {
-            return Err(too_large(cap));
-        }
-        each(&chunk);
-    }
-    Ok(())
-}
-
-/// Reads at most `cap` bytes of the body; more is an error, not a truncation.
-async fn read_capped(
-    resp: reqwest::Response,
-    cap: usize,
-    timeout: Duration,
-) -> Result<Vec<u8>, String> {
-    let mut body = Vec::with_capacity(resp.content_length().map_or(1024, |n| n as usize).min(cap));
-    read_chunks(resp, cap, timeout, |chunk| body.extend_from_slice(chunk)).await?;
-    Ok(body)
-}
-
-/// The error for a body over `cap` bytes, with the cap in MiB or KiB (the /health cap is 64 KiB).
-fn too_large(cap: usize) -> String {
-    if cap >= 1024 * 1024 {
-        format!("body larger than the {} MiB cap", cap / (1024 * 1024))
-    } else {
-        format!("body larger than the {} KiB cap", cap / 1024)
-    }
-}
-
 fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
@@ -209,21 +129,18 @@ fn ms_since(t: Instant) -> f64 {
 impl Prober {
     pub fn new(
         member: Member,
-        http: reqwest::Client,
+        tls: Option<TlsConfig>,
         cfg: ProbeConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
         let etcd_options = etcd_options(&cfg, &member)?;
-        let url = |path: &str| {
-            let u = format!("{}{path}", member.url);
-            reqwest::Url::parse(&u).map_err(|e| format!("{}: {u} is not a URL ({e})", member.name))
-        };
-        let (metrics_url, health_url) = (url("/metrics")?, url("/health")?);
+        let conn =
+            || Conn::new(&member.url, tls.clone()).map_err(|e| format!("{}: {e}", member.name));
+        let (metrics_conn, health_conn) = (conn()?, conn()?);
         Ok(Prober {
             member,
-            http,
-            metrics_url,
-            health_url,
+            metrics_conn,
+            health_conn,
             etcd: std::sync::Mutex::new(None),
             etcd_options,
             cfg,
@@ -279,7 +196,7 @@ impl Prober {
                 }
                 Ok(c)
             }
-            Ok(Err(e)) => Err(format!("connect: {}", error_chain(&e))),
+            Ok(Err(e)) => Err(format!("connect: {}", http::error_chain(&e))),
             Err(_) => Err(format!(
                 "connect timed out after {}",
                 humantime::format_duration(self.cfg.timeout)
@@ -287,27 +204,17 @@ impl Prober {
         }
     }
 
-    /// `GET url` with the probe's timeout; the body is the caller's to read.
-    async fn send(&self, url: &reqwest::Url) -> Result<reqwest::Response, String> {
-        let timeout = self.cfg.timeout;
-        self.http
-            .get(url.clone())
-            .timeout(timeout)
-            .send()
-            .await
-            .map_err(|e| http_error(&e, timeout))
-    }
-
-    /// The page is extracted as its chunks arrive: the ~160 KB body is never held whole.
+    /// The page is extracted as its pieces arrive: the ~160 KB body is never held whole.
     async fn metrics(&self) -> Part<MemberMetrics> {
         timed(self.cfg.timeout, async {
-            let resp = self.send(&self.metrics_url).await?;
-            let code = resp.status().as_u16();
+            let mut page = metrics::Extractor::default();
+            let code = self
+                .metrics_conn
+                .get("/metrics", METRICS_BODY_CAP, |chunk| page.feed(chunk))
+                .await?;
             if !(200..300).contains(&code) {
                 return Err(format!("HTTP {code}"));
             }
-            let mut page = metrics::Extractor::default();
-            read_chunks(resp, METRICS_BODY_CAP, self.cfg.timeout, |chunk| page.feed(chunk)).await?;
             page.finish().map_err(|e| e.to_string())
         })
         .await
@@ -315,9 +222,12 @@ impl Prober {
 
     async fn health(&self) -> Part<Health> {
         timed(self.cfg.timeout, async {
-            let resp = self.send(&self.health_url).await?;
-            let code = resp.status().as_u16();
-            parse_health(code, &read_capped(resp, HEALTH_BODY_CAP, self.cfg.timeout).await?)
+            let mut body = Vec::new();
+            let code = self
+                .health_conn
+                .get("/health", HEALTH_BODY_CAP, |chunk| body.extend_from_slice(chunk))
+                .await?;
+            parse_health(code, &body)
         })
         .await
     }
@@ -363,7 +273,7 @@ fn etcd_error(e: &etcd_client::Error, timeout: Duration) -> String {
         }
         return format!("{:?}: {}", s.code(), s.message());
     }
-    error_chain(e)
+    http::error_chain(e)
 }
 
 /// `/health` body -> [`Health`]. etcd 3.4 has no `reason`; `health` is the string "true".
@@ -398,12 +308,6 @@ mod tests {
         assert_eq!(h, Health { healthy: false, reason: "RAFT NO LEADER".into() });
         let h = parse_health(200, br#"{"health":"true"}"#).expect("3.4 has no reason");
         assert!(h.healthy && h.reason.is_empty());
-    }
-
-    #[test]
-    fn the_cap_is_named_in_the_unit_it_was_set_in() {
-        assert_eq!(too_large(METRICS_BODY_CAP), "body larger than the 16 MiB cap");
-        assert_eq!(too_large(HEALTH_BODY_CAP), "body larger than the 64 KiB cap");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use futures::future::join_all;
 use tokio::task::JoinHandle;
 
 use crate::analysis::cadence::{Cadence, Pages};
-use crate::io::probe::{ProbeConfig, Prober, http_client};
+use crate::io::probe::{ProbeConfig, Prober, http_tls};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::member::Member;
 use crate::model::observation::{Observation, Round, Silent};
@@ -29,11 +29,11 @@ pub fn probers(
     cfg: &ProbeConfig,
     clock: &Arc<dyn Clock>,
 ) -> Result<Vec<Prober>> {
-    let http = http_client(cfg).map_err(Error::Probe)?;
+    let tls = http_tls(cfg, members).map_err(Error::Probe)?;
     members
         .iter()
         .map(|m| {
-            Prober::new(m.clone(), http.clone(), cfg.clone(), clock.clone()).map_err(Error::Probe)
+            Prober::new(m.clone(), tls.clone(), cfg.clone(), clock.clone()).map_err(Error::Probe)
         })
         .collect()
 }
