@@ -17,15 +17,19 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 /// The client side of TLS, built once from the `--cacert`, `--cert` and `--key` PEMs.
 pub type TlsConfig = Arc<rustls::ClientConfig>;
 
-/// A TLS client configuration: the CA bundle's certificates as roots (the public web's
-/// roots without one), and the client certificate when given.
+/// A TLS client configuration: the CA bundle's certificates as roots (the machine's trust
+/// store without one, as the Kubernetes client does), and the client certificate when given.
 pub fn tls_config(
     ca: Option<&[u8]>,
     cert_and_key: Option<(&[u8], &[u8])>,
 ) -> Result<TlsConfig, String> {
-    let mut roots = rustls::RootCertStore::empty();
-    match ca {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?;
+    let builder = match ca {
         Some(pem) => {
+            let mut roots = rustls::RootCertStore::empty();
             for c in CertificateDer::pem_slice_iter(pem) {
                 let c = c.map_err(|e| format!("--cacert: {e}"))?;
                 roots.add(c).map_err(|e| format!("--cacert: {e}"))?;
@@ -33,14 +37,15 @@ pub fn tls_config(
             if roots.is_empty() {
                 return Err("--cacert: no certificate in the file".to_owned());
             }
+            versions.with_root_certificates(roots)
         }
-        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
-        .with_root_certificates(roots);
+        None => {
+            use rustls_platform_verifier::BuilderVerifierExt;
+            versions
+                .with_platform_verifier()
+                .map_err(|e| format!("the machine's TLS roots: {e}"))?
+        }
+    };
     let config = match cert_and_key {
         Some((cert, key)) => {
             let chain = CertificateDer::pem_slice_iter(cert)
