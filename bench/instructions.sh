@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Instructions per sampler round, which unlike CPU time do not depend on the machine's load
-# (this VM has no hardware counters for `perf stat`, so valgrind's callgrind counts them).
+# Instructions per sampler round: no scheduler or cache noise, unlike CPU time (this VM has no
+# hardware counters for `perf stat`, so valgrind's callgrind counts them, user space only).
+# How a page's pieces arrive still changes how many reads it takes: run it on a quiet machine.
 # `leaderwatch sample --interval 50ms` runs under callgrind against a fresh local 3-member
 # cluster for SHORT and LONG seconds (default 10 and 30); instructions per round are the
 # difference of the two runs' totals over the difference of their rounds, so start-up and
