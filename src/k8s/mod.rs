@@ -99,17 +99,7 @@ pub fn api_error(what: &str, e: kube::Error) -> KubeError {
             message: format!("HTTP {}: {}", s.code, s.message),
         },
         other => {
-            let mut msg = other.to_string();
-            let mut src = std::error::Error::source(&other);
-            while let Some(inner) = src {
-                let t = inner.to_string();
-                if !msg.contains(&t) {
-                    msg.push_str(": ");
-                    msg.push_str(&t);
-                }
-                src = inner.source();
-            }
-            KubeError::Api { what: what.to_owned(), message: msg }
+            KubeError::Api { what: what.to_owned(), message: crate::io::http::error_chain(&other) }
         }
     }
 }
