@@ -57,7 +57,7 @@ fn rounds(dir: &Path, base: Instant, t0: DateTime<Utc>) -> Vec<Round> {
         col("health_reason"),
         col("error"),
     );
-    let age = col("age_ms");
+    let (age, health_ms) = (col("age_ms"), col("health_ms"));
     let (member_id, leader_id, term, applied) =
         (col("member_id"), col("leader_id"), col("raft_term"), col("raft_applied_index"));
     let mono = |t: DateTime<Utc>| {
@@ -102,6 +102,11 @@ fn rounds(dir: &Path, base: Instant, t0: DateTime<Utc>) -> Vec<Round> {
             Part::Failed { error: format!("{part} failed"), ms: 1.0 }
         }
         let health = match &r[health] {
+            // A run recorded with the cadence: an answer kept, not read (health_ms empty).
+            "true" | "false" if r[health_ms].is_empty() => Part::Kept {
+                value: Health { healthy: &r[health] == "true", reason: r[reason].to_owned() },
+                age: Duration::ZERO,
+            },
             "true" | "false" => Part::Ok {
                 value: Health { healthy: &r[health] == "true", reason: r[reason].to_owned() },
                 ms: 1.0,
