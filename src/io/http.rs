@@ -1,18 +1,20 @@
 //! The probes' HTTP: a GET of one member path (`/metrics`, `/health`) over one HTTP/1.1
-//! connection kept open between probes (hyper's connection API, no pool), TLS only for an
-//! https:// member. No redirects, no decompression, no proxy: a member answers itself or
-//! not at all. Built here rather than through reqwest: a full round spent most of its CPU
-//! in wakeups and layers, and a sampler of http:// members never touches TLS code or
-//! certificate stores (their pages counted in its resident memory). docs/benchmarks.md.
+//! connection kept open between probes, TLS only for an https:// member. No redirects, no
+//! decompression, no proxy: a member answers itself or not at all. The exchange is written
+//! here (httparse reads the head; Content-Length, chunked, or until close) so the body goes
+//! from one reused read buffer straight to the caller: no connection task, no body channel,
+//! no copies. Through hyper's client the HTTP layers cost more than the page's parsing
+//! (docs/benchmarks.md).
 
 use std::sync::Arc;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper::client::conn::http1::{self, SendRequest};
-use hyper_util::rt::TokioIo;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use std::io::Read;
+use std::os::fd::AsRawFd;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// The client side of TLS, built once from the `--cacert`, `--cert` and `--key` PEMs.
 pub type TlsConfig = Arc<rustls::ClientConfig>;
@@ -90,8 +92,29 @@ fn target(url: &str) -> Result<Target, String> {
 pub struct Conn {
     target: Target,
     tls: Option<TlsConfig>,
-    sender: std::sync::Mutex<Option<SendRequest<Empty<Bytes>>>>,
+    kept: std::sync::Mutex<Option<Kept>>,
+    /// See [`Conn::polled`].
+    poll: Option<std::time::Duration>,
 }
+
+/// An open connection between requests, with its read buffer (reused: a page is read
+/// into the same bytes every round).
+struct Kept {
+    stream: Stream,
+    buf: Vec<u8>,
+}
+
+/// The bytes to a member: TCP, or TLS over it for an https:// member.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+/// How much of a response the read buffer takes at once; a `/metrics` page arrives in a
+/// few reads of this size (etcd writes it 4 KiB at a time).
+const READ_BUF: usize = 32 * 1024;
+/// A response's status line and headers must fit in this (etcd's are ~150 bytes).
+const HEAD_CAP: usize = 16 * 1024;
 
 impl Conn {
     /// For the member at `url` (`http://host:port` or `https://...`; `tls` needed for https).
@@ -100,17 +123,26 @@ impl Conn {
         if target.https && tls.is_none() {
             return Err(format!("{url}: an https:// member needs the TLS settings"));
         }
-        Ok(Conn { target, tls, sender: std::sync::Mutex::new(None) })
+        Ok(Conn { target, tls, kept: std::sync::Mutex::new(None), poll: None })
     }
 
-    async fn connect(&self) -> Result<SendRequest<Empty<Bytes>>, String> {
+    /// Reads a body on a plain connection by polling the socket every `every` instead of
+    /// waking for each piece that arrives ([`polled_read`]). etcd writes its ~160 KB page
+    /// 4 KiB at a time: woken for each piece, the sampler slept and woke ~50 times a full
+    /// round, and that cost more CPU than reading the bytes (docs/benchmarks.md).
+    pub fn polled(mut self, every: std::time::Duration) -> Conn {
+        self.poll = Some(every);
+        self
+    }
+
+    async fn connect(&self) -> Result<Kept, String> {
         let t = &self.target;
-        let tcp = tokio::net::TcpStream::connect((t.host.as_str(), t.port))
+        let tcp = TcpStream::connect((t.host.as_str(), t.port))
             .await
             .map_err(|e| format!("connect to {}: {e}", t.authority))?;
         // Requests are small and whole: no reason to wait for more before sending.
         let _ = tcp.set_nodelay(true);
-        match (&self.tls, t.https) {
+        let stream = match (&self.tls, t.https) {
             (Some(cfg), true) => {
                 let name = ServerName::try_from(t.host.clone())
                     .map_err(|e| format!("{}: not a TLS server name ({e})", t.host))?;
@@ -118,10 +150,11 @@ impl Conn {
                     .connect(name, tcp)
                     .await
                     .map_err(|e| format!("TLS with {}: {e}", t.authority))?;
-                handshake(TokioIo::new(tls)).await
+                Stream::Tls(Box::new(tls))
             }
-            _ => handshake(TokioIo::new(tcp)).await,
-        }
+            _ => Stream::Plain(tcp),
+        };
+        Ok(Kept { stream, buf: Vec::new() })
     }
 
     /// `GET path`: hands each piece of the body to `each` as it arrives and returns the
@@ -132,52 +165,397 @@ impl Conn {
         cap: usize,
         mut each: impl FnMut(&[u8]),
     ) -> Result<u16, String> {
-        let kept = self.sender.lock().ok().and_then(|mut s| s.take());
-        let mut sender = match kept {
-            Some(mut s) => match s.ready().await {
-                Ok(()) => s,
-                // Closed by the member (a restart, its idle timeout): a new connection.
-                Err(_) => self.connect().await?,
-            },
-            None => self.connect().await?,
+        let request = format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: leaderwatch/{}\r\n\r\n",
+            self.target.authority,
+            env!("CARGO_PKG_VERSION")
+        );
+        let kept = self.kept.lock().ok().and_then(|mut k| k.take());
+        let (mut conn, reused) = match kept {
+            Some(k) => (k, true),
+            None => (self.connect().await?, false),
         };
-        let req = hyper::Request::get(path)
-            .header(hyper::header::HOST, &self.target.authority)
-            .header(hyper::header::USER_AGENT, concat!("leaderwatch/", env!("CARGO_PKG_VERSION")))
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| format!("request: {e}"))?;
-        let resp = sender.send_request(req).await.map_err(|e| error_chain(&e))?;
-        let status = resp.status().as_u16();
-        let mut body = resp.into_body();
-        let mut read = 0;
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(|e| error_chain(&e))?;
-            if let Some(data) = frame.data_ref() {
-                read += data.len();
-                if read > cap {
-                    return Err(too_large(cap));
-                }
-                each(data);
+        let mut exchange = Exchange { cap, each: &mut each, body_seen: 0 };
+        let (status, keep) = match conn.exchange(request.as_bytes(), &mut exchange, self.poll).await
+        {
+            Ok(done) => done,
+            // The member closed a kept connection between requests (a restart, its idle
+            // timeout) before answering: a GET is safe to send again, once, on a new one.
+            Err(Failure::ClosedBeforeAnswer) if reused => {
+                conn = self.connect().await?;
+                conn.exchange(request.as_bytes(), &mut exchange, self.poll)
+                    .await
+                    .map_err(Failure::into_message)?
             }
-        }
-        // The whole body was read: the connection can carry the next request.
-        if let Ok(mut s) = self.sender.lock() {
-            *s = Some(sender);
+            Err(e) => return Err(e.into_message()),
+        };
+        if keep && let Ok(mut k) = self.kept.lock() {
+            *k = Some(conn);
         }
         Ok(status)
     }
 }
 
-async fn handshake<I>(io: I) -> Result<SendRequest<Empty<Bytes>>, String>
-where
-    I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (sender, conn) = http1::handshake(io).await.map_err(|e| error_chain(&e))?;
-    // Ends when the sender is dropped or the member closes the connection.
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
+/// One request's caller side: where its body goes and how much may come.
+struct Exchange<'a, F> {
+    cap: usize,
+    each: &'a mut F,
+    body_seen: usize,
+}
+
+impl<F: FnMut(&[u8])> Exchange<'_, F> {
+    fn body(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        self.body_seen += bytes.len();
+        if self.body_seen > self.cap {
+            return Err(Failure::Other(too_large(self.cap)));
+        }
+        if !bytes.is_empty() {
+            (self.each)(bytes);
+        }
+        Ok(())
+    }
+}
+
+/// Why an exchange failed; only the first kind is worth a second try.
+#[derive(Debug)]
+enum Failure {
+    /// The connection ended before a byte of the response came.
+    ClosedBeforeAnswer,
+    Other(String),
+}
+
+impl Failure {
+    fn into_message(self) -> String {
+        match self {
+            Failure::ClosedBeforeAnswer => "connection closed before the response".to_owned(),
+            Failure::Other(s) => s,
+        }
+    }
+}
+
+impl Kept {
+    /// Sends `request` and reads its response: the status, and whether the connection can
+    /// carry the next request.
+    async fn exchange<F: FnMut(&[u8])>(
+        &mut self,
+        request: &[u8],
+        out: &mut Exchange<'_, F>,
+        poll: Option<std::time::Duration>,
+    ) -> Result<(u16, bool), Failure> {
+        let closed = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::BrokenPipe
+            | std::io::ErrorKind::ConnectionAborted => Failure::ClosedBeforeAnswer,
+            _ => Failure::Other(format!("send: {e}")),
+        };
+        self.stream.write_all(request).await.map_err(closed)?;
+        if self.buf.len() < READ_BUF {
+            self.buf.resize(READ_BUF, 0);
+        }
+        // The status line and headers (a 1xx interim answer is skipped).
+        let mut filled = 0;
+        let (status, mut body, mut keep, head_len) = loop {
+            match head(&self.buf[..filled])? {
+                Some(Head::Interim(n)) => {
+                    self.buf.copy_within(n..filled, 0);
+                    filled -= n;
+                    continue;
+                }
+                Some(Head::Final { status, body, keep, len }) => break (status, body, keep, len),
+                None if filled >= HEAD_CAP => {
+                    return Err(Failure::Other(format!(
+                        "response head over {} KiB",
+                        HEAD_CAP / 1024
+                    )));
+                }
+                None => {}
+            }
+            let n = match self.stream.read(&mut self.buf[filled..]).await {
+                Ok(n) => n,
+                Err(e) if filled == 0 => return Err(closed(e)),
+                Err(e) => return Err(Failure::Other(format!("read: {e}"))),
+            };
+            if n == 0 {
+                return Err(if filled == 0 {
+                    Failure::ClosedBeforeAnswer
+                } else {
+                    Failure::Other("connection closed inside the response head".to_owned())
+                });
+            }
+            filled += n;
+        };
+        // The body: what came with the head, then read by read, straight from the buffer.
+        let mut at = head_len;
+        loop {
+            let used = body.take(&self.buf[at..filled], out)?;
+            if body.done() {
+                // Bytes past the response: not an answer to anything we asked.
+                keep &= at + used == filled;
+                if let (Some(_), Stream::Plain(tcp)) = (poll, &self.stream) {
+                    // The next response's head wakes the probe as soon as it comes.
+                    keep &= set_rcvlowat(tcp, 1).is_ok();
+                }
+                return Ok((status, keep));
+            }
+            let n = match (poll, &self.stream) {
+                (Some(every), Stream::Plain(tcp)) => polled_read(tcp, &mut self.buf, every).await,
+                _ => self.stream.read(&mut self.buf[..]).await,
+            }
+            .map_err(|e| Failure::Other(format!("read: {e}")))?;
+            if n == 0 {
+                return match body {
+                    Body::UntilClose => Ok((status, false)),
+                    _ => Err(Failure::Other("connection closed before the body's end".to_owned())),
+                };
+            }
+            (at, filled) = (0, n);
+        }
+    }
+}
+
+/// One read of a body on a plain connection, without a wakeup per piece: the socket's
+/// low-water mark is raised so arriving data does not wake the runtime, and the socket is
+/// read every `every` until a read returns bytes. An exchange that ends otherwise (an
+/// error, the probe's timeout) drops its connection: none is kept with the mark raised.
+async fn polled_read(
+    tcp: &TcpStream,
+    buf: &mut [u8],
+    every: std::time::Duration,
+) -> std::io::Result<usize> {
+    set_rcvlowat(tcp, RCVLOWAT)?;
+    loop {
+        // Straight from the socket (non-blocking, as tokio keeps it): tokio's own read
+        // would wait for a readiness event the raised mark holds back.
+        match (&*socket2::SockRef::from(tcp)).read(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => tokio::time::sleep(every).await,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The low-water mark while a page is read by [`polled_read`]: more than a page, so only
+/// a full receive buffer would wake the runtime (the kernel grows the buffer to fit it).
+const RCVLOWAT: libc::c_int = 512 * 1024;
+
+/// `SO_RCVLOWAT`: epoll reports the socket readable only once this many bytes wait. No
+/// safe binding offers it (nix 0.32, socket2 0.6, rustix 1.1).
+fn set_rcvlowat(tcp: &TcpStream, bytes: libc::c_int) -> std::io::Result<()> {
+    // SAFETY: the descriptor is the live socket `tcp` borrows for the call; the value is
+    // a c_int on this stack frame and its exact size is passed with it.
+    let r = unsafe {
+        libc::setsockopt(
+            tcp.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVLOWAT,
+            (&bytes as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+}
+
+impl Stream {
+    async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(bytes).await,
+            Stream::Tls(s) => {
+                s.write_all(bytes).await?;
+                s.flush().await
+            }
+        }
+    }
+
+    async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf).await,
+            Stream::Tls(s) => s.read(buf).await,
+        }
+    }
+}
+
+/// A response head, parsed.
+#[derive(Debug, PartialEq)]
+enum Head {
+    /// A 1xx answer of this many bytes; the real one follows.
+    Interim(usize),
+    Final {
+        status: u16,
+        body: Body,
+        keep: bool,
+        len: usize,
+    },
+}
+
+/// The head at the start of `bytes`; `None` until it is whole.
+fn head(bytes: &[u8]) -> Result<Option<Head>, Failure> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut r = httparse::Response::new(&mut headers);
+    let len = match r.parse(bytes) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(Failure::Other(format!("not an HTTP response ({e})"))),
+    };
+    let status = r.code.unwrap_or(0);
+    if (100..200).contains(&status) && status != 101 {
+        return Ok(Some(Head::Interim(len)));
+    }
+    let mut keep = r.version == Some(1);
+    let (mut length, mut chunked) = (None, false);
+    for h in r.headers.iter() {
+        let value = std::str::from_utf8(h.value).unwrap_or("").trim();
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n: usize =
+                value.parse().map_err(|_| Failure::Other(format!("Content-Length {value:?}")))?;
+            if length.is_some_and(|l| l != n) {
+                return Err(Failure::Other("two different Content-Length headers".to_owned()));
+            }
+            length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            // Chunked is the only coding asked for or understood (no decompression).
+            if !value.eq_ignore_ascii_case("chunked") {
+                return Err(Failure::Other(format!("Transfer-Encoding {value:?} not understood")));
+            }
+            chunked = true;
+        } else if h.name.eq_ignore_ascii_case("connection")
+            && value.split(',').any(|t| t.trim().eq_ignore_ascii_case("close"))
+        {
+            keep = false;
+        }
+    }
+    let body = if status == 204 || status == 304 {
+        Body::Length(0)
+    } else if chunked {
+        Body::Chunked(Chunk::Size { value: 0, digits: 0 })
+    } else if let Some(n) = length {
+        Body::Length(n)
+    } else {
+        keep = false;
+        Body::UntilClose
+    };
+    Ok(Some(Head::Final { status, body, keep, len }))
+}
+
+/// How much body is still to come, and how its end is known.
+#[derive(Debug, PartialEq)]
+enum Body {
+    /// Content-Length: this many bytes left.
+    Length(usize),
+    Chunked(Chunk),
+    /// Neither: the body ends with the connection.
+    UntilClose,
+}
+
+/// Where a chunked body stands between reads (RFC 9112 section 7.1).
+#[derive(Debug, PartialEq)]
+enum Chunk {
+    /// Reading a chunk's size in hex.
+    Size {
+        value: usize,
+        digits: usize,
+    },
+    /// After the size: an extension or whitespace, up to the line's end.
+    SizeLine {
+        value: usize,
+    },
+    /// This many bytes of chunk data left.
+    Data(usize),
+    /// The CRLF after a chunk's data.
+    DataEnd {
+        cr: bool,
+    },
+    /// The trailer section: at a line's start, or inside a line.
+    Trailer {
+        in_line: bool,
+    },
+    Done,
+}
+
+impl Body {
+    fn done(&self) -> bool {
+        matches!(self, Body::Length(0) | Body::Chunked(Chunk::Done))
+    }
+
+    /// Takes the body's bytes from `input` (what was read), passing them on; returns how
+    /// many bytes of `input` belong to the response. A chunked body's framing is decoded
+    /// byte by byte, its data passed on a slice at a time.
+    fn take<F: FnMut(&[u8])>(
+        &mut self,
+        input: &[u8],
+        out: &mut Exchange<'_, F>,
+    ) -> Result<usize, Failure> {
+        let chunked = match self {
+            Body::Length(left) => {
+                let n = (*left).min(input.len());
+                out.body(&input[..n])?;
+                *left -= n;
+                return Ok(n);
+            }
+            Body::UntilClose => {
+                out.body(input)?;
+                return Ok(input.len());
+            }
+            Body::Chunked(c) => c,
+        };
+        let bad = |what: &str| Failure::Other(format!("bad chunked body: {what}"));
+        let mut i = 0;
+        while i < input.len() {
+            let b = input[i];
+            match chunked {
+                Chunk::Size { value, digits } => match (b as char).to_digit(16) {
+                    Some(d) => {
+                        if *digits == 15 {
+                            return Err(bad("chunk size too large"));
+                        }
+                        *value = *value * 16 + d as usize;
+                        *digits += 1;
+                    }
+                    None if *digits == 0 => return Err(bad("no chunk size")),
+                    None => {
+                        *chunked = Chunk::SizeLine { value: *value };
+                        continue; // this byte belongs to the rest of the line
+                    }
+                },
+                Chunk::SizeLine { value } => {
+                    if b == b'\n' {
+                        *chunked = if *value == 0 {
+                            Chunk::Trailer { in_line: false }
+                        } else {
+                            Chunk::Data(*value)
+                        };
+                    }
+                }
+                Chunk::Data(left) => {
+                    let n = (*left).min(input.len() - i);
+                    out.body(&input[i..i + n])?;
+                    *left -= n;
+                    if *left == 0 {
+                        *chunked = Chunk::DataEnd { cr: false };
+                    }
+                    i += n;
+                    continue;
+                }
+                Chunk::DataEnd { cr } => match b {
+                    b'\r' if !*cr => *cr = true,
+                    b'\n' => *chunked = Chunk::Size { value: 0, digits: 0 },
+                    _ => return Err(bad("no line end after a chunk")),
+                },
+                Chunk::Trailer { in_line } => match b {
+                    b'\n' if !*in_line => {
+                        *chunked = Chunk::Done;
+                        return Ok(i + 1);
+                    }
+                    b'\n' => *in_line = false,
+                    b'\r' if !*in_line => {}
+                    _ => *in_line = true,
+                },
+                Chunk::Done => return Ok(i),
+            }
+            i += 1;
+        }
+        Ok(i)
+    }
 }
 
 /// The error for a body over `cap` bytes, with the cap in MiB or KiB (the /health cap is 64 KiB).
@@ -226,6 +604,104 @@ mod tests {
     fn the_cap_is_named_in_the_unit_it_was_set_in() {
         assert_eq!(too_large(16 * 1024 * 1024), "body larger than the 16 MiB cap");
         assert_eq!(too_large(64 * 1024), "body larger than the 64 KiB cap");
+    }
+
+    /// Feeds `wire` (a response after its head) to `body` split at every pair of points;
+    /// each time the body passed on and the bytes the response used must be the same.
+    fn decode_every_split(
+        body: impl Fn() -> Body,
+        wire: &[u8],
+    ) -> Result<(Vec<u8>, usize), String> {
+        let whole = decode(body(), &[wire])?;
+        for i in 0..=wire.len() {
+            for j in i..=wire.len() {
+                let split = decode(body(), &[&wire[..i], &wire[i..j], &wire[j..]])?;
+                assert_eq!(split, whole, "split at {i} and {j}");
+            }
+        }
+        Ok(whole)
+    }
+
+    fn decode(mut body: Body, reads: &[&[u8]]) -> Result<(Vec<u8>, usize), String> {
+        let (mut got, mut used) = (Vec::new(), 0);
+        let mut each = |b: &[u8]| got.extend_from_slice(b);
+        let mut out = Exchange { cap: 1 << 20, each: &mut each, body_seen: 0 };
+        for r in reads {
+            if body.done() {
+                break;
+            }
+            used += body.take(r, &mut out).map_err(Failure::into_message)?;
+        }
+        if !body.done() {
+            return Err("unfinished".to_owned());
+        }
+        Ok((got, used))
+    }
+
+    fn chunked() -> Body {
+        Body::Chunked(Chunk::Size { value: 0, digits: 0 })
+    }
+
+    #[test]
+    fn a_chunked_body_decodes_the_same_however_it_arrives() {
+        let wire = b"4\r\netcd\r\nA;ext=1\r\n_server_h\n\r\n0\r\nX-Trailer: y\r\n\r\nNEXT";
+        let (body, used) = decode_every_split(chunked, wire).expect("valid");
+        assert_eq!(body, b"etcd_server_h\n");
+        assert_eq!(&wire[used..], b"NEXT", "the response ends after its trailers");
+        let (body, used) = decode_every_split(chunked, b"0\r\n\r\n").expect("empty");
+        assert!(body.is_empty() && used == 5);
+    }
+
+    #[test]
+    fn a_broken_chunked_body_is_an_error_not_a_hang() {
+        for bad in [&b"x\r\n"[..], b"\r\n", b"2\r\nabc\r\n0\r\n\r\n", b"ffffffffffffffff\r\n"] {
+            assert!(decode(chunked(), &[bad]).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
+        // Cut short: not done, and the caller reports the closed connection.
+        assert_eq!(decode(chunked(), &[b"5\r\nab"]), Err("unfinished".to_owned()));
+    }
+
+    #[test]
+    fn a_length_body_takes_its_length_and_no_more() {
+        let (body, used) = decode_every_split(|| Body::Length(5), b"hello, next").expect("valid");
+        assert_eq!((body.as_slice(), used), (&b"hello"[..], 5));
+    }
+
+    #[test]
+    fn a_body_over_the_cap_is_an_error() {
+        let mut got = 0;
+        let mut each = |b: &[u8]| got += b.len();
+        let mut out = Exchange { cap: 3, each: &mut each, body_seen: 0 };
+        let e = Body::Length(5).take(b"hello", &mut out).map_err(Failure::into_message);
+        assert_eq!(e, Err(too_large(3)));
+    }
+
+    #[test]
+    fn heads_as_members_and_proxies_write_them() {
+        let final_head = |bytes: &[u8]| match head(bytes) {
+            Ok(Some(Head::Final { status, body, keep, len })) => (status, body, keep, len),
+            other => panic!("{other:?}"),
+        };
+        let h =
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(final_head(h), (200, chunked(), true, h.len()));
+        let h =
+            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 17\r\nConnection: close\r\n\r\n";
+        assert_eq!(final_head(h), (503, Body::Length(17), false, h.len()));
+        // HTTP/1.0, or no length at all: the body ends with the connection, not kept.
+        assert!(!final_head(b"HTTP/1.0 200 OK\r\n\r\n").2);
+        assert_eq!(final_head(b"HTTP/1.1 200 OK\r\n\r\n").1, Body::UntilClose);
+        assert_eq!(final_head(b"HTTP/1.1 204 No Content\r\n\r\n").1, Body::Length(0));
+        assert!(matches!(head(b"HTTP/1.1 100 Continue\r\n\r\n"), Ok(Some(Head::Interim(25)))));
+        assert!(matches!(head(b"HTTP/1.1 200 OK\r\nContent-Le"), Ok(None)));
+        for bad in [
+            &b"SSH-2.0-OpenSSH_9.2\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+        ] {
+            assert!(head(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
     }
 
     #[test]

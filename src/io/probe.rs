@@ -126,6 +126,11 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
+/// How often a `/metrics` page's body is read as it arrives (tokio's timer tick): a page
+/// then takes a few wakeups, not dozens, and ends at most this much later, which no figure
+/// depends on (the round's instants come from Status and `/health`).
+const PAGE_POLL: Duration = Duration::from_millis(1);
+
 impl Prober {
     pub fn new(
         member: Member,
@@ -136,7 +141,7 @@ impl Prober {
         let etcd_options = etcd_options(&cfg, &member)?;
         let conn =
             || Conn::new(&member.url, tls.clone()).map_err(|e| format!("{}: {e}", member.name));
-        let (metrics_conn, health_conn) = (conn()?, conn()?);
+        let (metrics_conn, health_conn) = (conn()?.polled(PAGE_POLL), conn()?);
         Ok(Prober {
             member,
             metrics_conn,

@@ -138,6 +138,80 @@ fn reduced_path_agrees_with_a_full_parse() {
     }
 }
 
+#[test]
+fn every_value_agrees_with_a_general_parser_on_every_fixture() {
+    // prometheus-parse reads the whole page; extract's own line parsing must give the same
+    // values and histograms, field by field.
+    for name in [
+        "metrics-etcd-3.6.14.txt",
+        "metrics-etcd-3.6.14-leader.txt",
+        "metrics-etcd-3.6.14-noleader.txt",
+        "metrics-etcd-3.5.1.txt",
+        "metrics-etcd-3.5.1-leader.txt",
+        "metrics-etcd-3.5.1-noleader.txt",
+        "metrics-etcd-3.4.23.txt",
+    ] {
+        let text = page(name);
+        let m = extract(&text).expect("page");
+        assert_eq!(m, reference(&text), "{name}");
+        assert!(m.wal_fsync.is_some() && m.backend_commit.is_some(), "{name}");
+    }
+}
+
+/// What a general parser makes of a page, in [`MemberMetrics`]' terms.
+fn reference(text: &str) -> MemberMetrics {
+    use leaderwatch::model::metrics::Histogram;
+    use prometheus_parse::{Scrape, Value};
+    let lines = text.lines().map(|l| Ok::<_, std::io::Error>(l.to_owned()));
+    let scrape = Scrape::parse(lines).expect("a parsable page");
+    let plain = |name: &str| {
+        scrape
+            .samples
+            .iter()
+            .filter(|s| s.metric == name && s.labels.is_empty())
+            .filter_map(|s| match s.value {
+                Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => Some(v),
+                _ => None,
+            })
+            .next_back()
+            .filter(|v| v.is_finite())
+    };
+    let histogram = |name: &str, peer: Option<&str>| {
+        scrape.samples.iter().find_map(|s| match &s.value {
+            Value::Histogram(h) if s.metric == name && s.labels.get("To") == peer => {
+                Some(Histogram::new(h.iter().map(|c| (c.less_than, c.count)).collect()))
+            }
+            _ => None,
+        })
+    };
+    let mut m = MemberMetrics {
+        leader_changes_seen_total: plain("etcd_server_leader_changes_seen_total"),
+        has_leader: plain("etcd_server_has_leader").map(|v| v != 0.0),
+        is_leader: plain("etcd_server_is_leader").map(|v| v != 0.0),
+        process_start_time: plain("process_start_time_seconds"),
+        heartbeat_send_failures_total: plain("etcd_server_heartbeat_send_failures_total"),
+        slow_apply_total: plain("etcd_server_slow_apply_total"),
+        wal_fsync_sum: plain("etcd_disk_wal_fsync_duration_seconds_sum"),
+        wal_fsync_count: plain("etcd_disk_wal_fsync_duration_seconds_count"),
+        proposals_failed_total: plain("etcd_server_proposals_failed_total"),
+        slow_read_indexes_total: plain("etcd_server_slow_read_indexes_total"),
+        db_total_size_bytes: plain("etcd_mvcc_db_total_size_in_bytes"),
+        quota_backend_bytes: plain("etcd_server_quota_backend_bytes"),
+        wal_fsync: histogram("etcd_disk_wal_fsync_duration_seconds", None),
+        backend_commit: histogram("etcd_disk_backend_commit_duration_seconds", None),
+        ..MemberMetrics::default()
+    };
+    for s in &scrape.samples {
+        if s.metric == "etcd_network_peer_round_trip_time_seconds"
+            && let Some(peer) = s.labels.get("To")
+            && let Some(h) = histogram(&s.metric, Some(peer))
+        {
+            m.peer_rtt.insert(peer.to_owned(), h);
+        }
+    }
+    m
+}
+
 /// Unlabelled sample value by name, from a plain scan of the whole page.
 fn prometheus_full(text: &str) -> impl Fn(&str) -> Option<f64> + '_ {
     move |name: &str| {
