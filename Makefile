@@ -26,7 +26,7 @@ ETCD_MOD    := lab/go/etcd
 export ETCD_BIN ?= $(TOOLS)/bin/etcd
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help deps deps-apt deps-py deps-etcd build image image-apt test-image test check test-etcd test-lab test-manifests test-shell test-notebook figures bench fuzz crosscheck rehearse clean-tools
+.PHONY: help deps deps-apt deps-py deps-etcd build image image-apt test-image test check test-etcd test-lab test-manifests test-shell test-notebook figures bench order-file fuzz crosscheck rehearse clean-tools
 
 help:
 	@echo "make rehearse   install what is missing, build, run leaderwatch rehearse on a local 3-member etcd"
@@ -40,6 +40,7 @@ help:
 	@echo "                lab/go/etcd with Go >= 1.25 and the module proxy)"
 	@echo "make image      the container image, daemonless (umoci, Debian packages): OCI layout target/image/oci"
 	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, instructions per round, Prometheus side by side, observer cost, disk use, 3/5/7 members, the image"
+	@echo "make order-file rewrite build/sampler.order, the sampler's functions the release link puts first (lower RSS), from a callgrind run"
 	@echo "make fuzz       fuzz /metrics extraction for FUZZ_SECONDS (default 300)"
 	@echo "make crosscheck only the member-health quantile against promtool (also in make check)"
 	@echo "make kube-tools build Kubernetes $(KUBE_VERSION) (control plane, kubelet, kube-proxy) and the nodes' runtime (containerd, runc, CNI, CoreDNS) from lab/go, and lw-lab (docs/local-cluster.md)"
@@ -229,6 +230,12 @@ test-lab:
 # continuous sampler's disk use (5 minutes at 1 s, bytes per row, gzip, --retain 30d). Each
 # appends its figures, with their goals, to $(BENCH_SUMMARY), printed at the end.
 BENCH_SUMMARY := $(CURDIR)/target/bench-summary.md
+# The sampler's link order (build/sampler.order, read by build.rs): regenerate after the
+# code or the dependencies changed much; `make bench` shows what it is worth (peak RSS).
+order-file: deps build
+	@[ -x /usr/bin/valgrind ] || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq valgrind; }
+	bench/order-file.sh
+
 bench: deps build image
 	@[ -x /usr/bin/time ] && [ -x /usr/bin/valgrind ] || { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq time valgrind; }
 	@printf '| figure | measured | goal | |\n|---|---|---|---|\n' >$(BENCH_SUMMARY)

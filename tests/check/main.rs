@@ -20,6 +20,7 @@ mod layers;
 mod leaderwatch_deploy;
 mod manifests;
 mod metrics_fixtures;
+mod order_file;
 mod rate_cli;
 mod recovery_props;
 mod report_cli;
