@@ -24,6 +24,8 @@ start_cluster() {
   work=$(mktemp -d)
   pids=()
   trap stop_cluster EXIT
+  # A signal ends the script through its EXIT trap, so the members stop with it.
+  trap "exit 129" HUP; trap "exit 130" INT; trap "exit 143" TERM
   # Free loopback ports for the clients, the peers and the caller's extra ones.
   mapfile -t ports < <(python3 - "$((2 * MEMBERS + extra))" <<'PY'
 import socket, sys
