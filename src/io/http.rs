@@ -285,20 +285,28 @@ impl Kept {
             filled += n;
         };
         // The body: what came with the head, then read by read, straight from the buffer.
-        let mut at = head_len;
+        let (mut at, mut raised) = (head_len, false);
         loop {
             let used = body.take(&self.buf[at..filled], out)?;
             if body.done() {
                 // Bytes past the response: not an answer to anything we asked.
                 keep &= at + used == filled;
-                if let (Some(_), Stream::Plain(tcp)) = (poll, &self.stream) {
+                if let (true, Stream::Plain(tcp)) = (raised, &self.stream) {
                     // The next response's head wakes the probe as soon as it comes.
                     keep &= set_rcvlowat(tcp, 1).is_ok();
                 }
                 return Ok((status, keep));
             }
             let n = match (poll, &self.stream) {
-                (Some(every), Stream::Plain(tcp)) => polled_read(tcp, &mut self.buf, every).await,
+                (Some(every), Stream::Plain(tcp)) => {
+                    // Raised once a body, at its first wait; lowered when it ends.
+                    if !raised {
+                        set_rcvlowat(tcp, RCVLOWAT)
+                            .map_err(|e| Failure::Other(format!("read: {e}")))?;
+                        raised = true;
+                    }
+                    polled_read(tcp, &mut self.buf, every).await
+                }
                 _ => self.stream.read(&mut self.buf[..]).await,
             }
             .map_err(|e| Failure::Other(format!("read: {e}")))?;
@@ -313,16 +321,15 @@ impl Kept {
     }
 }
 
-/// One read of a body on a plain connection, without a wakeup per piece: the socket's
-/// low-water mark is raised so arriving data does not wake the runtime, and the socket is
-/// read every `every` until a read returns bytes. An exchange that ends otherwise (an
+/// One read of a body on a plain connection, without a wakeup per piece: with the socket's
+/// low-water mark raised (by the caller, once a body) arriving data does not wake the
+/// runtime, and the socket is read every `every` until a read returns bytes. An exchange that ends otherwise (an
 /// error, the probe's timeout) drops its connection: none is kept with the mark raised.
 async fn polled_read(
     tcp: &TcpStream,
     buf: &mut [u8],
     every: std::time::Duration,
 ) -> std::io::Result<usize> {
-    set_rcvlowat(tcp, RCVLOWAT)?;
     loop {
         // Straight from the socket (non-blocking, as tokio keeps it): tokio's own read
         // would wait for a readiness event the raised mark holds back.
