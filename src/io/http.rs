@@ -63,16 +63,16 @@ pub fn tls_config(
 
 /// One member's base URL, split once.
 #[derive(Debug, Clone)]
-struct Target {
+pub(crate) struct Target {
     /// `host:port` as the Host header carries it.
-    authority: String,
+    pub(crate) authority: String,
     /// For connecting and for TLS's server name: no brackets around an IPv6 address.
     host: String,
     port: u16,
-    https: bool,
+    pub(crate) https: bool,
 }
 
-fn target(url: &str) -> Result<Target, String> {
+pub(crate) fn target(url: &str) -> Result<Target, String> {
     let uri: hyper::Uri = url.parse().map_err(|e| format!("{url} is not a URL ({e})"))?;
     let https = match uri.scheme_str() {
         Some("http") => false,
@@ -105,7 +105,7 @@ struct Kept {
 }
 
 /// The bytes to a member: TCP, or TLS over it for an https:// member.
-enum Stream {
+pub(crate) enum Stream {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
@@ -136,25 +136,7 @@ impl Conn {
     }
 
     async fn connect(&self) -> Result<Kept, String> {
-        let t = &self.target;
-        let tcp = TcpStream::connect((t.host.as_str(), t.port))
-            .await
-            .map_err(|e| format!("connect to {}: {e}", t.authority))?;
-        // Requests are small and whole: no reason to wait for more before sending.
-        let _ = tcp.set_nodelay(true);
-        let stream = match (&self.tls, t.https) {
-            (Some(cfg), true) => {
-                let name = ServerName::try_from(t.host.clone())
-                    .map_err(|e| format!("{}: not a TLS server name ({e})", t.host))?;
-                let tls = tokio_rustls::TlsConnector::from(cfg.clone())
-                    .connect(name, tcp)
-                    .await
-                    .map_err(|e| format!("TLS with {}: {e}", t.authority))?;
-                Stream::Tls(Box::new(tls))
-            }
-            _ => Stream::Plain(tcp),
-        };
-        Ok(Kept { stream, buf: Vec::new() })
+        Ok(Kept { stream: open(&self.target, self.tls.as_ref()).await?, buf: Vec::new() })
     }
 
     /// `GET path`: hands each piece of the body to `each` as it arrives and returns the
@@ -194,6 +176,27 @@ impl Conn {
         }
         Ok(status)
     }
+}
+
+/// A new connection to `t`: TLS over TCP for an https:// member (`tls` then given).
+pub(crate) async fn open(t: &Target, tls: Option<&TlsConfig>) -> Result<Stream, String> {
+    let tcp = TcpStream::connect((t.host.as_str(), t.port))
+        .await
+        .map_err(|e| format!("connect to {}: {e}", t.authority))?;
+    // Requests are small and whole: no reason to wait for more before sending.
+    let _ = tcp.set_nodelay(true);
+    Ok(match (tls, t.https) {
+        (Some(cfg), true) => {
+            let name = ServerName::try_from(t.host.clone())
+                .map_err(|e| format!("{}: not a TLS server name ({e})", t.host))?;
+            let tls = tokio_rustls::TlsConnector::from(cfg.clone())
+                .connect(name, tcp)
+                .await
+                .map_err(|e| format!("TLS with {}: {e}", t.authority))?;
+            Stream::Tls(Box::new(tls))
+        }
+        _ => Stream::Plain(tcp),
+    })
 }
 
 /// One request's caller side: where its body goes and how much may come.
@@ -378,6 +381,53 @@ impl Stream {
         match self {
             Stream::Plain(s) => s.read(buf).await,
             Stream::Tls(s) => s.read(buf).await,
+        }
+    }
+}
+
+/// For the HTTP/2 connection of src/io/grpc.rs, which reads and writes through h2.
+impl tokio::io::AsyncRead for Stream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Stream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
 }

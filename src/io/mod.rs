@@ -6,6 +6,7 @@
 pub mod canary;
 pub mod disrupt;
 pub mod exporter;
+pub mod grpc;
 pub mod http;
 pub mod local;
 pub mod metrics;

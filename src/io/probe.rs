@@ -1,22 +1,23 @@
 //! One member, probed up to three ways at once (as its [`Plan`] says), each part with its
 //! own timeout and duration: `GET /metrics` (reduced by [`crate::io::metrics::extract`]),
-//! `GET /health` (both over src/io/http.rs), and the Maintenance `Status` RPC through this
-//! member's own etcd client. A failure of any part
+//! `GET /health` (both over src/io/http.rs), and the Maintenance `Status` RPC over this
+//! member's own HTTP/2 connection (src/io/grpc.rs). A failure of any part
 //! is recorded in the [`Observation`] as data; probing never panics and never hangs.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 
 use crate::analysis::cadence::{HealthAsk, Plan};
+use crate::io::grpc::StatusClient;
 use crate::io::http::{self, Conn, TlsConfig};
 use crate::io::metrics;
 use crate::model::clock::Clock;
 use crate::model::member::Member;
 use crate::model::metrics::MemberMetrics;
-use crate::model::observation::{Health, Observation, Part, Status};
+use crate::model::observation::{Health, Observation, Part};
 
 /// Largest `/metrics` body read; a real etcd page is ~150 KB, so more means something is wrong.
 pub const METRICS_BODY_CAP: usize = 16 * 1024 * 1024;
@@ -79,17 +80,15 @@ impl Default for ProbeConfig {
     }
 }
 
-/// Probes one member. Owns that member's etcd client: a multi-endpoint client would
-/// balance across members and hide who answered; and its two HTTP connections, one per
-/// path, because `/metrics` and `/health` are asked at once. Shared (`&self`) so that
-/// each member's probe can run as its own task.
+/// Probes one member. Owns that member's connections: its own Status client (a
+/// multi-endpoint client would balance across members and hide who answered), and two
+/// HTTP connections, one per path, because `/metrics` and `/health` are asked at once.
+/// Shared (`&self`) so that each member's probe can run as its own task.
 pub struct Prober {
     member: Member,
     metrics_conn: Conn,
     health_conn: Conn,
-    /// Connected on first use and kept: tonic reconnects by itself after a restart.
-    etcd: std::sync::Mutex<Option<Client>>,
-    etcd_options: ConnectOptions,
+    status: StatusClient,
     cfg: ProbeConfig,
     clock: Arc<dyn Clock>,
 }
@@ -138,19 +137,12 @@ impl Prober {
         cfg: ProbeConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
-        let etcd_options = etcd_options(&cfg, &member)?;
         let conn =
             || Conn::new(&member.url, tls.clone()).map_err(|e| format!("{}: {e}", member.name));
         let (metrics_conn, health_conn) = (conn()?.polled(PAGE_POLL), conn()?);
-        Ok(Prober {
-            member,
-            metrics_conn,
-            health_conn,
-            etcd: std::sync::Mutex::new(None),
-            etcd_options,
-            cfg,
-            clock,
-        })
+        let status = StatusClient::new(&member.url, tls.as_ref())
+            .map_err(|e| format!("{}: {e}", member.name))?;
+        Ok(Prober { member, metrics_conn, health_conn, status, cfg, clock })
     }
 
     pub fn member(&self) -> &Member {
@@ -165,7 +157,6 @@ impl Prober {
     /// Probes the member once as `plan` says; the parts asked run concurrently.
     pub async fn probe(&self, plan: Plan) -> Observation {
         let stamp = self.clock.stamp();
-        let client = self.etcd_client().await;
         let (metrics, health, status) = tokio::join!(
             async { if plan.metrics { self.metrics().await } else { Part::Skipped } },
             async {
@@ -174,7 +165,7 @@ impl Prober {
                     HealthAsk::Keep(value, age) => Part::Kept { value, age },
                 }
             },
-            Self::status(client, self.cfg.timeout),
+            timed(self.cfg.timeout, self.status.status()),
         );
         Observation {
             member: self.member.name.clone(),
@@ -184,28 +175,6 @@ impl Prober {
             metrics,
             health,
             status,
-        }
-    }
-
-    /// The member's client, connected on first use and kept: tonic reconnects by itself
-    /// after the member restarts.
-    async fn etcd_client(&self) -> Result<Client, String> {
-        if let Some(c) = self.etcd.lock().ok().and_then(|g| g.clone()) {
-            return Ok(c);
-        }
-        let connect = Client::connect([self.member.url.as_str()], Some(self.etcd_options.clone()));
-        match tokio::time::timeout(self.cfg.timeout, connect).await {
-            Ok(Ok(c)) => {
-                if let Ok(mut g) = self.etcd.lock() {
-                    *g = Some(c.clone());
-                }
-                Ok(c)
-            }
-            Ok(Err(e)) => Err(format!("connect: {}", http::error_chain(&e))),
-            Err(_) => Err(format!(
-                "connect timed out after {}",
-                humantime::format_duration(self.cfg.timeout)
-            )),
         }
     }
 
@@ -236,26 +205,6 @@ impl Prober {
         })
         .await
     }
-
-    async fn status(client: Result<Client, String>, timeout: Duration) -> Part<Status> {
-        // The client has its own request timeout; the outer bound (a little longer) guards
-        // against a call that never reaches it (e.g. stuck in channel setup).
-        timed(timeout + Duration::from_millis(100), async {
-            let mut client = client?;
-            let s = client.status().await.map_err(|e| etcd_error(&e, timeout))?;
-            Ok(Status {
-                member_id: s.header().map(|h| h.member_id()).unwrap_or_default(),
-                leader_id: s.leader(),
-                raft_term: s.raft_term(),
-                raft_index: s.raft_index(),
-                raft_applied_index: s.raft_applied_index(),
-                db_size_bytes: s.db_size(),
-                version: s.version().to_owned(),
-                errors: s.errors().to_vec(),
-            })
-        })
-        .await
-    }
 }
 
 /// Runs one part of a probe under `timeout` and records how long it took.
@@ -269,16 +218,6 @@ async fn timed<T>(
         Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
     };
     Part::from_result(value, ms_since(t))
-}
-
-fn etcd_error(e: &etcd_client::Error, timeout: Duration) -> String {
-    if let etcd_client::Error::GRpcStatus(s) = e {
-        if matches!(s.code(), tonic::Code::DeadlineExceeded | tonic::Code::Cancelled) {
-            return format!("timed out after {}", humantime::format_duration(timeout));
-        }
-        return format!("{:?}: {}", s.code(), s.message());
-    }
-    http::error_chain(e)
 }
 
 /// `/health` body -> [`Health`]. etcd 3.4 has no `reason`; `health` is the string "true".
