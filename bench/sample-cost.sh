@@ -30,7 +30,7 @@ one() {
   rounds=$(( ($(wc -l <"$work/$name/samples.csv") - 1) / 3 ))
   cpu=$(awk "BEGIN { print $(field "$work/$name.time" 'User time') + $(field "$work/$name.time" 'System time') }")
   per=$(awk "BEGIN { printf \"%.3f\", 1000 * $cpu / $rounds }")
-  echo "$name rounds: $rounds in ${DURATION} s, $cpu s CPU, $per ms CPU per round (goal <= $goal ms), peak RSS $(field "$work/$name.time" 'Maximum resident') KiB"
+  echo "$name rounds: $rounds in ${DURATION} s, $cpu s CPU (user $(field "$work/$name.time" "User time"), sys $(field "$work/$name.time" "System time")), $per ms CPU per round (goal <= $goal ms), peak RSS $(field "$work/$name.time" 'Maximum resident') KiB"
   if [ -n "${BENCH_SUMMARY:-}" ]; then
     echo "| \`sample\`, one $name 3-member round, CPU ($rounds rounds at 50 ms, CSV included) | $per ms | <= $goal ms | $(awk "BEGIN { print ($per <= $goal) ? \"met\" : \"NOT met\" }") |" >>"$BENCH_SUMMARY"
   fi

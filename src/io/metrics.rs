@@ -335,6 +335,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn wanted_lines_between_unwanted_ones_are_all_read() {
+        let page = b"grpc_x 1\netcd_server_is_leader 1\ngo_y 2\nprocess_start_time_seconds 5\ngrpc_z 1\netcd_server_has_leader 1\netcd_server_leader_changes_seen_total 3\n";
+        let m = extract(page).unwrap();
+        assert_eq!((m.is_leader, m.has_leader), (Some(true), Some(true)));
+        assert_eq!(m.leader_changes_seen_total, Some(3.0));
+        assert_eq!(m.process_start_time, Some(5.0));
+    }
+
+    #[test]
     fn family_reads_wanted_sample_lines_only() {
         let plain = |l: &'static [u8]| match family(l) {
             Some((Family::Plain(i), rest)) => Some((WANTED[i], rest)),

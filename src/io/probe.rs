@@ -4,8 +4,11 @@
 //! member's own HTTP/2 connection (src/io/grpc.rs). A failure of any part
 //! is recorded in the [`Observation`] as data; probing never panics and never hangs.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
+use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
@@ -154,19 +157,23 @@ impl Prober {
         self.cfg.with_metrics
     }
 
-    /// Probes the member once as `plan` says; the parts asked run concurrently.
+    /// Probes the member once as `plan` says; the parts asked run concurrently, under one
+    /// deadline ([`ProbeConfig::timeout`] from now) that each part meets or fails alone.
     pub async fn probe(&self, plan: Plan) -> Observation {
         let stamp = self.clock.stamp();
-        let (metrics, health, status) = tokio::join!(
-            async { if plan.metrics { self.metrics().await } else { Part::Skipped } },
-            async {
-                match plan.health {
-                    HealthAsk::Ask => self.health().await,
-                    HealthAsk::Keep(value, age) => Part::Kept { value, age },
-                }
-            },
-            timed(self.cfg.timeout, self.status.status()),
-        );
+        // Pinned here and lent: moved into the deadline's future, each would be stored twice.
+        let metrics = pin!(async {
+            if plan.metrics { self.metrics().await.into() } else { Done::Part(Part::Skipped) }
+        });
+        let health = pin!(async {
+            match plan.health {
+                HealthAsk::Ask => self.health().await.into(),
+                HealthAsk::Keep(value, age) => Done::Part(Part::Kept { value, age }),
+            }
+        });
+        let status = pin!(async { self.status.status().await.into() });
+        let (metrics, health, status) =
+            under_one_deadline(self.cfg.timeout, metrics, health, status).await;
         Observation {
             member: self.member.name.clone(),
             endpoint: self.member.url.clone(),
@@ -179,8 +186,8 @@ impl Prober {
     }
 
     /// The page is extracted as its pieces arrive: the ~160 KB body is never held whole.
-    async fn metrics(&self) -> Part<MemberMetrics> {
-        timed(self.cfg.timeout, async {
+    async fn metrics(&self) -> Result<MemberMetrics, String> {
+        {
             let mut page = metrics::Extractor::default();
             let code = self
                 .metrics_conn
@@ -190,34 +197,87 @@ impl Prober {
                 return Err(format!("HTTP {code}"));
             }
             page.finish().map_err(|e| e.to_string())
-        })
-        .await
+        }
     }
 
-    async fn health(&self) -> Part<Health> {
-        timed(self.cfg.timeout, async {
+    async fn health(&self) -> Result<Health, String> {
+        {
             let mut body = Vec::new();
             let code = self
                 .health_conn
                 .get("/health", HEALTH_BODY_CAP, |chunk| body.extend_from_slice(chunk))
                 .await?;
             parse_health(code, &body)
-        })
-        .await
+        }
     }
 }
 
-/// Runs one part of a probe under `timeout` and records how long it took.
-async fn timed<T>(
+/// What a part of a probe came to: an answer or an error to time, or a part already
+/// settled without asking (skipped, kept).
+enum Done<T> {
+    Asked(Result<T, String>),
+    Part(Part<T>),
+}
+
+impl<T> Done<T> {
+    /// The part, timed from `t` when it was asked.
+    fn settle(self, t: Instant) -> Part<T> {
+        match self {
+            Done::Asked(r) => Part::from_result(r, ms_since(t)),
+            Done::Part(p) => p,
+        }
+    }
+}
+
+impl<T> From<Result<T, String>> for Done<T> {
+    fn from(r: Result<T, String>) -> Self {
+        Done::Asked(r)
+    }
+}
+
+/// Runs three parts at once and times each; a part not done `timeout` after the start
+/// fails as timed out, the others keep what they got. One timer for the probe, not one a
+/// part: each timer registered costs the runtime a wakeup of its own.
+async fn under_one_deadline<A, B, C>(
     timeout: Duration,
-    part: impl std::future::Future<Output = Result<T, String>>,
-) -> Part<T> {
+    mut a: Pin<&mut impl Future<Output = Done<A>>>,
+    mut b: Pin<&mut impl Future<Output = Done<B>>>,
+    mut c: Pin<&mut impl Future<Output = Done<C>>>,
+) -> (Part<A>, Part<B>, Part<C>) {
     let t = Instant::now();
-    let value = match tokio::time::timeout(timeout, part).await {
-        Ok(v) => v,
-        Err(_) => Err(format!("timed out after {}", humantime::format_duration(timeout))),
-    };
-    Part::from_result(value, ms_since(t))
+    let (mut pa, mut pb, mut pc) = (None, None, None);
+    let mut deadline = pin!(tokio::time::sleep(timeout));
+    std::future::poll_fn(|cx| {
+        let all = step(a.as_mut(), &mut pa, t, cx)
+            & step(b.as_mut(), &mut pb, t, cx)
+            & step(c.as_mut(), &mut pc, t, cx);
+        if all { Poll::Ready(()) } else { deadline.as_mut().poll(cx) }
+    })
+    .await;
+    (or_late(pa, timeout, t), or_late(pb, timeout, t), or_late(pc, timeout, t))
+}
+
+/// Polls a part not yet done; true once it is.
+fn step<T>(
+    part: Pin<&mut impl Future<Output = Done<T>>>,
+    out: &mut Option<Part<T>>,
+    t: Instant,
+    cx: &mut Context<'_>,
+) -> bool {
+    if out.is_none()
+        && let Poll::Ready(done) = part.poll(cx)
+    {
+        *out = Some(done.settle(t));
+    }
+    out.is_some()
+}
+
+/// A part's answer, or its timeout.
+fn or_late<T>(out: Option<Part<T>>, timeout: Duration, t: Instant) -> Part<T> {
+    out.unwrap_or_else(|| Part::Failed {
+        error: format!("timed out after {}", humantime::format_duration(timeout)),
+        ms: ms_since(t),
+    })
 }
 
 /// `/health` body -> [`Health`]. etcd 3.4 has no `reason`; `health` is the string "true".

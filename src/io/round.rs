@@ -4,10 +4,11 @@
 //! answer (or its timeout) lands in a later round with its age.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::Duration;
 
-use futures::future::join_all;
 use tokio::task::JoinHandle;
 
 use crate::analysis::cadence::{Cadence, Pages};
@@ -131,15 +132,28 @@ impl Sampler {
                 slot.inflight = Some((tokio::spawn(async move { p.probe(plan).await }), stamp));
             }
         }
-        let done = join_all(self.slots.iter_mut().map(|slot| async move {
-            let (handle, _) = slot.inflight.as_mut()?;
-            let got = match wait {
-                Some(w) => tokio::time::timeout_at(started.mono + w, handle).await.ok()?,
-                None => handle.await,
-            };
-            slot.inflight = None;
-            Some(got)
-        }))
+        // One timer for the round's wait, not one a member: each costs a wakeup.
+        let mut deadline = wait.map(|w| Box::pin(tokio::time::sleep_until(started.mono + w)));
+        let mut done: Vec<Option<_>> = self.slots.iter().map(|_| None).collect();
+        std::future::poll_fn(|cx| {
+            let mut waiting = false;
+            for (slot, got) in self.slots.iter_mut().zip(done.iter_mut()) {
+                if let Some((handle, _)) = slot.inflight.as_mut() {
+                    match Pin::new(handle).poll(cx) {
+                        Poll::Ready(r) => {
+                            *got = Some(r);
+                            slot.inflight = None;
+                        }
+                        Poll::Pending => waiting = true,
+                    }
+                }
+            }
+            match (waiting, deadline.as_mut()) {
+                (false, _) => Poll::Ready(()),
+                (true, Some(d)) => d.as_mut().poll(cx),
+                (true, None) => Poll::Pending,
+            }
+        })
         .await;
         let mut observations = Vec::new();
         let mut silent = Vec::new();
