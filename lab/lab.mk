@@ -100,7 +100,9 @@ $(NODE_STAMP): $(NODE_SUMS) $(if $(strip $(foreach c,$(NODE_CMDS),$(if $(wildcar
 	for c in $(NODE_CMDS); do mv -f $(NODE_BIN)/.new/$$c $(NODE_BIN)/$$c; done; rmdir $(NODE_BIN)/.new; \
 	sha256sum $(NODE_SUMS) >$@; \
 	echo "kube-tools: the nodes' runtime built in $$(( $$(date +%s) - start )) s"
-	@$(NODE_BIN)/containerd --version; $(NODE_BIN)/runc --version | head -1; $(NODE_BIN)/coredns -version | head -1
+	@# sed reads to the end: `| head -1` exits after one line and, under pipefail, a version
+	@# printer still writing its second line died of SIGPIPE (make test failed: Error 141).
+	@$(NODE_BIN)/containerd --version; $(NODE_BIN)/runc --version | sed -n 1p; $(NODE_BIN)/coredns -version | sed -n 1p
 
 # The harness has its own Cargo.lock and target/ (not in leaderwatch's dependency graph).
 # Its unit tests run in make check, its faults test (root) in make test-lab.
