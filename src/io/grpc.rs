@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use ::http as http_types;
 use bytes::{Buf, Bytes, BytesMut};
 use h2::client::{Connection, SendRequest};
 
@@ -37,8 +38,6 @@ pub struct StatusClient {
     /// Boxed: the connection is large and would be moved with every probe's future.
     kept: std::sync::Mutex<Option<Box<H2>>>,
 }
-
-use ::http as http_types;
 
 /// An HTTP/2 connection between calls: the handle requests are sent on and the
 /// connection itself, which only the call in progress polls.
