@@ -1,7 +1,11 @@
 //! `/metrics` text -> the few values leaderwatch needs, behind one function: [`extract`].
 //!
-//! A full etcd page is ~170 KB and ~1,600 lines, of which about a hundred are wanted. So
-//! sample lines are filtered by metric name first, and only those are parsed: the twelve
+//! A full etcd page is ~170 KB and ~1,700 lines in ~130 families, of which about eighty
+//! lines are wanted. A family none of whose names is wanted is passed over whole, from the
+//! `# HELP` or `# TYPE` line that announces it to the next comment line, by one search for
+//! `#`: etcd's client library announces every family, so a family's samples end there
+//! (samples after them with no comment line of their own would be passed over too).
+//! Other lines are filtered by metric name, and only the wanted ones parsed: the twelve
 //! unlabelled values and the three health histograms, each by the few lines of code their
 //! fixed form needs (a general parser, prometheus-parse, was slower and its code stayed
 //! resident in every sampler; the fixtures' tests still compare against it).
@@ -52,7 +56,7 @@ enum Family {
 }
 
 /// Every wanted name with its family and its first eight bytes as one word: a page's
-/// ~1,600 lines are mostly other families, and one word compare each turns them away
+/// ~1,700 lines are mostly other families, and one word compare each turns them away
 /// (scanning every line's name byte by byte was a third of a full round's instructions).
 const FAMILIES: [(&str, Family, u64); WANTED.len() + BUCKETS.len()] = {
     let mut t = [("", Family::Plain(0), 0); WANTED.len() + BUCKETS.len()];
@@ -127,6 +131,37 @@ fn family(line: &[u8]) -> Option<(Family, &[u8])> {
     })
 }
 
+/// The family a `# HELP` or `# TYPE` line announces; `None` for any other comment.
+fn announced(line: &[u8]) -> Option<&[u8]> {
+    let rest = line.strip_prefix(b"# HELP ").or_else(|| line.strip_prefix(b"# TYPE "))?;
+    let rest = rest.trim_ascii_start();
+    let end = memchr::memchr2(b' ', b'\t', rest).unwrap_or(rest.len());
+    (end > 0).then_some(&rest[..end])
+}
+
+/// Does a comment line, of which `start` is the beginning, announce a family that is not
+/// wanted? Decided on its first fifteen bytes, without finding the line's end, for the
+/// families whose name's first eight bytes no wanted name starts with; `false` for the rest,
+/// which [`Extractor::line`] reads whole.
+fn announces_unwanted(start: &[u8]) -> bool {
+    let Some(b) = start.get(..15) else { return false };
+    (b.starts_with(b"# HELP ") || b.starts_with(b"# TYPE "))
+        && !b[7..].iter().any(u8::is_ascii_whitespace)
+        && !HEADS.contains(&head(&b[7..]))
+}
+
+/// May a family's samples hold a wanted line? Its name is a wanted name or the stem of one
+/// (`x` for `x_bucket`, `x_sum`, `x_total`); a family in doubt is read line by line.
+fn wanted_family(name: &[u8]) -> bool {
+    if name.len() >= 8 && !HEADS.contains(&head(name)) {
+        return false; // most families, turned away by one word as sample lines are
+    }
+    FAMILIES.iter().any(|(wanted, ..)| {
+        let wanted = wanted.as_bytes();
+        matches!(wanted.get(name.len()), None | Some(b'_')) && wanted.starts_with(name)
+    })
+}
+
 /// Why a page yielded nothing useful.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum MetricsError {
@@ -148,7 +183,7 @@ const MAX_LINE: usize = 64 * 1024;
 /// never holds the ~160 KB page, and nothing is copied but those lines. The one entry
 /// point for metrics parsing: callers never see prometheus-parse.
 ///
-/// Works on raw bytes: at most ~100 of a page's ~1,600 lines are wanted, so only those are
+/// Works on raw bytes: at most ~100 of a page's ~1,700 lines are wanted, so only those are
 /// checked as UTF-8 and parsed (validating and splitting the whole page as text was a
 /// quarter of a full round's CPU). A wanted line that is not UTF-8 is skipped, as the
 /// parser would skip it.
@@ -158,6 +193,10 @@ pub struct Extractor {
     partial: Vec<u8>,
     /// The unfinished last line is not wanted (or too long): drop bytes up to its end.
     skipping: bool,
+    /// In the samples of a family with no wanted line: drop bytes up to the next comment.
+    in_unwanted_family: bool,
+    /// The last byte passed over ended a line, so a `#` first in the next chunk starts one.
+    at_line_start: bool,
     /// The bucket lines so far, one entry per histogram, in page order.
     buckets: Vec<Buckets>,
     /// The unlabelled values, by their place in [`WANTED`]; a later line wins.
@@ -176,26 +215,70 @@ struct Buckets {
 impl Extractor {
     /// The next bytes of the page, split anywhere.
     pub fn feed(&mut self, mut chunk: &[u8]) {
-        if self.skipping || !self.partial.is_empty() {
-            let Some(i) = memchr::memchr(b'\n', chunk) else {
-                self.hold(chunk);
-                return;
-            };
-            self.hold(&chunk[..i]);
-            if !std::mem::take(&mut self.skipping) {
-                let line = std::mem::take(&mut self.partial);
-                self.line(&line);
-                self.partial = line; // keep the allocation for the next split line
-                self.partial.clear();
+        'chunk: loop {
+            if self.in_unwanted_family {
+                let Some(i) = self.next_comment(chunk) else { return };
+                self.in_unwanted_family = false;
+                chunk = &chunk[i..];
             }
-            chunk = &chunk[i + 1..];
+            if self.skipping || !self.partial.is_empty() {
+                let Some(i) = memchr::memchr(b'\n', chunk) else {
+                    self.hold(chunk);
+                    return;
+                };
+                self.hold(&chunk[..i]);
+                chunk = &chunk[i + 1..];
+                if !std::mem::take(&mut self.skipping) {
+                    let line = std::mem::take(&mut self.partial);
+                    let unwanted = self.line(&line);
+                    self.partial = line; // keep the allocation for the next split line
+                    self.partial.clear();
+                    if unwanted {
+                        self.skip_family();
+                        continue 'chunk;
+                    }
+                }
+            }
+            let mut start = 0;
+            while let Some(i) = memchr::memchr(b'\n', &chunk[start..]) {
+                let unwanted = self.line(&chunk[start..start + i]);
+                start += i + 1;
+                if unwanted {
+                    self.skip_family();
+                    chunk = &chunk[start..];
+                    continue 'chunk;
+                }
+            }
+            self.hold(&chunk[start..]);
+            return;
         }
-        let mut start = 0;
-        while let Some(i) = memchr::memchr(b'\n', &chunk[start..]) {
-            self.line(&chunk[start..start + i]);
-            start += i + 1;
+    }
+
+    /// Passes over the samples of a family none of whose lines is wanted: they run to the
+    /// next comment line, as every family of a page that types its families does (etcd's
+    /// client library writes `# HELP` and `# TYPE` before each one).
+    fn skip_family(&mut self) {
+        self.in_unwanted_family = true;
+        self.at_line_start = true;
+    }
+
+    /// Where the next comment line that may matter begins in `chunk`, if it does: one search
+    /// for `#`, which a family's sample lines hardly ever hold, instead of one per line.
+    /// Comments that announce another unwanted family are passed over on the way.
+    fn next_comment(&mut self, chunk: &[u8]) -> Option<usize> {
+        let mut from = 0;
+        while let Some(i) = memchr::memchr(b'#', &chunk[from..]) {
+            let i = from + i;
+            let line_start = if i == 0 { self.at_line_start } else { chunk[i - 1] == b'\n' };
+            if line_start && !announces_unwanted(&chunk[i..]) {
+                return Some(i);
+            }
+            from = i + 1;
         }
-        self.hold(&chunk[start..]);
+        if let Some(&last) = chunk.last() {
+            self.at_line_start = last == b'\n';
+        }
+        None
     }
 
     /// Keeps the start of an unfinished line if it may be wanted.
@@ -204,7 +287,7 @@ impl Extractor {
             return;
         }
         let first = self.partial.first().or(bytes.first()).copied();
-        if !FAMILIES.iter().any(|f| Some(f.0.as_bytes()[0]) == first)
+        if !(first == Some(b'#') || FAMILIES.iter().any(|f| Some(f.0.as_bytes()[0]) == first))
             || self.partial.len() + bytes.len() > MAX_LINE
         {
             self.partial.clear();
@@ -214,9 +297,13 @@ impl Extractor {
         self.partial.extend_from_slice(bytes);
     }
 
-    /// One complete line (without its newline).
-    fn line(&mut self, line: &[u8]) {
+    /// One complete line (without its newline); true when it names a family none of whose
+    /// samples is wanted, so the lines up to the next comment can be passed over.
+    fn line(&mut self, line: &[u8]) -> bool {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if line.first() == Some(&b'#') {
+            return announced(line).is_some_and(|name| !wanted_family(name));
+        }
         match family(line) {
             Some((Family::Plain(i), rest)) => {
                 if let Some(v) = plain_value(rest) {
@@ -224,11 +311,11 @@ impl Extractor {
                 }
             }
             Some((Family::Bucket(b), rest)) => {
-                let Some((peer, le, v)) = bucket_line(rest) else { return };
+                let Some((peer, le, v)) = bucket_line(rest) else { return false };
                 match self.buckets.iter_mut().find(|h| h.family == b && h.peer.as_bytes() == peer) {
                     Some(h) => h.counts.push((le, v)),
                     None => {
-                        let Ok(peer) = std::str::from_utf8(peer) else { return };
+                        let Ok(peer) = std::str::from_utf8(peer) else { return false };
                         self.buckets.push(Buckets {
                             family: b,
                             peer: peer.to_owned(),
@@ -239,6 +326,7 @@ impl Extractor {
             }
             None => {}
         }
+        false
     }
 
     /// The values of the page fed so far (its last line need not end in a newline).
@@ -326,6 +414,11 @@ fn number(b: &[u8]) -> Option<f64> {
     match b {
         b"+Inf" => Some(f64::INFINITY),
         b"-Inf" => Some(f64::NEG_INFINITY),
+        // Counts are whole numbers: summed digit by digit, exact below 10^15 (< 2^53),
+        // without the general parser's cost.
+        _ if (1..=15).contains(&b.len()) && b.iter().all(u8::is_ascii_digit) => {
+            Some(b.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')) as f64)
+        }
         _ => std::str::from_utf8(b).ok()?.parse().ok(),
     }
 }
@@ -341,6 +434,75 @@ mod tests {
         assert_eq!((m.is_leader, m.has_leader), (Some(true), Some(true)));
         assert_eq!(m.leader_changes_seen_total, Some(3.0));
         assert_eq!(m.process_start_time, Some(5.0));
+    }
+
+    /// A page in etcd's form: every family announced by `# HELP` and `# TYPE`, one with a
+    /// `#` inside a label value, one a histogram whose stem is the announced name.
+    const TYPED: &[u8] = b"# HELP grpc_server_handled_total Calls.\n# TYPE grpc_server_handled_total counter\n\
+grpc_server_handled_total{m=\"a#b\"} 1\ngrpc_server_handled_total{m=\"#c\"} 2\n\
+# HELP go_x X.\n# TYPE go_x gauge\ngo_x 1\n\
+# HELP etcd_server_is_leader 1 if leader.\n# TYPE etcd_server_is_leader gauge\netcd_server_is_leader 1\n\
+# HELP etcd_disk_wal_fsync_duration_seconds Fsync.\n# TYPE etcd_disk_wal_fsync_duration_seconds histogram\n\
+etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 4\netcd_disk_wal_fsync_duration_seconds_sum 0.5\n\
+etcd_disk_wal_fsync_duration_seconds_count 4\n\
+# HELP go_y Y.\n# TYPE go_y gauge\ngo_y 2\n\
+# TYPE etcd_server_leader_changes_seen_total counter\netcd_server_leader_changes_seen_total 3\n";
+
+    #[test]
+    fn a_typed_pages_unwanted_families_are_passed_over_and_the_wanted_ones_read() {
+        let m = extract(TYPED).unwrap();
+        assert_eq!(m.is_leader, Some(true));
+        assert_eq!(m.leader_changes_seen_total, Some(3.0));
+        assert_eq!((m.wal_fsync_sum, m.wal_fsync_count), (Some(0.5), Some(4.0)));
+        assert!(m.wal_fsync.is_some());
+        // What passing over means: an unwanted family's samples run to the next comment.
+        let mut hidden = TYPED.to_vec();
+        let at = memchr::memmem::find(&hidden, b"go_y 2\n").unwrap() + 7;
+        hidden.splice(at..at, b"etcd_server_has_leader 1\n".iter().copied());
+        assert_eq!(extract(&hidden).unwrap().has_leader, None);
+    }
+
+    #[test]
+    fn comments_are_passed_over_unread_only_when_they_announce_a_family_that_cannot_be_wanted() {
+        for unwanted in [&b"# HELP grpc_server_handled_total Calls."[..], b"# TYPE go_goroutines gauge"] {
+            assert!(announces_unwanted(unwanted), "{}", String::from_utf8_lossy(unwanted));
+        }
+        for other in [
+            &b"# HELP etcd_server_is_leader 1 if leader."[..],
+            b"# TYPE process_start_time_seconds gauge",
+            b"# TYPE go_x gauge", // a short name: read whole
+            b"# TYPE grpc_se",    // too short to decide
+            b"# some comment about grpc",
+            b"#TYPE grpc_server_handled_total counter",
+        ] {
+            assert!(!announces_unwanted(other), "{}", String::from_utf8_lossy(other));
+        }
+    }
+
+    #[test]
+    fn a_typed_page_split_anywhere_in_two_gives_the_whole_pages_values() {
+        let whole = extract(TYPED).unwrap();
+        for at in 0..=TYPED.len() {
+            let mut e = Extractor::default();
+            e.feed(&TYPED[..at]);
+            e.feed(&TYPED[at..]);
+            assert_eq!(e.finish().unwrap(), whole, "split at {at}");
+        }
+    }
+
+    #[test]
+    fn families_are_passed_over_only_when_no_wanted_name_can_be_theirs() {
+        assert_eq!(announced(b"# TYPE etcd_server_is_leader gauge"), Some(&b"etcd_server_is_leader"[..]));
+        assert_eq!(announced(b"# HELP go_x"), Some(&b"go_x"[..]));
+        for other in [&b"# some comment"[..], b"# TYPE ", b"#TYPE x gauge", b"# EOF"] {
+            assert_eq!(announced(other), None, "{}", String::from_utf8_lossy(other));
+        }
+        for wanted in [&b"etcd_server_is_leader"[..], b"etcd_disk_wal_fsync_duration_seconds", b"etcd_server"] {
+            assert!(wanted_family(wanted), "{}", String::from_utf8_lossy(wanted));
+        }
+        for unwanted in [&b"etcd_server_is_leader_x"[..], b"etcd_server_is_lead", b"grpc_server_handled_total"] {
+            assert!(!wanted_family(unwanted), "{}", String::from_utf8_lossy(unwanted));
+        }
     }
 
     #[test]
@@ -369,7 +531,9 @@ mod tests {
 
     #[test]
     fn crlf_lines_and_bytes_that_are_not_utf8_elsewhere_do_not_matter() {
-        let mut page = b"# HELP go_x \xff\xfe not UTF-8\r\ngo_x{a=\"\xff\"} 1\r\n".to_vec();
+        let mut page = b"# \xff\xfe not UTF-8\r\ngo_x{a=\"\xff\"} 1\r\n".to_vec();
+        page.extend_from_slice(b"# HELP go_y \xff\r\n# TYPE go_y gauge\r\ngo_y 1\r\n");
+        page.extend_from_slice(b"# TYPE etcd_server_leader_changes_seen_total counter\r\n");
         page.extend_from_slice(
             b"etcd_server_leader_changes_seen_total 3\r\netcd_server_is_leader 1\r\n",
         );
@@ -412,6 +576,10 @@ mod tests {
         assert_eq!(plain_value(b"\t+Inf"), Some(f64::INFINITY));
         assert_eq!(plain_value(b" -Inf"), Some(f64::NEG_INFINITY));
         assert!(plain_value(b" NaN").is_some_and(f64::is_nan));
+        assert_eq!(plain_value(b" 0"), Some(0.0));
+        assert_eq!(plain_value(b" 999999999999999"), Some(999_999_999_999_999.0));
+        assert_eq!(plain_value(b" 12345678901234567"), Some(12_345_678_901_234_567.0));
+        assert_eq!(plain_value(b" 007"), Some(7.0));
         for bad in [&b"{a=\"b\"} 1"[..], b"", b" ", b" one", b" \xff1"] {
             assert_eq!(plain_value(bad), None, "{}", String::from_utf8_lossy(bad));
         }
