@@ -78,6 +78,15 @@ const fn head(b: &[u8]) -> u64 {
     u64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
 }
 
+// Every wanted name is longer than the sixteen bytes `announces_unwanted` compares.
+const _: () = {
+    let mut i = 0;
+    while i < FAMILIES.len() {
+        assert!(FAMILIES[i].0.len() > 16);
+        i += 1;
+    }
+};
+
 /// The distinct first words of the wanted names (five), the first test every line meets.
 const HEADS: [u64; distinct_heads()] = {
     let mut t = [0; distinct_heads()];
@@ -140,14 +149,23 @@ fn announced(line: &[u8]) -> Option<&[u8]> {
 }
 
 /// Does a comment line, of which `start` is the beginning, announce a family that is not
-/// wanted? Decided on its first fifteen bytes, without finding the line's end, for the
-/// families whose name's first eight bytes no wanted name starts with; `false` for the rest,
-/// which [`Extractor::line`] reads whole.
+/// wanted? Decided on its first 15 or 23 bytes, without finding the line's end, for the
+/// families whose name's first 8 or 16 bytes no wanted name starts with (every wanted name
+/// is longer); `false` for the rest, which [`Extractor::line`] reads whole.
 fn announces_unwanted(start: &[u8]) -> bool {
     let Some(b) = start.get(..15) else { return false };
-    (b.starts_with(b"# HELP ") || b.starts_with(b"# TYPE "))
-        && !b[7..].iter().any(u8::is_ascii_whitespace)
-        && !HEADS.contains(&head(&b[7..]))
+    if !(b.starts_with(b"# HELP ") || b.starts_with(b"# TYPE "))
+        || b[7..].iter().any(u8::is_ascii_whitespace)
+    {
+        return false;
+    }
+    if !HEADS.contains(&head(&b[7..])) {
+        return true;
+    }
+    // A name that starts as a wanted one does (`etcd_server_...`): decided on sixteen bytes.
+    let Some(b) = start.get(..23) else { return false };
+    !b[15..].iter().any(u8::is_ascii_whitespace)
+        && !FAMILIES.iter().any(|&(name, ..)| name.as_bytes()[..16] == b[7..])
 }
 
 /// May a family's samples hold a wanted line? Its name is a wanted name or the stem of one
@@ -441,6 +459,7 @@ mod tests {
     const TYPED: &[u8] = b"# HELP grpc_server_handled_total Calls.\n# TYPE grpc_server_handled_total counter\n\
 grpc_server_handled_total{m=\"a#b\"} 1\ngrpc_server_handled_total{m=\"#c\"} 2\n\
 # HELP go_x X.\n# TYPE go_x gauge\ngo_x 1\n\
+# HELP etcd_server_health_failures F.\n# TYPE etcd_server_health_failures counter\netcd_server_health_failures 1\n\
 # HELP etcd_server_is_leader 1 if leader.\n# TYPE etcd_server_is_leader gauge\netcd_server_is_leader 1\n\
 # HELP etcd_disk_wal_fsync_duration_seconds Fsync.\n# TYPE etcd_disk_wal_fsync_duration_seconds histogram\n\
 etcd_disk_wal_fsync_duration_seconds_bucket{le=\"+Inf\"} 4\netcd_disk_wal_fsync_duration_seconds_sum 0.5\n\
@@ -464,14 +483,20 @@ etcd_disk_wal_fsync_duration_seconds_count 4\n\
 
     #[test]
     fn comments_are_passed_over_unread_only_when_they_announce_a_family_that_cannot_be_wanted() {
-        for unwanted in [&b"# HELP grpc_server_handled_total Calls."[..], b"# TYPE go_goroutines gauge"] {
+        for unwanted in [
+            &b"# HELP grpc_server_handled_total Calls."[..],
+            b"# TYPE go_goroutines gauge",
+            b"# TYPE etcd_server_health_failures counter",
+        ] {
             assert!(announces_unwanted(unwanted), "{}", String::from_utf8_lossy(unwanted));
         }
         for other in [
             &b"# HELP etcd_server_is_leader 1 if leader."[..],
             b"# TYPE process_start_time_seconds gauge",
-            b"# TYPE go_x gauge", // a short name: read whole
-            b"# TYPE grpc_se",    // too short to decide
+            b"# TYPE etcd_server_has_leader_x gauge", // its first sixteen bytes are a wanted name's
+            b"# TYPE etcd_server_x gauge",            // too short to decide on sixteen
+            b"# TYPE go_x gauge",                     // a short name: read whole
+            b"# TYPE grpc_se",                        // too short to decide
             b"# some comment about grpc",
             b"#TYPE grpc_server_handled_total counter",
         ] {
@@ -492,15 +517,22 @@ etcd_disk_wal_fsync_duration_seconds_count 4\n\
 
     #[test]
     fn families_are_passed_over_only_when_no_wanted_name_can_be_theirs() {
-        assert_eq!(announced(b"# TYPE etcd_server_is_leader gauge"), Some(&b"etcd_server_is_leader"[..]));
+        assert_eq!(
+            announced(b"# TYPE etcd_server_is_leader gauge"),
+            Some(&b"etcd_server_is_leader"[..])
+        );
         assert_eq!(announced(b"# HELP go_x"), Some(&b"go_x"[..]));
         for other in [&b"# some comment"[..], b"# TYPE ", b"#TYPE x gauge", b"# EOF"] {
             assert_eq!(announced(other), None, "{}", String::from_utf8_lossy(other));
         }
-        for wanted in [&b"etcd_server_is_leader"[..], b"etcd_disk_wal_fsync_duration_seconds", b"etcd_server"] {
+        for wanted in
+            [&b"etcd_server_is_leader"[..], b"etcd_disk_wal_fsync_duration_seconds", b"etcd_server"]
+        {
             assert!(wanted_family(wanted), "{}", String::from_utf8_lossy(wanted));
         }
-        for unwanted in [&b"etcd_server_is_leader_x"[..], b"etcd_server_is_lead", b"grpc_server_handled_total"] {
+        for unwanted in
+            [&b"etcd_server_is_leader_x"[..], b"etcd_server_is_lead", b"grpc_server_handled_total"]
+        {
             assert!(!wanted_family(unwanted), "{}", String::from_utf8_lossy(unwanted));
         }
     }
