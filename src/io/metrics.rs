@@ -504,6 +504,34 @@ etcd_disk_wal_fsync_duration_seconds_count 4\n\
         }
     }
 
+    /// The early decision on a comment's first bytes and the whole line's agree: on every
+    /// comment of every captured page, "unwanted" early is "unwanted" read whole.
+    #[test]
+    fn the_early_decision_agrees_with_reading_the_comment_whole_on_every_captured_page() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+        let mut decided = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if !path.file_name().unwrap().to_string_lossy().starts_with("metrics-") {
+                continue;
+            }
+            let page = std::fs::read(&path).unwrap();
+            for line in page.split(|&b| b == b'\n').filter(|l| l.first() == Some(&b'#')) {
+                if announces_unwanted(line) {
+                    decided += 1;
+                    let name = announced(line).expect("an announcement");
+                    assert!(
+                        !wanted_family(name),
+                        "{}: {}",
+                        path.display(),
+                        String::from_utf8_lossy(line)
+                    );
+                }
+            }
+        }
+        assert!(decided > 100, "only {decided} comments decided early");
+    }
+
     #[test]
     fn a_typed_page_split_anywhere_in_two_gives_the_whole_pages_values() {
         let whole = extract(TYPED).unwrap();
