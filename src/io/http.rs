@@ -4,7 +4,8 @@
 //! here (httparse reads the head; Content-Length, chunked, or until close) so the body goes
 //! from one reused read buffer straight to the caller: no connection task, no body channel,
 //! no copies. Through hyper's client the HTTP layers cost more than the page's parsing
-//! (docs/benchmarks.md).
+//! (docs/benchmarks.md). A paced connection (the pages') is read only when its caller says,
+//! never as bytes arrive.
 
 use std::sync::Arc;
 
@@ -93,8 +94,28 @@ pub struct Conn {
     target: Target,
     tls: Option<TlsConfig>,
     kept: std::sync::Mutex<Option<Kept>>,
-    /// See [`Conn::polled`].
-    poll: Option<std::time::Duration>,
+    /// See [`Conn::paced`].
+    paced: bool,
+}
+
+/// When a paced connection's socket is read ([`Conn::paced`]): first at `first`, then
+/// every `every` until the response is whole. Probes of several members given the same
+/// pace read their pages in the same wakeups.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace {
+    pub first: tokio::time::Instant,
+    pub every: std::time::Duration,
+}
+
+/// The shortest time between two reads of a paced response (tokio's timer tick).
+const MIN_PACE: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// How a paced response was read: whether it was whole at the first read, and when it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Paced {
+    /// Reads that came too early (found nothing new) before the response was whole.
+    pub early: u32,
+    pub done: tokio::time::Instant,
 }
 
 /// An open connection between requests, with its read buffer (reused: a page is read
@@ -123,20 +144,25 @@ impl Conn {
         if target.https && tls.is_none() {
             return Err(format!("{url}: an https:// member needs the TLS settings"));
         }
-        Ok(Conn { target, tls, kept: std::sync::Mutex::new(None), poll: None })
+        Ok(Conn { target, tls, kept: std::sync::Mutex::new(None), paced: false })
     }
 
-    /// Reads a body on a plain connection by polling the socket every `every` instead of
-    /// waking for each piece that arrives ([`polled_read`]). etcd writes its ~160 KB page
-    /// 4 KiB at a time: woken for each piece, the sampler slept and woke ~50 times a full
-    /// round, and that cost more CPU than reading the bytes (docs/benchmarks.md).
-    pub fn polled(mut self, every: std::time::Duration) -> Conn {
-        self.poll = Some(every);
+    /// Reads responses on a plain connection when [`Conn::get_paced`] says, never when
+    /// bytes arrive: the socket's low-water mark is kept above a page, so the runtime is
+    /// not woken for any piece. etcd writes its ~160 KB page 4 KiB at a time over 5-20 ms:
+    /// woken for each piece, the sampler slept and woke ~50 times a full round, and each
+    /// wakeup costs more than the bytes it reads (docs/benchmarks.md).
+    pub fn paced(mut self) -> Conn {
+        self.paced = true;
         self
     }
 
     async fn connect(&self) -> Result<Kept, String> {
-        Ok(Kept { stream: open(&self.target, self.tls.as_ref()).await?, buf: Vec::new() })
+        let stream = open(&self.target, self.tls.as_ref()).await?;
+        if let (true, Stream::Plain(tcp)) = (self.paced, &stream) {
+            set_rcvlowat(tcp, RCVLOWAT).map_err(|e| format!("{}: {e}", self.target.authority))?;
+        }
+        Ok(Kept { stream, buf: Vec::new() })
     }
 
     /// `GET path`: hands each piece of the body to `each` as it arrives and returns the
@@ -145,8 +171,36 @@ impl Conn {
         &self,
         path: &str,
         cap: usize,
-        mut each: impl FnMut(&[u8]),
+        each: impl FnMut(&[u8]),
     ) -> Result<u16, String> {
+        self.request(path, cap, None, each).await.map(|(status, _)| status)
+    }
+
+    /// [`Conn::get`] on a [`Conn::paced`] connection, read as `pace` says; also returns how
+    /// the response was read (`None` on a TLS connection, read as its bytes arrive).
+    pub async fn get_paced(
+        &self,
+        path: &str,
+        cap: usize,
+        pace: Pace,
+        each: impl FnMut(&[u8]),
+    ) -> Result<(u16, Option<Paced>), String> {
+        self.request(path, cap, Some(pace), each).await
+    }
+
+    async fn request(
+        &self,
+        path: &str,
+        cap: usize,
+        pace: Option<Pace>,
+        mut each: impl FnMut(&[u8]),
+    ) -> Result<(u16, Option<Paced>), String> {
+        // A paced connection is never read as bytes arrive: its mark holds them back.
+        let pace = match (self.paced, pace) {
+            (false, _) => None,
+            (true, Some(p)) => Some(p),
+            (true, None) => Some(Pace { first: tokio::time::Instant::now(), every: MIN_PACE }),
+        };
         let request = format!(
             "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: leaderwatch/{}\r\n\r\n",
             self.target.authority,
@@ -158,23 +212,23 @@ impl Conn {
             None => (self.connect().await?, false),
         };
         let mut exchange = Exchange { cap, each: &mut each, body_seen: 0 };
-        let (status, keep) = match conn.exchange(request.as_bytes(), &mut exchange, self.poll).await
-        {
-            Ok(done) => done,
-            // The member closed a kept connection between requests (a restart, its idle
-            // timeout) before answering: a GET is safe to send again, once, on a new one.
-            Err(Failure::ClosedBeforeAnswer) if reused => {
-                conn = self.connect().await?;
-                conn.exchange(request.as_bytes(), &mut exchange, self.poll)
-                    .await
-                    .map_err(Failure::into_message)?
-            }
-            Err(e) => return Err(e.into_message()),
-        };
+        let (status, keep, paced) =
+            match conn.exchange(request.as_bytes(), &mut exchange, pace).await {
+                Ok(done) => done,
+                // The member closed a kept connection between requests (a restart, its idle
+                // timeout) before answering: a GET is safe to send again, once, on a new one.
+                Err(Failure::ClosedBeforeAnswer) if reused => {
+                    conn = self.connect().await?;
+                    conn.exchange(request.as_bytes(), &mut exchange, pace)
+                        .await
+                        .map_err(Failure::into_message)?
+                }
+                Err(e) => return Err(e.into_message()),
+            };
         if keep && let Ok(mut k) = self.kept.lock() {
             *k = Some(conn);
         }
-        Ok(status)
+        Ok((status, paced))
     }
 }
 
@@ -237,14 +291,14 @@ impl Failure {
 }
 
 impl Kept {
-    /// Sends `request` and reads its response: the status, and whether the connection can
-    /// carry the next request.
+    /// Sends `request` and reads its response: the status, whether the connection can
+    /// carry the next request, and how a paced response was read.
     async fn exchange<F: FnMut(&[u8])>(
         &mut self,
         request: &[u8],
         out: &mut Exchange<'_, F>,
-        poll: Option<std::time::Duration>,
-    ) -> Result<(u16, bool), Failure> {
+        pace: Option<Pace>,
+    ) -> Result<(u16, bool, Option<Paced>), Failure> {
         let closed = |e: std::io::Error| match e.kind() {
             std::io::ErrorKind::ConnectionReset
             | std::io::ErrorKind::BrokenPipe
@@ -255,12 +309,20 @@ impl Kept {
         if self.buf.len() < READ_BUF {
             self.buf.resize(READ_BUF, 0);
         }
+        let Kept { stream, buf } = self;
+        // Paced only on a plain connection: its low-water mark was raised when it opened.
+        let mut pacer = match (pace, &*stream) {
+            (Some(p), Stream::Plain(_)) => {
+                Some(Pacer { next: p.first, every: p.every.max(MIN_PACE), early: 0 })
+            }
+            _ => None,
+        };
         // The status line and headers (a 1xx interim answer is skipped).
         let mut filled = 0;
         let (status, mut body, mut keep, head_len) = loop {
-            match head(&self.buf[..filled])? {
+            match head(&buf[..filled])? {
                 Some(Head::Interim(n)) => {
-                    self.buf.copy_within(n..filled, 0);
+                    buf.copy_within(n..filled, 0);
                     filled -= n;
                     continue;
                 }
@@ -273,7 +335,7 @@ impl Kept {
                 }
                 None => {}
             }
-            let n = match self.stream.read(&mut self.buf[filled..]).await {
+            let n = match read(stream, &mut buf[filled..], pacer.as_mut()).await {
                 Ok(n) => n,
                 Err(e) if filled == 0 => return Err(closed(e)),
                 Err(e) => return Err(Failure::Other(format!("read: {e}"))),
@@ -288,34 +350,22 @@ impl Kept {
             filled += n;
         };
         // The body: what came with the head, then read by read, straight from the buffer.
-        let (mut at, mut raised) = (head_len, false);
+        let mut at = head_len;
         loop {
-            let used = body.take(&self.buf[at..filled], out)?;
+            let used = body.take(&buf[at..filled], out)?;
             if body.done() {
                 // Bytes past the response: not an answer to anything we asked.
                 keep &= at + used == filled;
-                if let (true, Stream::Plain(tcp)) = (raised, &self.stream) {
-                    // The next response's head wakes the probe as soon as it comes.
-                    keep &= set_rcvlowat(tcp, 1).is_ok();
-                }
-                return Ok((status, keep));
+                let paced =
+                    pacer.map(|p| Paced { early: p.early, done: tokio::time::Instant::now() });
+                return Ok((status, keep, paced));
             }
-            let n = match (poll, &self.stream) {
-                (Some(every), Stream::Plain(tcp)) => {
-                    // Raised once a body, at its first wait; lowered when it ends.
-                    if !raised {
-                        set_rcvlowat(tcp, RCVLOWAT)
-                            .map_err(|e| Failure::Other(format!("read: {e}")))?;
-                        raised = true;
-                    }
-                    polled_read(tcp, &mut self.buf, every).await
-                }
-                _ => self.stream.read(&mut self.buf[..]).await,
-            }
-            .map_err(|e| Failure::Other(format!("read: {e}")))?;
+            let n = read(stream, &mut buf[..], pacer.as_mut())
+                .await
+                .map_err(|e| Failure::Other(format!("read: {e}")))?;
             if n == 0 {
                 return match body {
-                    Body::UntilClose => Ok((status, false)),
+                    Body::UntilClose => Ok((status, false, None)),
                     _ => Err(Failure::Other("connection closed before the body's end".to_owned())),
                 };
             }
@@ -324,29 +374,54 @@ impl Kept {
     }
 }
 
-/// One read of a body on a plain connection, without a wakeup per piece: with the socket's
-/// low-water mark raised (by the caller, once a body) arriving data does not wake the
-/// runtime, and the socket is read every `every` until a read returns bytes. An exchange that ends otherwise (an
-/// error, the probe's timeout) drops its connection: none is kept with the mark raised.
-async fn polled_read(
-    tcp: &TcpStream,
+/// One read: as bytes arrive, or as the pacer says on a paced connection.
+async fn read(
+    stream: &mut Stream,
     buf: &mut [u8],
-    every: std::time::Duration,
+    pacer: Option<&mut Pacer>,
 ) -> std::io::Result<usize> {
-    loop {
-        // Straight from the socket (non-blocking, as tokio keeps it): tokio's own read
-        // would wait for a readiness event the raised mark holds back.
-        match (&*socket2::SockRef::from(tcp)).read(buf) {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => tokio::time::sleep(every).await,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
+    match (pacer, &*stream) {
+        (Some(p), Stream::Plain(tcp)) => p.read(tcp, buf).await,
+        _ => stream.read(buf).await,
+    }
+}
+
+/// The reads of one paced response: when the next may be, and how many found nothing.
+struct Pacer {
+    next: tokio::time::Instant,
+    every: std::time::Duration,
+    early: u32,
+}
+
+impl Pacer {
+    /// Reads what has arrived, waiting for the next read time first if it has not come.
+    /// An exchange that ends otherwise (an error, the probe's timeout) drops its connection.
+    async fn read(&mut self, tcp: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if tokio::time::Instant::now() < self.next {
+                tokio::time::sleep_until(self.next).await;
+            }
+            // Straight from the socket (non-blocking, as tokio keeps it): tokio's own read
+            // would wait for a readiness event the raised mark holds back.
+            match (&*socket2::SockRef::from(tcp)).read(buf) {
+                Ok(n) => return Ok(n),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.early += 1;
+                    // On the shared grid (first + k * every), the next point still ahead.
+                    let now = tokio::time::Instant::now();
+                    while self.next <= now {
+                        self.next += self.every;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
     }
 }
 
-/// The low-water mark while a page is read by [`polled_read`]: more than a page, so only
-/// a full receive buffer would wake the runtime (the kernel grows the buffer to fit it).
+/// The low-water mark of a paced connection: more than a page, so only a full receive
+/// buffer would wake the runtime (the kernel grows the buffer to fit it).
 const RCVLOWAT: libc::c_int = 512 * 1024;
 
 /// `SO_RCVLOWAT`: epoll reports the socket readable only once this many bytes wait. No
@@ -765,5 +840,88 @@ mod tests {
     fn a_ca_file_without_a_certificate_is_refused() {
         let e = tls_config(Some(b"-----BEGIN NOTHING-----\n-----END NOTHING-----\n"), None);
         assert!(e.is_err());
+    }
+
+    /// A member stand-in on 127.0.0.1:0 that answers every GET on one connection with a
+    /// chunked body of `pieces`, writing each `gap` after the last (etcd writes its page
+    /// 4 KiB at a time); returns its URL.
+    async fn slow_member(pieces: Vec<Vec<u8>>, gap: std::time::Duration) -> String {
+        use tokio::io::AsyncBufReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("address"));
+        tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.expect("accept");
+            let (read, mut write) = socket.into_split();
+            let mut lines = tokio::io::BufReader::new(read).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                if !line.is_empty() {
+                    continue; // the request line and headers, up to the blank line
+                }
+                let head = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n";
+                write.write_all(head.as_bytes()).await.expect("head");
+                for p in &pieces {
+                    tokio::time::sleep(gap).await;
+                    let chunk = [format!("{:x}\r\n", p.len()).as_bytes(), p, b"\r\n"].concat();
+                    write.write_all(&chunk).await.expect("chunk");
+                }
+                write.write_all(b"0\r\n\r\n").await.expect("end");
+            }
+        });
+        url
+    }
+
+    fn pieces() -> Vec<Vec<u8>> {
+        (0..8u8).map(|i| vec![b'a' + i; 4096]).collect()
+    }
+
+    #[tokio::test]
+    async fn a_paced_read_gets_the_whole_body_however_early_it_starts() {
+        let url = slow_member(pieces(), std::time::Duration::from_millis(2)).await;
+        let conn = Conn::new(&url, None).expect("conn").paced();
+        let want: Vec<u8> = pieces().concat();
+        for round in 0..3 {
+            let mut body = Vec::new();
+            let pace = Pace { first: tokio::time::Instant::now(), every: MIN_PACE };
+            let (status, paced) = conn
+                .get_paced("/metrics", 1 << 20, pace, |b| body.extend_from_slice(b))
+                .await
+                .expect("answer on the kept connection");
+            assert_eq!(status, 200);
+            assert!(
+                body == want,
+                "round {round}: {} bytes, not the {} written",
+                body.len(),
+                want.len()
+            );
+            let paced = paced.expect("a plain connection is paced");
+            assert!(paced.early > 0, "round {round}: read at once, the body was not whole yet");
+        }
+        // A plain GET on the paced connection is paced too: its raised mark would hold
+        // back the readiness an unpaced read waits for.
+        let mut body = Vec::new();
+        let got = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            conn.get("/metrics", 1 << 20, |b| body.extend_from_slice(b)),
+        )
+        .await
+        .expect("no hang");
+        assert_eq!(got, Ok(200));
+        assert!(body == want);
+    }
+
+    #[tokio::test]
+    async fn a_paced_read_first_read_late_enough_finds_the_body_whole() {
+        let url = slow_member(pieces(), std::time::Duration::ZERO).await;
+        let conn = Conn::new(&url, None).expect("conn").paced();
+        let start = tokio::time::Instant::now();
+        let first = start + std::time::Duration::from_millis(200);
+        let mut seen = 0;
+        let pace = Pace { first, every: MIN_PACE };
+        let (status, paced) =
+            conn.get_paced("/metrics", 1 << 20, pace, |b| seen += b.len()).await.expect("answer");
+        assert_eq!((status, seen), (200, 8 * 4096));
+        let paced = paced.expect("paced");
+        assert_eq!(paced.early, 0, "whole at its first read: no read found nothing");
+        assert!(paced.done >= first, "not read before its first read time");
     }
 }

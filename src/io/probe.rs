@@ -15,7 +15,7 @@ use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 
 use crate::analysis::cadence::{HealthAsk, Plan};
 use crate::io::grpc::StatusClient;
-use crate::io::http::{self, Conn, TlsConfig};
+use crate::io::http::{self, Conn, Pace, Paced, TlsConfig};
 use crate::io::metrics;
 use crate::model::clock::Clock;
 use crate::model::member::Member;
@@ -128,10 +128,10 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
-/// How often a `/metrics` page's body is read as it arrives (tokio's timer tick): a page
-/// then takes a few wakeups, not dozens, and ends at most this much later, which no figure
-/// depends on (the round's instants come from Status and `/health`).
-const PAGE_POLL: Duration = Duration::from_millis(1);
+/// How often a `/metrics` page is read once its first read found it unfinished (tokio's
+/// timer tick): a page then ends at most this much later, which no figure depends on
+/// (the round's instants come from Status and `/health`).
+pub const PAGE_POLL: Duration = Duration::from_millis(1);
 
 impl Prober {
     pub fn new(
@@ -142,7 +142,7 @@ impl Prober {
     ) -> Result<Self, String> {
         let conn =
             || Conn::new(&member.url, tls.clone()).map_err(|e| format!("{}: {e}", member.name));
-        let (metrics_conn, health_conn) = (conn()?.polled(PAGE_POLL), conn()?);
+        let (metrics_conn, health_conn) = (conn()?.paced(), conn()?);
         let status = StatusClient::new(&member.url, tls.as_ref())
             .map_err(|e| format!("{}: {e}", member.name))?;
         Ok(Prober { member, metrics_conn, health_conn, status, cfg, clock })
@@ -159,11 +159,12 @@ impl Prober {
 
     /// Probes the member once as `plan` says; the parts asked run concurrently, under one
     /// deadline ([`ProbeConfig::timeout`] from now) that each part meets or fails alone.
-    pub async fn probe(&self, plan: Plan) -> Observation {
+    /// `/metrics` is read as `pace` says; how it was is returned beside the observation.
+    pub async fn probe(&self, plan: Plan, pace: Pace) -> (Observation, Option<Paced>) {
         let stamp = self.clock.stamp();
         // Pinned here and lent: moved into the deadline's future, each would be stored twice.
         let metrics = pin!(async {
-            if plan.metrics { self.metrics().await.into() } else { Done::Part(Part::Skipped) }
+            if plan.metrics { self.metrics(pace).await.into() } else { Done::Part(Part::Skipped) }
         });
         let health = pin!(async {
             match plan.health {
@@ -174,7 +175,14 @@ impl Prober {
         let status = pin!(async { self.status.status().await.into() });
         let (metrics, health, status) =
             under_one_deadline(self.cfg.timeout, metrics, health, status).await;
-        Observation {
+        // How the page was read goes beside the observation, not into it.
+        let (metrics, paced) = match metrics {
+            Part::Ok { value: (page, paced), ms } => (Part::Ok { value: page, ms }, paced),
+            Part::Failed { error, ms } => (Part::Failed { error, ms }, None),
+            Part::Skipped => (Part::Skipped, None),
+            Part::Kept { value: (page, paced), age } => (Part::Kept { value: page, age }, paced),
+        };
+        let observation = Observation {
             member: self.member.name.clone(),
             endpoint: self.member.url.clone(),
             ts: stamp.utc,
@@ -182,21 +190,22 @@ impl Prober {
             metrics,
             health,
             status,
-        }
+        };
+        (observation, paced)
     }
 
     /// The page is extracted as its pieces arrive: the ~160 KB body is never held whole.
-    async fn metrics(&self) -> Result<MemberMetrics, String> {
+    async fn metrics(&self, pace: Pace) -> Result<(MemberMetrics, Option<Paced>), String> {
         {
             let mut page = metrics::Extractor::default();
-            let code = self
+            let (code, how) = self
                 .metrics_conn
-                .get("/metrics", METRICS_BODY_CAP, |chunk| page.feed(chunk))
+                .get_paced("/metrics", METRICS_BODY_CAP, pace, |chunk| page.feed(chunk))
                 .await?;
             if !(200..300).contains(&code) {
                 return Err(format!("HTTP {code}"));
             }
-            page.finish().map_err(|e| e.to_string())
+            page.finish().map(|m| (m, how)).map_err(|e| e.to_string())
         }
     }
 

@@ -1,7 +1,9 @@
 //! All members at once -> one [`Round`]. Each member's probe runs as its own task, so a
 //! member that does not answer (frozen, black-holed, a hung port-forward) holds back only
 //! itself: a round waits at most its cadence, records that member as [`Silent`], and its
-//! answer (or its timeout) lands in a later round with its age.
+//! answer (or its timeout) lands in a later round with its age. Every member's `/metrics`
+//! page is first read at one instant of the round, learned from the rounds before
+//! ([`PageWait`]), so the pages cost one wakeup between them.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -11,11 +13,12 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::analysis::cadence::{Cadence, Pages};
-use crate::io::probe::{ProbeConfig, Prober, http_tls};
+use crate::analysis::cadence::{Cadence, PageRead, PageWait, Pages};
+use crate::io::http::{Pace, Paced};
+use crate::io::probe::{PAGE_POLL, ProbeConfig, Prober, http_tls};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::member::Member;
-use crate::model::observation::{Observation, Round, Silent};
+use crate::model::observation::{Observation, Part, Round, Silent};
 use crate::{Error, Result};
 
 /// How many rounds of `round_every` make one read of `/metrics` every `page_every` (at
@@ -23,6 +26,10 @@ use crate::{Error, Result};
 pub fn rounds_per_page(page_every: Duration, round_every: Duration) -> u64 {
     (page_every.as_nanos() / round_every.as_nanos().max(1)).max(1) as u64
 }
+
+/// The longest a round's pages wait for their first read, whatever the rounds before
+/// said: a page that slow is read by polling ([`PAGE_POLL`]) anyway.
+const PAGE_WAIT_CAP: Duration = Duration::from_millis(500);
 
 /// Builds one prober per member (bad TLS files are reported here, before any round).
 pub fn probers(
@@ -58,11 +65,14 @@ pub trait Rounds: Send {
     fn abort(&mut self);
 }
 
+/// What a probe task returns: its observation, and how its page was read.
+type Probed = (Observation, Option<Paced>);
+
 /// One member's prober, its probe in flight, if any, and what its probes learned so far
 /// (what the next one needs to ask).
 struct Slot {
     prober: Arc<Prober>,
-    inflight: Option<(JoinHandle<Observation>, Stamp)>,
+    inflight: Option<(JoinHandle<Probed>, Stamp)>,
     cadence: Cadence,
 }
 
@@ -71,6 +81,8 @@ pub struct Sampler {
     slots: Vec<Slot>,
     next: u64,
     pages: Pages,
+    /// When a round's pages are first read: every member's in the same wakeup.
+    page_wait: PageWait,
     clock: Arc<dyn Clock>,
 }
 
@@ -85,7 +97,7 @@ impl Sampler {
             .into_iter()
             .map(|p| Slot { prober: Arc::new(p), inflight: None, cadence: Cadence::default() })
             .collect();
-        Sampler { slots, next: 0, pages, clock }
+        Sampler { slots, next: 0, pages, page_wait: PageWait::new(PAGE_WAIT_CAP), clock }
     }
 
     /// Replaces the prober of the member of the same name (a pod recreated at a new
@@ -124,12 +136,19 @@ impl Sampler {
     /// future leaves the probes in flight for the next round.
     pub async fn round_within(&mut self, wait: Option<Duration>) -> Round {
         let started = self.clock.stamp();
+        // Read no later than halfway through the round's own wait (see PageWait).
+        let wait_for_pages = match wait {
+            Some(w) => self.page_wait.wait().min(w / 2),
+            None => self.page_wait.wait(),
+        };
+        let pace = Pace { first: started.mono + wait_for_pages, every: PAGE_POLL };
         for slot in &mut self.slots {
             if slot.inflight.is_none() {
                 let p = slot.prober.clone();
                 let stamp = self.clock.stamp();
                 let plan = slot.cadence.plan(self.pages, stamp.mono);
-                slot.inflight = Some((tokio::spawn(async move { p.probe(plan).await }), stamp));
+                let probe = tokio::spawn(async move { p.probe(plan, pace).await });
+                slot.inflight = Some((probe, stamp));
             }
         }
         // One timer for the round's wait, not one a member: each costs a wakeup.
@@ -157,10 +176,20 @@ impl Sampler {
         .await;
         let mut observations = Vec::new();
         let mut silent = Vec::new();
+        let mut pages = Vec::new();
         for (slot, got) in self.slots.iter_mut().zip(done) {
             match got {
-                Some(Ok(o)) => {
+                Some(Ok((o, paced))) => {
                     slot.cadence.observe(&o);
+                    // Only a page this round asked for, read whole, says when pages come.
+                    if let (Some(p), Part::Ok { .. }) = (paced, &o.metrics)
+                        && p.done >= started.mono
+                    {
+                        pages.push(PageRead {
+                            whole_after: p.done - started.mono,
+                            at_first_read: p.early == 0,
+                        });
+                    }
                     observations.push(o)
                 }
                 // The probe task panicked or was cancelled: record it as a failed probe.
@@ -180,6 +209,7 @@ impl Sampler {
                 }
             }
         }
+        self.page_wait.observe(pages);
         let index = self.next;
         self.next += 1;
         Round { index, started, observations, silent }
@@ -227,7 +257,6 @@ impl Drop for Sampler {
 }
 
 fn lost_probe(p: &Prober, why: &str, at: &Stamp) -> Observation {
-    use crate::model::observation::Part;
     let error = format!("probe task failed: {why}");
     Observation {
         member: p.member().name.clone(),
