@@ -8,7 +8,8 @@
 # start-up and exit cancel out. Not 50 ms: under callgrind a full round itself takes about
 # 50 ms on a 2-vCPU VM, so rounds would overlap, members go silent and pages go unread,
 # which lowers the count (a 30 s run at 50 ms gave 0.73 M where 150 ms gives 1.03 M). Rows
-# of silent members are counted and printed; the figure holds only when there are none. Full rounds (/metrics, /health when due, Status) and fast ones (no
+# of silent members are counted and printed: a few at start-up, the same in both runs,
+# cancel out; more in one run than the other mean rounds overlapped (raise INTERVAL). Full rounds (/metrics, /health when due, Status) and fast ones (no
 # /metrics). Appends its figures to $BENCH_SUMMARY when set.
 set -euo pipefail
 
