@@ -110,7 +110,8 @@ pub struct Pace {
 /// The shortest time between two reads of a paced response (tokio's timer tick).
 const MIN_PACE: std::time::Duration = std::time::Duration::from_millis(1);
 
-/// How a paced response was read: whether it was whole at the first read, and when it was.
+/// How a paced response was read whole (none is returned for one that failed): whether
+/// it was whole at the first read, and when it was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Paced {
     /// Reads that came too early (found nothing new) before the response was whole.

@@ -128,11 +128,6 @@ fn ms_since(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1000.0
 }
 
-/// How often a `/metrics` page is read once its first read found it unfinished (tokio's
-/// timer tick): a page then ends at most this much later, which no figure depends on
-/// (the round's instants come from Status and `/health`).
-pub const PAGE_POLL: Duration = Duration::from_millis(1);
-
 impl Prober {
     pub fn new(
         member: Member,

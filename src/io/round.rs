@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use crate::analysis::cadence::{Cadence, PageRead, PageWait, Pages};
 use crate::io::http::{Pace, Paced};
-use crate::io::probe::{PAGE_POLL, ProbeConfig, Prober, http_tls};
+use crate::io::probe::{ProbeConfig, Prober, http_tls};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::member::Member;
 use crate::model::observation::{Observation, Part, Round, Silent};
@@ -26,6 +26,11 @@ use crate::{Error, Result};
 pub fn rounds_per_page(page_every: Duration, round_every: Duration) -> u64 {
     (page_every.as_nanos() / round_every.as_nanos().max(1)).max(1) as u64
 }
+
+/// How often a `/metrics` page is read once its first read found it unfinished (tokio's
+/// timer tick): a page then ends at most this much later, which no figure depends on
+/// (the round's instants come from Status and `/health`).
+const PAGE_POLL: Duration = Duration::from_millis(1);
 
 /// The longest a round's pages wait for their first read, whatever the rounds before
 /// said: a page that slow is read by polling ([`PAGE_POLL`]) anyway.
@@ -181,14 +186,12 @@ impl Sampler {
             match got {
                 Some(Ok((o, paced))) => {
                     slot.cadence.observe(&o);
-                    // Only a page this round asked for, read whole, says when pages come.
-                    if let (Some(p), Part::Ok { .. }) = (paced, &o.metrics)
-                        && p.done >= started.mono
+                    // A page read whole (the only kind a probe says how it read), after
+                    // this round started, says when pages come.
+                    if let Some(p) = paced
+                        && let Some(whole_after) = p.done.checked_duration_since(started.mono)
                     {
-                        pages.push(PageRead {
-                            whole_after: p.done - started.mono,
-                            at_first_read: p.early == 0,
-                        });
+                        pages.push(PageRead { whole_after, at_first_read: p.early == 0 });
                     }
                     observations.push(o)
                 }
