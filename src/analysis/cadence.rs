@@ -114,46 +114,45 @@ impl Cadence {
     }
 }
 
-/// How long after a round starts its `/metrics` pages are first read, learned from the
-/// rounds before: by then the slowest page of the last round that had to wait was whole,
-/// so every member's page is read in one wakeup instead of one per piece or per poll.
-/// After each round whose pages were all whole at their first read the wait shortens by
-/// a sixteenth (pages shrink, members get faster); a round that read one too early sets
-/// it to when that round's last page was whole.
+/// How long after a round starts its answers (`/metrics` pages, `/health`, Status) are
+/// first read, learned from the rounds before: by then the last answer of the last round
+/// that had to wait had come, so every member's answers are read in one wakeup instead of
+/// one per answer, piece or poll. After each round whose answers were all whole at their
+/// first read the wait shortens by a sixteenth (pages shrink, members get faster); a
+/// round that read one too early sets it to when that round's last answer came.
 #[derive(Debug, Clone, PartialEq)]
-pub struct PageWait {
+pub struct ReadWait {
     wait: Duration,
-    /// No wait is longer: a page read later than its round's own wait would hold back
-    /// the member's Status and `/health` answers with it.
+    /// No wait is longer: a round read later than that waits for nothing it needs.
     cap: Duration,
 }
 
-/// One page of a round, as far as [`PageWait`] learns from it.
+/// One member's answers in a round, as far as [`ReadWait`] learns from them.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PageRead {
-    /// From the round's start to when the page was whole.
-    pub whole_after: Duration,
-    /// Whether its first read found it whole.
+pub struct Arrival {
+    /// From the round's start to when the last of them had come.
+    pub after: Duration,
+    /// Whether their first read found them all whole.
     pub at_first_read: bool,
 }
 
-impl PageWait {
+impl ReadWait {
     /// Starts at no wait (read as soon as possible), never above `cap`.
-    pub fn new(cap: Duration) -> PageWait {
-        PageWait { wait: Duration::ZERO, cap }
+    pub fn new(cap: Duration) -> ReadWait {
+        ReadWait { wait: Duration::ZERO, cap }
     }
 
     pub fn wait(&self) -> Duration {
         self.wait
     }
 
-    /// Learns from the pages a round read (none: nothing to learn).
-    pub fn observe(&mut self, pages: impl IntoIterator<Item = PageRead>) {
+    /// Learns from the answers a round read (none: nothing to learn).
+    pub fn observe(&mut self, answers: impl IntoIterator<Item = Arrival>) {
         let (mut any, mut early, mut last) = (false, false, Duration::ZERO);
-        for p in pages {
+        for a in answers {
             any = true;
-            early |= !p.at_first_read;
-            last = last.max(p.whole_after);
+            early |= !a.at_first_read;
+            last = last.max(a.after);
         }
         if !any {
             return;
@@ -259,39 +258,39 @@ mod tests {
         assert!(c.plan(Pages::OnChange, t).metrics, "back: read its (restarted) counter");
     }
 
-    fn page(after_ms: u64, at_first_read: bool) -> PageRead {
-        PageRead { whole_after: ms(after_ms), at_first_read }
+    fn arrival(after_ms: u64, at_first_read: bool) -> Arrival {
+        Arrival { after: ms(after_ms), at_first_read }
     }
 
     #[test]
-    fn the_page_wait_is_the_last_pages_time_after_a_read_too_early() {
-        let mut w = PageWait::new(ms(500));
+    fn the_read_wait_is_the_last_answers_time_after_a_read_too_early() {
+        let mut w = ReadWait::new(ms(500));
         assert_eq!(w.wait(), Duration::ZERO, "no round yet: read at once");
-        w.observe([page(9, false), page(14, false), page(12, true)]);
-        assert_eq!(w.wait(), ms(14), "the slowest page of the round, not the first late one");
-        w.observe([page(20, true), page(6, false)]);
-        assert_eq!(w.wait(), ms(20), "one page read early is enough to wait longer");
+        w.observe([arrival(9, false), arrival(14, false), arrival(12, true)]);
+        assert_eq!(w.wait(), ms(14), "the last answer of the round, not the first late one");
+        w.observe([arrival(20, true), arrival(6, false)]);
+        assert_eq!(w.wait(), ms(20), "one answer read early is enough to wait longer");
     }
 
     #[test]
-    fn the_page_wait_shortens_while_every_page_is_whole_at_its_first_read() {
-        let mut w = PageWait::new(ms(500));
-        w.observe([page(16, false)]);
-        w.observe([page(16, true), page(16, true), page(16, true)]);
+    fn the_read_wait_shortens_while_every_answer_is_whole_at_its_first_read() {
+        let mut w = ReadWait::new(ms(500));
+        w.observe([arrival(16, false)]);
+        w.observe([arrival(16, true), arrival(16, true), arrival(16, true)]);
         assert_eq!(w.wait(), ms(15), "a sixteenth shorter");
         for _ in 0..20 {
-            w.observe([page(15, true)]);
+            w.observe([arrival(15, true)]);
         }
-        assert!(w.wait() < ms(5), "pages got faster: the wait follows ({:?})", w.wait());
+        assert!(w.wait() < ms(5), "answers came sooner: the wait follows ({:?})", w.wait());
         let before = w.wait();
         w.observe([]);
-        assert_eq!(w.wait(), before, "a round without pages says nothing");
+        assert_eq!(w.wait(), before, "a round that read nothing says nothing");
     }
 
     #[test]
-    fn the_page_wait_never_exceeds_its_cap() {
-        let mut w = PageWait::new(ms(30));
-        w.observe([page(2_000, false)]);
+    fn the_read_wait_never_exceeds_its_cap() {
+        let mut w = ReadWait::new(ms(30));
+        w.observe([arrival(2_000, false)]);
         assert_eq!(w.wait(), ms(30));
     }
 }

@@ -3,7 +3,9 @@
 //! place): no connection task, no request buffer, no balancer between the call and the
 //! socket. Through etcd-client's channel a Status crossed three tasks each way and cost
 //! more than the rest of a fast round (docs/benchmarks.md). The canary and the disruptors
-//! keep etcd-client: they run a few calls a second, not one per member per round.
+//! keep etcd-client: they run a few calls a second, not one per member per round. A plain
+//! connection is paced (src/io/http.rs `PacedTcp`): the answer is read when the round
+//! says, and timed to when the kernel received it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,7 +16,7 @@ use ::http as http_types;
 use bytes::{Buf, Bytes, BytesMut};
 use h2::client::{Connection, SendRequest};
 
-use crate::io::http::{self, Stream, Target, TlsConfig};
+use crate::io::http::{self, Pace, Paced, Pacing, Stream, Target, TlsConfig};
 use crate::model::observation::Status;
 
 /// The method's path, as etcd's `rpc.proto` names it.
@@ -44,6 +46,8 @@ pub struct StatusClient {
 struct H2 {
     send: SendRequest<Bytes>,
     conn: Connection<Stream, Bytes>,
+    /// The paced stream's pacing (a plain connection's), set before each call.
+    pacing: Option<Arc<std::sync::Mutex<Pacing>>>,
 }
 
 impl StatusClient {
@@ -68,44 +72,57 @@ impl StatusClient {
     /// One Status call. A connection that fails is dropped (the next call opens a new
     /// one); a kept one that fails before the answer began (the member restarted or said
     /// GOAWAY) is replaced once at once: Status changes nothing, so asking again is safe.
-    pub async fn status(&self) -> Result<Status, String> {
+    /// The answer is read as `pace` says on a plain connection (as it comes over TLS); how
+    /// it was read comes with it (`None` over TLS, or when no answer came).
+    pub async fn status(&self, pace: Pace) -> (Result<Status, String>, Option<Paced>) {
         // Boxed for the same reason: the probe's future stays small.
-        Box::pin(self.call()).await
+        Box::pin(self.call(pace)).await
     }
 
-    async fn call(&self) -> Result<Status, String> {
+    async fn call(&self, pace: Pace) -> (Result<Status, String>, Option<Paced>) {
         let kept = self.kept.lock().ok().and_then(|mut k| k.take());
         let (mut h2, reused) = match kept {
             Some(h2) => (h2, true),
-            None => (self.connect().await?, false),
+            None => match self.connect().await {
+                Ok(h2) => (h2, false),
+                Err(e) => return (Err(e), None),
+            },
         };
-        let answer = match h2.call(&self.uri).await {
-            Err(Failure::BeforeAnswer(_)) if reused => {
-                h2 = self.connect().await?;
-                h2.call(&self.uri).await
-            }
+        let answer = match h2.call(&self.uri, pace).await {
+            Err(Failure::BeforeAnswer(_)) if reused => match self.connect().await {
+                Ok(new) => {
+                    h2 = new;
+                    h2.call(&self.uri, pace).await
+                }
+                Err(e) => return (Err(e), None),
+            },
             other => other,
         };
+        let paced = h2.paced();
         match answer {
             Ok(status) => {
                 if let Ok(mut k) = self.kept.lock() {
                     *k = Some(h2);
                 }
-                Ok(status)
+                (Ok(status), paced)
             }
             Err(Failure::Rpc(message)) => {
                 // An answer, not a broken connection: keep it.
                 if let Ok(mut k) = self.kept.lock() {
                     *k = Some(h2);
                 }
-                Err(message)
+                (Err(message), paced)
             }
-            Err(Failure::BeforeAnswer(e) | Failure::Broken(e)) => Err(e),
+            Err(Failure::BeforeAnswer(e) | Failure::Broken(e)) => (Err(e), None),
         }
     }
 
     async fn connect(&self) -> Result<Box<H2>, String> {
-        let stream = http::open(&self.target, self.tls.as_ref()).await?;
+        let stream = http::open_paced(&self.target, self.tls.as_ref()).await?;
+        let pacing = match &stream {
+            Stream::Paced(p) => Some(p.pacing.clone()),
+            _ => None,
+        };
         let (send, conn) = h2::client::Builder::new()
             .enable_push(false)
             .initial_window_size(WINDOW)
@@ -113,7 +130,7 @@ impl StatusClient {
             .handshake::<_, Bytes>(stream)
             .await
             .map_err(|e| format!("HTTP/2 with {}: {e}", self.target.authority))?;
-        Ok(Box::new(H2 { send, conn }))
+        Ok(Box::new(H2 { send, conn, pacing }))
     }
 }
 
@@ -129,9 +146,17 @@ enum Failure {
 }
 
 impl H2 {
+    /// How the last call's answer was read (a paced connection's).
+    fn paced(&self) -> Option<Paced> {
+        self.pacing.as_ref()?.lock().ok().map(|mut p| p.finish())
+    }
+
     /// Sends the request and reads the answer while polling the connection in this task.
-    async fn call(&mut self, uri: &http_types::Uri) -> Result<Status, Failure> {
-        let H2 { send, conn } = self;
+    async fn call(&mut self, uri: &http_types::Uri, pace: Pace) -> Result<Status, Failure> {
+        if let Some(Ok(mut p)) = self.pacing.as_ref().map(|p| p.lock()) {
+            *p = Pacing::new(pace);
+        }
+        let H2 { send, conn, .. } = self;
         let exchange = async {
             let before = |e: h2::Error| Failure::BeforeAnswer(format!("HTTP/2: {e}"));
             std::future::poll_fn(|cx| send.poll_ready(cx)).await.map_err(before)?;

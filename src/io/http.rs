@@ -4,18 +4,22 @@
 //! here (httparse reads the head; Content-Length, chunked, or until close) so the body goes
 //! from one reused read buffer straight to the caller: no connection task, no body channel,
 //! no copies. Through hyper's client the HTTP layers cost more than the page's parsing
-//! (docs/benchmarks.md). A paced connection (the pages') is read only when its caller says,
-//! never as bytes arrive.
+//! (docs/benchmarks.md). A paced connection (every plain one a probe reads) is read only
+//! when its caller says, never as bytes arrive, and the kernel stamps when each answer came.
 
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime};
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use std::io::Read;
 use std::os::fd::AsRawFd;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg, setsockopt, sockopt};
+use tokio::io::{AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::time::{Instant, Sleep};
 
 /// The client side of TLS, built once from the `--cacert`, `--cert` and `--key` PEMs.
 pub type TlsConfig = Arc<rustls::ClientConfig>;
@@ -103,20 +107,42 @@ pub struct Conn {
 /// pace read their pages in the same wakeups.
 #[derive(Debug, Clone, Copy)]
 pub struct Pace {
-    pub first: tokio::time::Instant,
-    pub every: std::time::Duration,
+    pub first: Instant,
+    pub every: Duration,
+}
+
+impl Pace {
+    /// Read at once, then every [`MIN_PACE`].
+    pub fn now() -> Pace {
+        Pace { first: Instant::now(), every: MIN_PACE }
+    }
 }
 
 /// The shortest time between two reads of a paced response (tokio's timer tick).
-const MIN_PACE: std::time::Duration = std::time::Duration::from_millis(1);
+const MIN_PACE: Duration = Duration::from_millis(1);
 
 /// How a paced response was read whole (none is returned for one that failed): whether
-/// it was whole at the first read, and when it was.
+/// it was whole at the first read, when it was, and when its last bytes had arrived.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Paced {
     /// Reads that came too early (found nothing new) before the response was whole.
     pub early: u32,
-    pub done: tokio::time::Instant,
+    pub done: Instant,
+    /// When the kernel received the last bytes read (`SO_TIMESTAMPNS`; `done` when it
+    /// gave no stamp): a response read late is still timed to when it came.
+    pub arrived: Instant,
+}
+
+impl Paced {
+    /// Two responses of one probe as one: found early if either was, whole when both
+    /// were, arrived when the later did.
+    pub fn and(self, other: Paced) -> Paced {
+        Paced {
+            early: self.early + other.early,
+            done: self.done.max(other.done),
+            arrived: self.arrived.max(other.arrived),
+        }
+    }
 }
 
 /// An open connection between requests, with its read buffer (reused: a page is read
@@ -129,6 +155,8 @@ struct Kept {
 /// The bytes to a member: TCP, or TLS over it for an https:// member.
 pub(crate) enum Stream {
     Plain(TcpStream),
+    /// Only through h2 ([`open_paced`]).
+    Paced(Box<PacedTcp>),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
@@ -149,10 +177,9 @@ impl Conn {
     }
 
     /// Reads responses on a plain connection when [`Conn::get_paced`] says, never when
-    /// bytes arrive: the socket's low-water mark is kept above a page, so the runtime is
-    /// not woken for any piece. etcd writes its ~160 KB page 4 KiB at a time over 5-20 ms:
-    /// woken for each piece, the sampler slept and woke ~50 times a full round, and each
-    /// wakeup costs more than the bytes it reads (docs/benchmarks.md).
+    /// bytes arrive ([`mark_paced`]). etcd writes its ~160 KB page 4 KiB at a time over
+    /// 5-20 ms: woken for each piece, the sampler slept and woke ~50 times a full round,
+    /// and each wakeup costs more than the bytes it reads (docs/benchmarks.md).
     pub fn paced(mut self) -> Conn {
         self.paced = true;
         self
@@ -161,7 +188,7 @@ impl Conn {
     async fn connect(&self) -> Result<Kept, String> {
         let stream = open(&self.target, self.tls.as_ref()).await?;
         if let (true, Stream::Plain(tcp)) = (self.paced, &stream) {
-            set_rcvlowat(tcp, RCVLOWAT).map_err(|e| format!("{}: {e}", self.target.authority))?;
+            mark_paced(tcp).map_err(|e| format!("{}: {e}", self.target.authority))?;
         }
         Ok(Kept { stream, buf: Vec::new() })
     }
@@ -200,7 +227,7 @@ impl Conn {
         let pace = match (self.paced, pace) {
             (false, _) => None,
             (true, Some(p)) => Some(p),
-            (true, None) => Some(Pace { first: tokio::time::Instant::now(), every: MIN_PACE }),
+            (true, None) => Some(Pace::now()),
         };
         let request = format!(
             "GET {path} HTTP/1.1\r\nHost: {}\r\nUser-Agent: leaderwatch/{}\r\n\r\n",
@@ -251,6 +278,17 @@ pub(crate) async fn open(t: &Target, tls: Option<&TlsConfig>) -> Result<Stream, 
             Stream::Tls(Box::new(tls))
         }
         _ => Stream::Plain(tcp),
+    })
+}
+
+/// [`open`], a plain connection made a [`PacedTcp`]: for the Status client, which reads
+/// through h2 and sets the pace through [`PacedTcp::pacing`].
+pub(crate) async fn open_paced(t: &Target, tls: Option<&TlsConfig>) -> Result<Stream, String> {
+    Ok(match open(t, tls).await? {
+        Stream::Plain(tcp) => Stream::Paced(Box::new(
+            PacedTcp::new(tcp).map_err(|e| format!("{}: {e}", t.authority))?,
+        )),
+        other => other,
     })
 }
 
@@ -313,9 +351,7 @@ impl Kept {
         let Kept { stream, buf } = self;
         // Paced only on a plain connection: its low-water mark was raised when it opened.
         let mut pacer = match (pace, &*stream) {
-            (Some(p), Stream::Plain(_)) => {
-                Some(Pacer { next: p.first, every: p.every.max(MIN_PACE), early: 0 })
-            }
+            (Some(p), Stream::Plain(_)) => Some(Pacer::new(p)),
             _ => None,
         };
         // The status line and headers (a 1xx interim answer is skipped).
@@ -357,8 +393,7 @@ impl Kept {
             if body.done() {
                 // Bytes past the response: not an answer to anything we asked.
                 keep &= at + used == filled;
-                let paced =
-                    pacer.map(|p| Paced { early: p.early, done: tokio::time::Instant::now() });
+                let paced = pacer.map(|p| p.paced());
                 return Ok((status, keep, paced));
             }
             let n = read(stream, &mut buf[..], pacer.as_mut())
@@ -387,46 +422,124 @@ async fn read(
     }
 }
 
-/// The reads of one paced response: when the next may be, and how many found nothing.
-struct Pacer {
-    next: tokio::time::Instant,
-    every: std::time::Duration,
+/// The reads of one paced response: when the next may be, and when (on which point of
+/// the grid, and by the kernel's stamp) its last bytes came.
+pub(crate) struct Pacer {
+    next: Instant,
+    every: Duration,
+    /// Points of the grid passed so far (reads there found nothing more).
+    passed: u32,
+    /// `passed` when bytes were last read: how many points came too early for them.
     early: u32,
+    arrived: Option<Instant>,
 }
 
 impl Pacer {
-    /// Reads what has arrived, waiting for the next read time first if it has not come.
+    pub(crate) fn new(pace: Pace) -> Pacer {
+        let every = pace.every.max(MIN_PACE);
+        Pacer { next: pace.first, every, passed: 0, early: 0, arrived: None }
+    }
+
+    /// How the response was read, now that it is whole.
+    pub(crate) fn paced(&self) -> Paced {
+        let done = Instant::now();
+        Paced { early: self.early, done, arrived: self.arrived.unwrap_or(done) }
+    }
+
+    /// Reads what has arrived once the next read time has come (`sleep` waits for it).
     /// An exchange that ends otherwise (an error, the probe's timeout) drops its connection.
-    async fn read(&mut self, tcp: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+    fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        tcp: &TcpStream,
+        mut sleep: Pin<&mut Sleep>,
+        buf: &mut [u8],
+    ) -> Poll<std::io::Result<usize>> {
         loop {
-            if tokio::time::Instant::now() < self.next {
-                tokio::time::sleep_until(self.next).await;
+            if Instant::now() < self.next {
+                if sleep.deadline() != self.next {
+                    sleep.as_mut().reset(self.next);
+                }
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
             }
             // Straight from the socket (non-blocking, as tokio keeps it): tokio's own read
             // would wait for a readiness event the raised mark holds back.
-            match (&*socket2::SockRef::from(tcp)).read(buf) {
-                Ok(n) => return Ok(n),
+            match recv_stamped(tcp, buf) {
+                Ok((n, stamp)) => {
+                    self.early = self.passed;
+                    if let Some(at) = stamp {
+                        self.arrived = Some(arrival(at));
+                    }
+                    return Poll::Ready(Ok(n));
+                }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.early += 1;
+                    self.passed += 1;
                     // On the shared grid (first + k * every), the next point still ahead.
-                    let now = tokio::time::Instant::now();
+                    let now = Instant::now();
                     while self.next <= now {
                         self.next += self.every;
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
+                Err(e) => return Poll::Ready(Err(e)),
             }
         }
     }
+
+    async fn read(&mut self, tcp: &TcpStream, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut sleep = std::pin::pin!(tokio::time::sleep_until(self.next));
+        std::future::poll_fn(|cx| self.poll_read(cx, tcp, sleep.as_mut(), buf)).await
+    }
+}
+
+/// One read straight from the socket, with the kernel's receive time of the last bytes
+/// read when it gives one ([`mark_paced`] asks for it).
+fn recv_stamped(tcp: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Option<SystemTime>)> {
+    /// Room for one `SCM_TIMESTAMPNS` message, aligned as a `cmsghdr` must be.
+    #[repr(align(8))]
+    struct Control([u8; 64]);
+    let mut control = Control([0; 64]);
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let got = recvmsg::<()>(tcp.as_raw_fd(), &mut iov, Some(&mut control.0), MsgFlags::empty())
+        .map_err(std::io::Error::from)?;
+    let stamp = got.cmsgs().ok().and_then(|mut all| {
+        all.find_map(|c| match c {
+            ControlMessageOwned::ScmTimestampns(t) => Some(
+                SystemTime::UNIX_EPOCH
+                    + Duration::new(
+                        u64::try_from(t.tv_sec()).ok()?,
+                        u32::try_from(t.tv_nsec()).ok()?,
+                    ),
+            ),
+            _ => None,
+        })
+    });
+    Ok((got.bytes, stamp))
+}
+
+/// The monotonic instant of a kernel receive time (wall clock): as long ago as it was. A
+/// wall-clock step between the two skews that one answer's time (to now, when stepped back).
+fn arrival(at: SystemTime) -> Instant {
+    let now = Instant::now();
+    let ago = SystemTime::now().duration_since(at).unwrap_or(Duration::ZERO);
+    now.checked_sub(ago).unwrap_or(now)
 }
 
 /// The low-water mark of a paced connection: more than a page, so only a full receive
 /// buffer would wake the runtime (the kernel grows the buffer to fit it).
 const RCVLOWAT: libc::c_int = 512 * 1024;
 
-/// `SO_RCVLOWAT`: epoll reports the socket readable only once this many bytes wait. No
-/// safe binding offers it (nix 0.32, socket2 0.6, rustix 1.1).
+/// Makes `tcp` a paced connection's: epoll reports it readable only once more than a page
+/// waits (`SO_RCVLOWAT`), so no answer or piece of one wakes the runtime, and the kernel
+/// stamps when each piece came (`SO_TIMESTAMPNS`), so an answer read late is still timed.
+pub(crate) fn mark_paced(tcp: &TcpStream) -> std::io::Result<()> {
+    set_rcvlowat(tcp, RCVLOWAT)?;
+    setsockopt(tcp, sockopt::ReceiveTimestampns, &true).map_err(std::io::Error::from)
+}
+
+/// `SO_RCVLOWAT`. No safe binding offers it (nix 0.32, socket2 0.6, rustix 1.1).
 fn set_rcvlowat(tcp: &TcpStream, bytes: libc::c_int) -> std::io::Result<()> {
     // SAFETY: the descriptor is the live socket `tcp` borrows for the call; the value is
     // a c_int on this stack frame and its exact size is passed with it.
@@ -442,10 +555,124 @@ fn set_rcvlowat(tcp: &TcpStream, bytes: libc::c_int) -> std::io::Result<()> {
     if r == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
 }
 
+/// A paced plain connection read through h2 (the Status client's): read when the pacing
+/// it shares with its client says, as [`Conn::paced`] connections are.
+pub(crate) struct PacedTcp {
+    tcp: TcpStream,
+    /// Set by the client before each call, read by it after.
+    pub(crate) pacing: Arc<Mutex<Pacing>>,
+    /// PING acknowledgements h2 wrote, sent with the next request ([`PacedTcp::poll_write`]).
+    acks: Vec<u8>,
+}
+
+/// The most acknowledgement bytes kept back (a few frames of 17 bytes; more is not
+/// something a member does, so they go).
+const ACKS_CAP: usize = 1024;
+
+/// Whether `bytes` are whole HTTP/2 frames that are all PING acknowledgements.
+fn only_ping_acks(mut bytes: &[u8]) -> bool {
+    const PING: u8 = 0x6;
+    const ACK: u8 = 0x1;
+    if bytes.is_empty() {
+        return false;
+    }
+    while let Some(head) = bytes.get(..9) {
+        let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+        if head[3] != PING || head[4] & ACK == 0 {
+            return false;
+        }
+        bytes = match bytes.get(9 + len..) {
+            Some(rest) => rest,
+            None => return false,
+        };
+    }
+    bytes.is_empty()
+}
+
+/// The reads of one call on a [`PacedTcp`], and the timer they wait on.
+pub(crate) struct Pacing {
+    pacer: Pacer,
+    /// Dropped when the call ends: left in tokio's timer wheel, it would wake the runtime
+    /// once more for nothing (h2 reads until a read finds nothing, which sets it).
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl Pacing {
+    pub(crate) fn new(pace: Pace) -> Pacing {
+        Pacing { pacer: Pacer::new(pace), sleep: None }
+    }
+
+    /// How the call's answer was read; its timer goes.
+    pub(crate) fn finish(&mut self) -> Paced {
+        self.sleep = None;
+        self.pacer.paced()
+    }
+}
+
+impl PacedTcp {
+    pub(crate) fn new(tcp: TcpStream) -> std::io::Result<PacedTcp> {
+        mark_paced(&tcp)?;
+        let pacing = Arc::new(Mutex::new(Pacing::new(Pace::now())));
+        Ok(PacedTcp { tcp, pacing, acks: Vec::new() })
+    }
+
+    /// A write that only acknowledges PINGs is kept and sent with the next request, in
+    /// one segment. etcd's gRPC server pings after every request it receives (grpc-go's
+    /// window estimator): sent alone, each ack cost a send, and a wakeup of the member,
+    /// every call (docs/benchmarks.md). An ack then waits at most one round; the
+    /// estimator has no deadline, and a keepalive ping is only sent to an idle connection.
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        if only_ping_acks(buf) && self.acks.len() < ACKS_CAP {
+            self.acks.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        while !self.acks.is_empty() {
+            let both = [std::io::IoSlice::new(&self.acks), std::io::IoSlice::new(buf)];
+            let n = std::task::ready!(Pin::new(&mut self.tcp).poll_write_vectored(cx, &both))?;
+            if n == 0 {
+                return Poll::Ready(Ok(0));
+            }
+            let kept = self.acks.len();
+            self.acks.drain(..n.min(kept));
+            if n > kept {
+                return Poll::Ready(Ok(n - kept));
+            }
+        }
+        Pin::new(&mut self.tcp).poll_write(cx, buf)
+    }
+
+    async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let mut read = tokio::io::ReadBuf::new(buf);
+        std::future::poll_fn(|cx| self.poll_read(cx, &mut read)).await?;
+        Ok(read.filled().len())
+    }
+
+    fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let Ok(mut pacing) = self.pacing.lock() else {
+            return Poll::Ready(Err(std::io::Error::other("pacing poisoned")));
+        };
+        let Pacing { pacer, sleep } = &mut *pacing;
+        let sleep = sleep.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(pacer.next)));
+        let n = std::task::ready!(pacer.poll_read(
+            cx,
+            &self.tcp,
+            sleep.as_mut(),
+            buf.initialize_unfilled()
+        ))?;
+        buf.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
 impl Stream {
     async fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         match self {
             Stream::Plain(s) => s.write_all(bytes).await,
+            Stream::Paced(s) => s.tcp.write_all(bytes).await,
             Stream::Tls(s) => {
                 s.write_all(bytes).await?;
                 s.flush().await
@@ -456,6 +683,7 @@ impl Stream {
     async fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         match self {
             Stream::Plain(s) => s.read(buf).await,
+            Stream::Paced(s) => s.read(buf).await,
             Stream::Tls(s) => s.read(buf).await,
         }
     }
@@ -470,6 +698,7 @@ impl tokio::io::AsyncRead for Stream {
     ) -> std::task::Poll<std::io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stream::Paced(s) => s.poll_read(cx, buf),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
         }
     }
@@ -483,6 +712,7 @@ impl tokio::io::AsyncWrite for Stream {
     ) -> std::task::Poll<std::io::Result<usize>> {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Stream::Paced(s) => s.poll_write(cx, buf),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
         }
     }
@@ -493,6 +723,7 @@ impl tokio::io::AsyncWrite for Stream {
     ) -> std::task::Poll<std::io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Stream::Paced(s) => std::pin::Pin::new(&mut s.tcp).poll_flush(cx),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
         }
     }
@@ -503,6 +734,7 @@ impl tokio::io::AsyncWrite for Stream {
     ) -> std::task::Poll<std::io::Result<()>> {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Stream::Paced(s) => std::pin::Pin::new(&mut s.tcp).poll_shutdown(cx),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
         }
     }
@@ -841,6 +1073,24 @@ mod tests {
     fn a_ca_file_without_a_certificate_is_refused() {
         let e = tls_config(Some(b"-----BEGIN NOTHING-----\n-----END NOTHING-----\n"), None);
         assert!(e.is_err());
+    }
+
+    fn frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let len = (payload.len() as u32).to_be_bytes();
+        [&len[1..], &[kind, flags, 0, 0, 0, 0], payload].concat()
+    }
+
+    #[test]
+    fn only_whole_ping_acknowledgements_wait_for_the_next_request() {
+        let ack = frame(0x6, 0x1, &[7; 8]);
+        assert!(only_ping_acks(&ack));
+        assert!(only_ping_acks(&[ack.clone(), ack.clone()].concat()), "two acks");
+        assert!(!only_ping_acks(&frame(0x6, 0x0, &[7; 8])), "a PING of ours is sent at once");
+        let headers = frame(0x1, 0x4, &[0x83, 0x86]);
+        assert!(!only_ping_acks(&[ack.clone(), headers].concat()), "with a request: sent");
+        assert!(!only_ping_acks(&frame(0x4, 0x1, &[])), "a SETTINGS ack is sent at once");
+        assert!(!only_ping_acks(&ack[..12]), "a piece of a frame is not held back");
+        assert!(!only_ping_acks(&[]));
     }
 
     /// A member stand-in on 127.0.0.1:0 that answers every GET on one connection with a

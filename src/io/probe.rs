@@ -137,7 +137,7 @@ impl Prober {
     ) -> Result<Self, String> {
         let conn =
             || Conn::new(&member.url, tls.clone()).map_err(|e| format!("{}: {e}", member.name));
-        let (metrics_conn, health_conn) = (conn()?.paced(), conn()?);
+        let (metrics_conn, health_conn) = (conn()?.paced(), conn()?.paced());
         let status = StatusClient::new(&member.url, tls.as_ref())
             .map_err(|e| format!("{}: {e}", member.name))?;
         Ok(Prober { member, metrics_conn, health_conn, status, cfg, clock })
@@ -154,7 +154,8 @@ impl Prober {
 
     /// Probes the member once as `plan` says; the parts asked run concurrently, under one
     /// deadline ([`ProbeConfig::timeout`] from now) that each part meets or fails alone.
-    /// `/metrics` is read as `pace` says; how it was is returned beside the observation.
+    /// Plain connections are read as `pace` says, and each answer timed to when it came;
+    /// how they were read, as one, is returned beside the observation.
     pub async fn probe(&self, plan: Plan, pace: Pace) -> (Observation, Option<Paced>) {
         let stamp = self.clock.stamp();
         // Pinned here and lent: moved into the deadline's future, each would be stored twice.
@@ -163,20 +164,13 @@ impl Prober {
         });
         let health = pin!(async {
             match plan.health {
-                HealthAsk::Ask => self.health().await.into(),
+                HealthAsk::Ask => self.health(pace).await.into(),
                 HealthAsk::Keep(value, age) => Done::Part(Part::Kept { value, age }),
             }
         });
-        let status = pin!(async { self.status.status().await.into() });
-        let (metrics, health, status) =
+        let status = pin!(async { self.status.status(pace).await.into() });
+        let ((metrics, m), (health, h), (status, s)) =
             under_one_deadline(self.cfg.timeout, metrics, health, status).await;
-        // How the page was read goes beside the observation, not into it.
-        let (metrics, paced) = match metrics {
-            Part::Ok { value: (page, paced), ms } => (Part::Ok { value: page, ms }, paced),
-            Part::Failed { error, ms } => (Part::Failed { error, ms }, None),
-            Part::Skipped => (Part::Skipped, None),
-            Part::Kept { value: (page, paced), age } => (Part::Kept { value: page, age }, paced),
-        };
         let observation = Observation {
             member: self.member.name.clone(),
             endpoint: self.member.url.clone(),
@@ -186,58 +180,76 @@ impl Prober {
             health,
             status,
         };
-        (observation, paced)
+        (observation, [m, h, s].into_iter().flatten().reduce(Paced::and))
     }
 
     /// The page is extracted as its pieces arrive: the ~160 KB body is never held whole.
-    async fn metrics(&self, pace: Pace) -> Result<(MemberMetrics, Option<Paced>), String> {
+    async fn metrics(&self, pace: Pace) -> Answer<MemberMetrics> {
+        let mut page = metrics::Extractor::default();
+        match self
+            .metrics_conn
+            .get_paced("/metrics", METRICS_BODY_CAP, pace, |chunk| page.feed(chunk))
+            .await
         {
-            let mut page = metrics::Extractor::default();
-            let (code, how) = self
-                .metrics_conn
-                .get_paced("/metrics", METRICS_BODY_CAP, pace, |chunk| page.feed(chunk))
-                .await?;
-            if !(200..300).contains(&code) {
-                return Err(format!("HTTP {code}"));
+            Ok((code, paced)) if !(200..300).contains(&code) => {
+                (Err(format!("HTTP {code}")), paced)
             }
-            page.finish().map(|m| (m, how)).map_err(|e| e.to_string())
+            Ok((_, paced)) => (page.finish().map_err(|e| e.to_string()), paced),
+            Err(e) => (Err(e), None),
         }
     }
 
-    async fn health(&self) -> Result<Health, String> {
+    async fn health(&self, pace: Pace) -> Answer<Health> {
+        let mut body = Vec::new();
+        match self
+            .health_conn
+            .get_paced("/health", HEALTH_BODY_CAP, pace, |chunk| body.extend_from_slice(chunk))
+            .await
         {
-            let mut body = Vec::new();
-            let code = self
-                .health_conn
-                .get("/health", HEALTH_BODY_CAP, |chunk| body.extend_from_slice(chunk))
-                .await?;
-            parse_health(code, &body)
+            Ok((code, paced)) => (parse_health(code, &body), paced),
+            Err(e) => (Err(e), None),
         }
     }
 }
+
+/// A part's answer, and how it was read (`None`: not paced, or no answer came).
+type Answer<T> = (Result<T, String>, Option<Paced>);
 
 /// What a part of a probe came to: an answer or an error to time, or a part already
 /// settled without asking (skipped, kept).
 enum Done<T> {
-    Asked(Result<T, String>),
+    Asked(Answer<T>),
     Part(Part<T>),
 }
 
 impl<T> Done<T> {
-    /// The part, timed from `t` when it was asked.
-    fn settle(self, t: Instant) -> Part<T> {
+    /// The part, timed from `t` when it was asked to when its answer came (as the kernel
+    /// stamped it on a paced connection: read later, it is timed the same), and how it
+    /// was read.
+    fn settle(self, t: Instant) -> (Part<T>, Option<Paced>) {
         match self {
-            Done::Asked(r) => Part::from_result(r, ms_since(t)),
-            Done::Part(p) => p,
+            Done::Asked((r, paced)) => {
+                let ms = match paced {
+                    Some(p) => {
+                        p.arrived.into_std().saturating_duration_since(t).as_secs_f64() * 1e3
+                    }
+                    None => ms_since(t),
+                };
+                (Part::from_result(r, ms), paced)
+            }
+            Done::Part(p) => (p, None),
         }
     }
 }
 
-impl<T> From<Result<T, String>> for Done<T> {
-    fn from(r: Result<T, String>) -> Self {
-        Done::Asked(r)
+impl<T> From<Answer<T>> for Done<T> {
+    fn from(a: Answer<T>) -> Self {
+        Done::Asked(a)
     }
 }
+
+/// A settled part and how it was read.
+type Settled<T> = (Part<T>, Option<Paced>);
 
 /// Runs three parts at once and times each; a part not done `timeout` after the start
 /// fails as timed out, the others keep what they got. One timer for the probe, not one a
@@ -247,7 +259,7 @@ async fn under_one_deadline<A, B, C>(
     mut a: Pin<&mut impl Future<Output = Done<A>>>,
     mut b: Pin<&mut impl Future<Output = Done<B>>>,
     mut c: Pin<&mut impl Future<Output = Done<C>>>,
-) -> (Part<A>, Part<B>, Part<C>) {
+) -> (Settled<A>, Settled<B>, Settled<C>) {
     let t = Instant::now();
     let (mut pa, mut pb, mut pc) = (None, None, None);
     let mut deadline = pin!(tokio::time::sleep(timeout));
@@ -264,7 +276,7 @@ async fn under_one_deadline<A, B, C>(
 /// Polls a part not yet done; true once it is.
 fn step<T>(
     part: Pin<&mut impl Future<Output = Done<T>>>,
-    out: &mut Option<Part<T>>,
+    out: &mut Option<Settled<T>>,
     t: Instant,
     cx: &mut Context<'_>,
 ) -> bool {
@@ -277,10 +289,10 @@ fn step<T>(
 }
 
 /// A part's answer, or its timeout.
-fn or_late<T>(out: Option<Part<T>>, timeout: Duration, t: Instant) -> Part<T> {
-    out.unwrap_or_else(|| Part::Failed {
-        error: format!("timed out after {}", humantime::format_duration(timeout)),
-        ms: ms_since(t),
+fn or_late<T>(out: Option<Settled<T>>, timeout: Duration, t: Instant) -> Settled<T> {
+    out.unwrap_or_else(|| {
+        let error = format!("timed out after {}", humantime::format_duration(timeout));
+        (Part::Failed { error, ms: ms_since(t) }, None)
     })
 }
 

@@ -1,9 +1,10 @@
 //! All members at once -> one [`Round`]. Each member's probe runs as its own task, so a
 //! member that does not answer (frozen, black-holed, a hung port-forward) holds back only
 //! itself: a round waits at most its cadence, records that member as [`Silent`], and its
-//! answer (or its timeout) lands in a later round with its age. Every member's `/metrics`
-//! page is first read at one instant of the round, learned from the rounds before
-//! ([`PageWait`]), so the pages cost one wakeup between them.
+//! answer (or its timeout) lands in a later round with its age. Every member's answers
+//! (its `/metrics` page, `/health` and Status) are first read at one instant of the round,
+//! learned from the rounds before ([`ReadWait`]), so they cost one wakeup between them;
+//! each is still timed to when it came (the kernel's receive stamp).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -13,7 +14,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
-use crate::analysis::cadence::{Cadence, PageRead, PageWait, Pages};
+use crate::analysis::cadence::{Arrival, Cadence, Pages, ReadWait};
 use crate::io::http::{Pace, Paced};
 use crate::io::probe::{ProbeConfig, Prober, http_tls};
 use crate::model::clock::{Clock, Stamp};
@@ -27,14 +28,14 @@ pub fn rounds_per_page(page_every: Duration, round_every: Duration) -> u64 {
     (page_every.as_nanos() / round_every.as_nanos().max(1)).max(1) as u64
 }
 
-/// How often a `/metrics` page is read once its first read found it unfinished (tokio's
-/// timer tick): a page then ends at most this much later, which no figure depends on
-/// (the round's instants come from Status and `/health`).
-const PAGE_POLL: Duration = Duration::from_millis(1);
+/// How often a member's answers are read once their first read found one unfinished
+/// (tokio's timer tick): the round then ends at most this much later, which no figure
+/// depends on (each answer is timed to when it came).
+const READ_POLL: Duration = Duration::from_millis(1);
 
-/// The longest a round's pages wait for their first read, whatever the rounds before
-/// said: a page that slow is read by polling ([`PAGE_POLL`]) anyway.
-const PAGE_WAIT_CAP: Duration = Duration::from_millis(500);
+/// The longest a round's answers wait for their first read, whatever the rounds before
+/// said: an answer that slow is read by polling ([`READ_POLL`]) anyway.
+const READ_WAIT_CAP: Duration = Duration::from_millis(500);
 
 /// Builds one prober per member (bad TLS files are reported here, before any round).
 pub fn probers(
@@ -73,6 +74,14 @@ pub trait Rounds: Send {
 /// What a probe task returns: its observation, and how its page was read.
 type Probed = (Observation, Option<Paced>);
 
+/// When a round's answers are first read: rounds that read pages wait for them, rounds
+/// that do not would wait for nothing, so each kind learns its own.
+#[derive(Debug)]
+struct ReadWaits {
+    with_pages: ReadWait,
+    without: ReadWait,
+}
+
 /// One member's prober, its probe in flight, if any, and what its probes learned so far
 /// (what the next one needs to ask).
 struct Slot {
@@ -86,8 +95,8 @@ pub struct Sampler {
     slots: Vec<Slot>,
     next: u64,
     pages: Pages,
-    /// When a round's pages are first read: every member's in the same wakeup.
-    page_wait: PageWait,
+    /// When a round's answers are first read: every member's in the same wakeup.
+    waits: ReadWaits,
     clock: Arc<dyn Clock>,
 }
 
@@ -102,7 +111,11 @@ impl Sampler {
             .into_iter()
             .map(|p| Slot { prober: Arc::new(p), inflight: None, cadence: Cadence::default() })
             .collect();
-        Sampler { slots, next: 0, pages, page_wait: PageWait::new(PAGE_WAIT_CAP), clock }
+        let waits = ReadWaits {
+            with_pages: ReadWait::new(READ_WAIT_CAP),
+            without: ReadWait::new(READ_WAIT_CAP),
+        };
+        Sampler { slots, next: 0, pages, waits, clock }
     }
 
     /// Replaces the prober of the member of the same name (a pod recreated at a new
@@ -141,17 +154,24 @@ impl Sampler {
     /// future leaves the probes in flight for the next round.
     pub async fn round_within(&mut self, wait: Option<Duration>) -> Round {
         let started = self.clock.stamp();
-        // Read no later than halfway through the round's own wait (see PageWait).
-        let wait_for_pages = match wait {
-            Some(w) => self.page_wait.wait().min(w / 2),
-            None => self.page_wait.wait(),
+        let plans: Vec<_> = self
+            .slots
+            .iter()
+            .map(|s| s.inflight.is_none().then(|| s.cadence.plan(self.pages, started.mono)))
+            .collect();
+        let with_pages = plans.iter().flatten().any(|p| p.metrics);
+        let read_wait =
+            if with_pages { &mut self.waits.with_pages } else { &mut self.waits.without };
+        // Read no later than halfway through the round's own wait.
+        let first_read = match wait {
+            Some(w) => read_wait.wait().min(w / 2),
+            None => read_wait.wait(),
         };
-        let pace = Pace { first: started.mono + wait_for_pages, every: PAGE_POLL };
-        for slot in &mut self.slots {
-            if slot.inflight.is_none() {
+        let pace = Pace { first: started.mono + first_read, every: READ_POLL };
+        for (slot, plan) in self.slots.iter_mut().zip(plans) {
+            if let Some(plan) = plan {
                 let p = slot.prober.clone();
                 let stamp = self.clock.stamp();
-                let plan = slot.cadence.plan(self.pages, stamp.mono);
                 let probe = tokio::spawn(async move { p.probe(plan, pace).await });
                 slot.inflight = Some((probe, stamp));
             }
@@ -181,17 +201,17 @@ impl Sampler {
         .await;
         let mut observations = Vec::new();
         let mut silent = Vec::new();
-        let mut pages = Vec::new();
+        let mut arrivals = Vec::new();
         for (slot, got) in self.slots.iter_mut().zip(done) {
             match got {
                 Some(Ok((o, paced))) => {
                     slot.cadence.observe(&o);
-                    // A page read whole (the only kind a probe says how it read), after
-                    // this round started, says when pages come.
+                    // Answers read whole (the only kind a probe says how it read), asked
+                    // in this round, say when answers come.
                     if let Some(p) = paced
-                        && let Some(whole_after) = p.done.checked_duration_since(started.mono)
+                        && let Some(after) = p.arrived.checked_duration_since(started.mono)
                     {
-                        pages.push(PageRead { whole_after, at_first_read: p.early == 0 });
+                        arrivals.push(Arrival { after, at_first_read: p.early == 0 });
                     }
                     observations.push(o)
                 }
@@ -212,7 +232,9 @@ impl Sampler {
                 }
             }
         }
-        self.page_wait.observe(pages);
+        let read_wait =
+            if with_pages { &mut self.waits.with_pages } else { &mut self.waits.without };
+        read_wait.observe(arrivals);
         let index = self.next;
         self.next += 1;
         Round { index, started, observations, silent }

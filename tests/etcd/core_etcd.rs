@@ -399,3 +399,42 @@ async fn the_statefulsets_probe_paths_on_real_members_with_and_without_quorum() 
         assert_eq!((code, h.healthy), (200, true), "{p} on the survivor without quorum: {h:?}");
     }
 }
+
+/// Regression for the paced reads: an answer read long after it came is timed to when it
+/// came (the kernel's receive stamp), not to when it was read; and the Status connection,
+/// whose PING acknowledgements wait for the next request, answers call after call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_read_late_are_timed_to_when_they_came() {
+    use leaderwatch::analysis::cadence::{HealthAsk, Plan};
+    use leaderwatch::io::http::Pace;
+    use leaderwatch::io::probe::ProbeConfig;
+    use leaderwatch::io::round::probers;
+    use leaderwatch::model::clock::{Clock, SystemClock};
+
+    let f = cluster().await;
+    let clock: std::sync::Arc<dyn Clock> = std::sync::Arc::new(SystemClock);
+    let cfg = ProbeConfig { timeout: Duration::from_secs(5), ..ProbeConfig::default() };
+    let member = f.cluster.members().remove(0);
+    let prober = probers(&[member], &cfg, &clock).expect("probers").remove(0);
+    let late = Duration::from_millis(1_000);
+    for call in 0..8 {
+        let start = tokio::time::Instant::now();
+        let pace = Pace { first: start + late, every: Duration::from_millis(1) };
+        let plan = Plan { metrics: true, health: HealthAsk::Ask };
+        let (o, paced) = prober.probe(plan, pace).await;
+        let read = start.elapsed();
+        assert!(read >= late, "call {call}: read {read:?} in, before its first read time");
+        assert!(o.error_summary().is_empty(), "call {call}: {}", o.error_summary());
+        let paced = paced.expect("plain connections are paced");
+        assert_eq!(paced.early, 0, "call {call}: everything had come by the first read");
+        assert!(paced.arrived < paced.done, "call {call}: came before it was read");
+        for (part, ms) in
+            [("metrics", o.metrics.ms()), ("health", o.health.ms()), ("status", o.status.ms())]
+        {
+            assert!(
+                ms < late.as_secs_f64() * 1e3 * 0.8,
+                "call {call}: {part} timed to its read ({ms:.1} ms), not to when it came"
+            );
+        }
+    }
+}
