@@ -5,7 +5,8 @@
 //! from one reused read buffer straight to the caller: no connection task, no body channel,
 //! no copies. Through hyper's client the HTTP layers cost more than the page's parsing
 //! (docs/benchmarks.md). A paced connection (every plain one a probe reads) is read only
-//! when its caller says, never as bytes arrive, and the kernel stamps when each answer came.
+//! when its caller says, never as bytes arrive, and the kernel stamps when each answer came;
+//! the Status connection's (`PacedTcp`) PING acknowledgements go with its next request.
 
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
