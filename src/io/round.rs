@@ -82,6 +82,12 @@ struct ReadWaits {
     without: ReadWait,
 }
 
+impl ReadWaits {
+    fn of(&mut self, with_pages: bool) -> &mut ReadWait {
+        if with_pages { &mut self.with_pages } else { &mut self.without }
+    }
+}
+
 /// One member's prober, its probe in flight, if any, and what its probes learned so far
 /// (what the next one needs to ask).
 struct Slot {
@@ -160,13 +166,9 @@ impl Sampler {
             .map(|s| s.inflight.is_none().then(|| s.cadence.plan(self.pages, started.mono)))
             .collect();
         let with_pages = plans.iter().flatten().any(|p| p.metrics);
-        let read_wait =
-            if with_pages { &mut self.waits.with_pages } else { &mut self.waits.without };
         // Read no later than halfway through the round's own wait.
-        let first_read = match wait {
-            Some(w) => read_wait.wait().min(w / 2),
-            None => read_wait.wait(),
-        };
+        let learned = self.waits.of(with_pages).wait();
+        let first_read = wait.map_or(learned, |w| learned.min(w / 2));
         let pace = Pace { first: started.mono + first_read, every: READ_POLL };
         for (slot, plan) in self.slots.iter_mut().zip(plans) {
             if let Some(plan) = plan {
@@ -232,9 +234,7 @@ impl Sampler {
                 }
             }
         }
-        let read_wait =
-            if with_pages { &mut self.waits.with_pages } else { &mut self.waits.without };
-        read_wait.observe(arrivals);
+        self.waits.of(with_pages).observe(arrivals);
         let index = self.next;
         self.next += 1;
         Round { index, started, observations, silent }
