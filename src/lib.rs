@@ -5,41 +5,31 @@
 //! - [`model`]: the plain types that are written and read (baseline.json, summary.json,
 //!   a round's observations, canary ops, events, measurements) and the timestamp format;
 //! - [`analysis`]: pure functions over them: counting, windows, health, causes, client
-//!   figures, recovery, the Poisson interval, the rate, the measurement list, and the
-//!   engine that holds a run's analysis state (rounds, events and canary ops in; rows,
-//!   windows and elections out);
-//! - [`io`]: what talks to members, processes and files: probe -> round (all members),
-//!   the canary, the local cluster and disruptor, record / recorder (CSV, JSON), the
-//!   readers, the exporter;
+//!   figures, recovery, the Poisson interval, the rate, the measurement list; the engine
+//!   that holds a run's analysis state (rounds, events and canary ops in; rows, windows
+//!   and elections out); and the protocols that say what a run does next (the sitting,
+//!   `sample`);
+//! - [`io`]: what talks to members, processes, files and the environment: probe -> round
+//!   (all members), the canary, the local cluster and disruptor, record / recorder (CSV,
+//!   JSON), the readers, the exporter, the test hooks;
 //! - [`render`]: text for people and tools: the report table, CSV, compare, the rate
 //!   table, the alert rule, progress;
-//! - the commands on top: [`session`] (the loop `sample` and the sitting share: rounds
-//!   into the engine, its rows to the recorder), [`sample`], [`sitting`] (with
-//!   [`rehearse`] and [`measure`]),
-//!   [`in_cluster`] (`leaderwatch sitting`: the sitting as a Job, driven from outside),
-//!   [`cli`], and [`k8s`] (the Kubernetes API);
-//! - [`test_hooks`]: every environment variable a test sets to change what the product
-//!   does, in one place.
+//! - [`k8s`]: the Kubernetes API (discovery, watchers, eviction, preflight, the Job);
+//! - [`commands`] on top: one file per subcommand, and the one loop every command that
+//!   samples runs ([`commands::drive`]).
 //!
 //! The data path: `io::probe` (one member) -> `io::round` (all members) ->
-//! `analysis::engine` (counts, windows, elections, health) -> `io::recorder` /
-//! `io::record` -> `render::report`. This file owns the crate-wide [`Error`]; main.rs maps
-//! it to the process
-//! exit codes.
+//! `commands::drive` (the loop) -> `analysis::engine` (counts, windows, elections, health)
+//! and `analysis::sitting` (phases, recovery, the baseline) -> `io::recorder` -> the run
+//! directory -> `render::report`. This file owns the crate-wide [`Error`]; main.rs maps it
+//! to the process exit codes.
 
 pub mod analysis;
-pub mod cli;
-pub mod in_cluster;
+pub mod commands;
 pub mod io;
 pub mod k8s;
-pub mod measure;
 pub mod model;
-pub mod rehearse;
 pub mod render;
-pub mod sample;
-pub mod session;
-pub mod sitting;
-pub mod test_hooks;
 
 /// Everything that can end a leaderwatch command. Each variant says what failed; main.rs
 /// maps them to the documented exit codes.

@@ -52,11 +52,24 @@ pub struct WriteTrail {
     /// Where the first gap kept starts: the canary's start, or the newest write dropped.
     from: Stamp,
     oks: VecDeque<Stamp>,
+    /// Writes from here on are never trimmed: a sitting's waterfall asks for the first
+    /// one after the member was lost, which may be long before the sitting ends.
+    held_from: Option<Stamp>,
 }
 
 impl WriteTrail {
     pub fn new(from: Stamp) -> Self {
-        WriteTrail { from, oks: VecDeque::new() }
+        WriteTrail { from, oks: VecDeque::new(), held_from: None }
+    }
+
+    /// Keeps every write completed after `at` (see `held_from`).
+    pub fn hold_from(&mut self, at: Stamp) {
+        self.held_from = Some(at);
+    }
+
+    /// The first successful write completed after `t`, if it is still kept.
+    pub fn first_after(&self, t: Stamp) -> Option<Stamp> {
+        self.oks.iter().find(|w| w.mono > t.mono).copied()
     }
 
     /// A successful write completed at `done` (in any order).
@@ -69,7 +82,10 @@ impl WriteTrail {
     /// the first gap kept.
     pub fn trim(&mut self, keep_s: f64) {
         let Some(newest) = self.oks.back().copied() else { return };
-        while self.oks.len() > 1 && self.oks.front().is_some_and(|t| t.secs_to(&newest) > keep_s) {
+        let held = |t: &Stamp| self.held_from.is_some_and(|h| t.mono > h.mono);
+        while self.oks.len() > 1
+            && self.oks.front().is_some_and(|t| t.secs_to(&newest) > keep_s && !held(t))
+        {
             if let Some(old) = self.oks.pop_front()
                 && old.mono > self.from.mono
             {

@@ -3,7 +3,7 @@
 //! (events with member state, leader transitions and every election with its cause;
 //! health intervals; canary rows), the windows that tile the run, and the figures the
 //! commands print. No I/O and no clock: time comes with the data. `sample` and the
-//! sitting feed it through one loop (src/session.rs), which hands what comes out to the
+//! sitting feed it through one loop (src/commands/drive.rs), which hands what comes out to the
 //! recorder (src/io/recorder.rs).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -318,6 +318,25 @@ impl Engine {
         let el = &self.elections;
         let peers = |hex: &str| el.peer_name(hex);
         self.windows.health(&peers)
+    }
+
+    /// The highest raft term seen so far in the run.
+    pub fn max_term(&self) -> Option<u64> {
+        self.windows.max_term()
+    }
+
+    /// From `at` on, every successful canary write is kept (for
+    /// [`Engine::first_write_ok_after`]), not only the recent ones.
+    pub fn hold_writes_from(&mut self, at: Stamp) {
+        if let Some(c) = self.canary.as_mut() {
+            c.all.hold_from(at);
+        }
+    }
+
+    /// The canary's first successful write completed after `t` (held by
+    /// [`Engine::hold_writes_from`]): when a lock could be granted again.
+    pub fn first_write_ok_after(&self, t: Stamp) -> Option<Stamp> {
+        self.canary.as_ref().and_then(|c| c.all.first_after(t))
     }
 
     /// etcd versions the Status RPC reported, in the order first seen.

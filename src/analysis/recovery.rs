@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::analysis::counts::round_leader;
 use crate::model::clock::Stamp;
-use crate::model::member::{Member, MemberName};
+use crate::model::member::MemberName;
 use crate::model::observation::{Observation, Round};
 
 /// How far (in raft entries) the disrupted member's applied index may trail the leader's
@@ -32,19 +32,6 @@ impl FromStr for Target {
             "follower" => Ok(Target::Follower),
             "" => Err("--target must be leader, follower or a member name".to_owned()),
             name => Ok(Target::Name(MemberName(name.to_owned()))),
-        }
-    }
-}
-
-impl Target {
-    /// Rejects a name that is not a member, before any window starts.
-    pub fn check(&self, members: &[Member]) -> Result<(), String> {
-        match self {
-            Target::Name(n) if !members.iter().any(|m| &m.name == n) => {
-                let names: Vec<&str> = members.iter().map(|m| m.name.0.as_str()).collect();
-                Err(format!("--target {n}: no such member (members: {})", names.join(", ")))
-            }
-            _ => Ok(()),
         }
     }
 }
@@ -75,9 +62,9 @@ pub fn resolve_target(target: &Target, round: &Round) -> Result<(MemberName, boo
                 .ok_or_else(|| format!("no healthy follower in round {}", round.index))
         }
         Target::Name(n) => {
-            let o = round.observation(n).ok_or_else(|| {
-                format!("--target {n}: no answer from it in round {}", round.index)
-            })?;
+            let o = round
+                .observation(n)
+                .ok_or_else(|| format!("{n}: no answer from it in round {}", round.index))?;
             Ok((n.clone(), self_leader(o)))
         }
     }

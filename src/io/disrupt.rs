@@ -12,9 +12,9 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use crate::Result;
 use crate::io::local::LocalCluster;
-use crate::model::baseline::DisruptionMethod;
+use crate::model::baseline::{DisruptionMethod, LocalMethod};
 use crate::model::clock::Clock;
-use crate::model::event::{Event, EventKind, Source};
+use crate::model::event::{DisruptorReport, Event, EventKind, Source};
 use crate::model::member::MemberName;
 
 pub trait Disruptor: Send + 'static {
@@ -43,32 +43,26 @@ pub trait Disruptor: Send + 'static {
 pub type Undo =
     Box<dyn FnOnce(Reporter) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send>;
 
-/// One report from a running disruptor.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Report {
-    /// A step, with its instant (signal, exit, restart; eviction blocked, accepted, pod gone).
-    Event(Event),
-    /// Requests taken so far (a PDB-blocked eviction takes several) and the time from the
-    /// first to the latest.
-    Attempts { attempts: u32, blocked_s: f64 },
-}
-
 /// Where a disruptor reports, stamped with both clocks.
 #[derive(Clone)]
 pub struct Reporter {
-    tx: UnboundedSender<Report>,
+    tx: UnboundedSender<DisruptorReport>,
     clock: Arc<dyn Clock>,
     source: Source,
 }
 
 impl Reporter {
-    pub fn new(tx: UnboundedSender<Report>, clock: Arc<dyn Clock>, source: Source) -> Self {
+    pub fn new(
+        tx: UnboundedSender<DisruptorReport>,
+        clock: Arc<dyn Clock>,
+        source: Source,
+    ) -> Self {
         Reporter { tx, clock, source }
     }
 
     pub fn event(&self, member: &MemberName, kind: EventKind, detail: impl Into<String>) {
         // The sitting may be gone (interrupted): nothing is left to tell.
-        let _ = self.tx.send(Report::Event(Event::stamped(
+        let _ = self.tx.send(DisruptorReport::Event(Event::stamped(
             self.clock.stamp(),
             self.source,
             &member.0,
@@ -78,17 +72,15 @@ impl Reporter {
     }
 
     pub fn attempts(&self, attempts: u32, blocked_s: f64) {
-        let _ = self.tx.send(Report::Attempts { attempts, blocked_s });
+        let _ = self.tx.send(DisruptorReport::Attempts { attempts, blocked_s });
     }
 }
-
-pub use crate::model::baseline::LocalMethod as Method;
 
 /// Fails one member of a [`LocalCluster`] with `method`, and brings it back after `down`
 /// (standing in for the reschedule).
 pub struct LocalDisruptor {
     pub cluster: Arc<Mutex<LocalCluster>>,
-    pub method: Method,
+    pub method: LocalMethod,
     pub down: Duration,
     /// terminationGracePeriodSeconds: SIGKILL after this when SIGTERM is not enough.
     pub grace: Duration,
@@ -107,7 +99,7 @@ impl Disruptor for LocalDisruptor {
         .ok_or_else(|| crate::Error::Target(format!("no local member named {member}")))?;
         let down = humantime::format_duration(self.down);
         match self.method {
-            Method::Sigterm => {
+            LocalMethod::Sigterm => {
                 report.event(
                     &member,
                     EventKind::SigtermSent,
@@ -116,12 +108,12 @@ impl Disruptor for LocalDisruptor {
                 self.cluster.lock().await.terminate(i, self.grace).await?;
                 report.event(&member, EventKind::Exited, "");
             }
-            Method::Sigkill => {
+            LocalMethod::Sigkill => {
                 report.event(&member, EventKind::SigkillSent, "SIGKILL, a crash");
                 self.cluster.lock().await.kill(i).await?;
                 report.event(&member, EventKind::Exited, "");
             }
-            Method::Sigstop => {
+            LocalMethod::Sigstop => {
                 report.event(
                     &member,
                     EventKind::SigstopSent,
@@ -131,7 +123,7 @@ impl Disruptor for LocalDisruptor {
             }
         }
         tokio::time::sleep(self.down).await;
-        if self.method == Method::Sigstop {
+        if self.method == LocalMethod::Sigstop {
             self.cluster.lock().await.thaw(i)?;
             report.event(&member, EventKind::Continued, format!("SIGCONT after {down} frozen"));
         } else {

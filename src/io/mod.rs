@@ -18,3 +18,4 @@ pub mod record;
 pub mod recorder;
 pub mod rotate;
 pub mod round;
+pub mod test_hooks;

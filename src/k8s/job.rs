@@ -302,7 +302,7 @@ mod tests {
             idle: Duration::from_secs(1800),
             settle: Duration::from_secs(600),
             environment: "GKE Autopilot, dlock-gke".into(),
-            env: vec![(crate::test_hooks::MIN_IDLE.into(), "1m".into())],
+            env: vec![(crate::io::test_hooks::MIN_IDLE.into(), "1m".into())],
         }
     }
 
@@ -357,7 +357,7 @@ mod tests {
             ]
         );
         assert_eq!(c(&j).image.as_deref(), Some("registry.example/p/leaderwatch@sha256:00"));
-        assert!(c(&j).env.expect("env").iter().any(|e| e.name == crate::test_hooks::MIN_IDLE));
+        assert!(c(&j).env.expect("env").iter().any(|e| e.name == crate::io::test_hooks::MIN_IDLE));
         // The rest is the committed template's.
         let (mut a, mut b) =
             (serde_json::to_value(&t).expect("json"), serde_json::to_value(&j).expect("json"));

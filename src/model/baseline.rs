@@ -547,7 +547,7 @@ pub struct Baseline {
     pub tool_version: String,
     pub run_id: String,
     /// `complete`, or `incomplete` with [`Baseline::incomplete_reason`].
-    pub status: Status,
+    pub status: Completion,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete_reason: Option<String>,
     pub windows: Vec<WindowRecord>,
@@ -591,18 +591,18 @@ impl EnvironmentKind {
 /// Whether a sitting ran to its end.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Status {
+pub enum Completion {
     #[default]
     Complete,
     /// Interrupted, or no recovery in time: what was measured is kept.
     Incomplete,
 }
 
-impl Status {
+impl Completion {
     pub fn as_str(self) -> &'static str {
         match self {
-            Status::Complete => "complete",
-            Status::Incomplete => "incomplete",
+            Completion::Complete => "complete",
+            Completion::Incomplete => "incomplete",
         }
     }
 }
@@ -618,8 +618,8 @@ impl Baseline {
     }
 
     pub fn is_complete(&self) -> bool {
-        self.status == Status::Complete
+        self.status == Completion::Complete
     }
 }
 
-display_as_str!(WindowName, Cause, Status, EnvironmentKind, KubeMethod);
+display_as_str!(WindowName, Cause, Completion, EnvironmentKind, KubeMethod);

@@ -64,6 +64,16 @@ impl Event {
     }
 }
 
+/// One report from a running disruptor.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DisruptorReport {
+    /// A step, with its instant (signal, exit, restart; eviction blocked, accepted, pod gone).
+    Event(Event),
+    /// Requests taken so far (a PDB-blocked eviction takes several) and the time from the
+    /// first to the latest.
+    Attempts { attempts: u32, blocked_s: f64 },
+}
+
 /// An events.csv row as read back (src/io/read.rs), by column name. The election columns
 /// are empty on every row but an `election` row.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -393,7 +393,7 @@ mod tests {
             schema_version: 3,
             tool_version: "t".into(),
             run_id: format!("{}-run", kind.as_str()),
-            status: crate::model::baseline::Status::Complete,
+            status: crate::model::baseline::Completion::Complete,
             incomplete_reason: None,
             windows: vec![window(WindowName::AtRest, at_rest.0, at_rest.1), window(WindowName::Disruption, 30.0, disruption), window(WindowName::Settle, 300.0, settle)],
             disruption: Some(serde_json::from_value(serde_json::json!({"target": "m0", "target_was_leader": true, "method": "kubernetes-eviction", "requested_at": "2026-11-30T00:00:00Z", "member_lost_at": null, "member_back_at": null, "healthy_at": null, "loss_to_healthy_s": null, "request_to_healthy_s": null, "ground_truth": [], "attempts": 0, "blocked_s": 0.0, "waterfall": []})).expect("disruption")),

@@ -1,5 +1,5 @@
 //! A whole sitting with no etcd and no network: scripted rounds (src/io/round.rs's
-//! `Rounds`) and a scripted disruptor drive `sitting::run_with` under tokio's paused
+//! `Rounds`) and a scripted disruptor drive `drive::run_sitting_with` under tokio's paused
 //! time, so phases, cuts, signals, recovery and the baseline are checked in milliseconds.
 //! The script: three members, m0 leads at term 2; the disruptor "kills" m0; the two
 //! others have no leader for 1 s, then m1 leads at term 3; m0 is back, restarted, 3 s
@@ -12,19 +12,19 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use leaderwatch::analysis::cadence::Pages;
+use leaderwatch::analysis::recovery::Target;
+use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::{Disruptor, Reporter};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::io::round::Rounds;
 use leaderwatch::model::baseline::{
-    Baseline, DisruptionMethod, Environment, EnvironmentKind, LocalMethod, Status as Completion,
-    WindowName,
+    Baseline, Completion, DisruptionMethod, Environment, EnvironmentKind, LocalMethod, WindowName,
 };
 use leaderwatch::model::clock::{Clock, Stamp};
 use leaderwatch::model::event::EventKind;
 use leaderwatch::model::member::{Member, MemberName};
 use leaderwatch::model::metrics::MemberMetrics;
 use leaderwatch::model::observation::{Health, Observation, Part, Round, Status};
-use leaderwatch::sitting::{self, SittingConfig, Target};
 
 /// The wall clock moves with tokio's paused clock, from a fixed instant.
 struct PausedClock {
@@ -209,7 +209,7 @@ async fn a_scripted_leader_loss_gives_three_windows_one_election_and_its_recover
     let dir = tempfile::tempdir().expect("tempdir");
     let killed: Killed = Arc::default();
     let clock = clock();
-    let b = sitting::run_with(
+    let b = drive::run_sitting_with(
         config(dir.path()),
         Kill { killed: killed.clone() },
         script(&killed, &clock),
@@ -263,7 +263,7 @@ async fn a_signal_during_the_recovery_writes_an_incomplete_baseline_with_what_wa
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    let err = sitting::run_with(
+    let err = drive::run_sitting_with(
         config(dir.path()),
         Kill { killed: killed.clone() },
         script(&killed, &clock),
@@ -295,7 +295,7 @@ async fn a_member_that_never_comes_back_ends_the_sitting_at_the_recovery_timeout
     let mut cfg = config(dir.path());
     cfg.recovery_timeout = Duration::from_secs(10);
     let never = Script { down: Duration::from_secs(24 * 3600), ..script(&killed, &clock) };
-    let err = sitting::run_with(
+    let err = drive::run_sitting_with(
         cfg,
         Kill { killed: killed.clone() },
         never,

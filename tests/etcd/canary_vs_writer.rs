@@ -18,20 +18,22 @@ use crate::support::writer;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaderwatch::io::disrupt::{LocalDisruptor, Method};
+use leaderwatch::analysis::recovery::Target;
+use leaderwatch::commands::drive::{self, SittingConfig};
+use leaderwatch::io::disrupt::LocalDisruptor;
 use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::model::baseline::LocalMethod;
 use leaderwatch::model::baseline::{
-    Baseline, ElectionDetail, Environment, EnvironmentKind, Status, WindowName,
+    Baseline, Completion, ElectionDetail, Environment, EnvironmentKind, WindowName,
 };
 use leaderwatch::model::clock::{Clock, SystemClock};
-use leaderwatch::sitting::{self, SittingConfig, Target};
 
 /// How far the canary may be from the independent writer (the bound).
 const AGREE_S: f64 = 0.2;
 
 /// The baseline, the writer's ops, and the canary's ops that failed on a refused
 /// connection (canary.csv rows).
-async fn leader_sitting(method: Method) -> (Baseline, Vec<writer::WriterOp>, Vec<String>) {
+async fn leader_sitting(method: LocalMethod) -> (Baseline, Vec<writer::WriterOp>, Vec<String>) {
     let f = support::cluster().await;
     let members = f.cluster.members();
     let w = writer::Writer::start(&members.iter().map(|m| m.url.clone()).collect::<Vec<_>>());
@@ -63,7 +65,7 @@ async fn leader_sitting(method: Method) -> (Baseline, Vec<writer::WriterOp>, Vec
         grace: Duration::from_secs(30),
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let b = sitting::run(cfg, d, clock, None, std::future::pending())
+    let b = drive::run_sitting(cfg, d, clock, None, std::future::pending())
         .await
         .unwrap_or_else(|e| panic!("sitting: {e}"));
     let ops = tokio::task::spawn_blocking(move || w.stop()).await.expect("writer");
@@ -75,7 +77,7 @@ async fn leader_sitting(method: Method) -> (Baseline, Vec<writer::WriterOp>, Vec
 
 /// The election of the disruption window, and both figures beside the writer's.
 fn compare(b: &Baseline, ops: &[writer::WriterOp]) -> (f64, f64, f64, ElectionDetail) {
-    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let dis = b.window(WindowName::Disruption).expect("disruption window");
     assert_eq!(dis.elections, Some(1), "{:?}", dis.elections_detail);
     let e = dis.elections_detail.first().expect("election detail").clone();
@@ -100,7 +102,7 @@ fn assert_agree(method: &str, (canary, one, independent, e): (f64, f64, f64, Ele
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_crash_costs_the_canary_what_it_costs_an_independent_writer() {
-    let (b, ops, refused) = leader_sitting(Method::Sigkill).await;
+    let (b, ops, refused) = leader_sitting(LocalMethod::Sigkill).await;
     assert_eq!(refused, Vec::<String>::new(), "ops sent to the killed member");
     let r = compare(&b, &ops);
     // A crash leaves a real gap (the election timeout, 1 s here) for both to see.
@@ -110,7 +112,7 @@ async fn a_leader_crash_costs_the_canary_what_it_costs_an_independent_writer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stop_costs_the_canary_what_it_costs_an_independent_writer() {
-    let (b, ops, refused) = leader_sitting(Method::Sigterm).await;
+    let (b, ops, refused) = leader_sitting(LocalMethod::Sigterm).await;
     assert_eq!(refused, Vec::<String>::new(), "ops sent to the stopped member");
     assert_agree("sigterm", compare(&b, &ops));
 }

@@ -10,16 +10,16 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leaderwatch::commands::drive::SittingConfig;
+use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::discover::Reach;
 use leaderwatch::k8s::preflight::{self, PreflightOptions};
 use leaderwatch::k8s::timing::{self, ElectionTiming};
 use leaderwatch::k8s::{KubeError, KubeOptions};
-use leaderwatch::measure::{self, MeasureConfig};
 use leaderwatch::model::baseline::Environment;
 use leaderwatch::model::clock::{Clock, SystemClock};
-use leaderwatch::sitting::SittingConfig;
 use support::fake_api::{FakeApi, Knobs, NS};
 use support::{events, leaderwatch, one_cluster_at_a_time};
 

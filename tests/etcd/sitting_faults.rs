@@ -13,22 +13,24 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use leaderwatch::analysis::counts::count;
-use leaderwatch::io::disrupt::{LocalDisruptor, Method};
+use leaderwatch::analysis::recovery::Target;
+use leaderwatch::commands::drive::{self, SittingConfig};
+use leaderwatch::io::disrupt::LocalDisruptor;
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::model::baseline::LocalMethod;
 use leaderwatch::model::baseline::{Baseline, Environment};
-use leaderwatch::model::baseline::{EnvironmentKind, Status, WindowName};
+use leaderwatch::model::baseline::{Completion, EnvironmentKind, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::counts::{Point, RoundView};
 use leaderwatch::model::member::MemberName;
-use leaderwatch::sitting::{self, SittingConfig, Target};
 use support::{canary_keys, events, one_cluster_at_a_time, samples};
 use tokio::sync::Mutex;
 
 type Row = HashMap<String, String>;
 
 struct Sit {
-    method: Method,
+    method: LocalMethod,
     down: Duration,
     idle: Duration,
     settle: Duration,
@@ -38,7 +40,7 @@ struct Sit {
 impl Default for Sit {
     fn default() -> Self {
         Sit {
-            method: Method::Sigkill,
+            method: LocalMethod::Sigkill,
             down: Duration::from_secs(2),
             idle: Duration::from_secs(3),
             settle: Duration::from_secs(2),
@@ -91,7 +93,7 @@ async fn sit_with(
         grace: Duration::from_secs(10),
     };
     let side = during(out.path().to_owned());
-    let r = sitting::run(cfg, d, clock, None, shutdown).await;
+    let r = drive::run_sitting(cfg, d, clock, None, shutdown).await;
     side.abort();
     if r.is_ok() {
         // A clean exit leaves nothing of the canary behind.
@@ -270,7 +272,9 @@ fn assert_causes_and_health(dir: &Path, b: &Baseline, signal: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run() {
     let mut cost = BTreeMap::new();
-    for (method, down) in [(Method::Sigterm, 2), (Method::Sigkill, 2), (Method::Sigstop, 3)] {
+    for (method, down) in
+        [(LocalMethod::Sigterm, 2), (LocalMethod::Sigkill, 2), (LocalMethod::Sigstop, 3)]
+    {
         let (r, out) = sit(Sit {
             method,
             down: Duration::from_secs(down),
@@ -293,7 +297,7 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
         // (sigkill, sigstop) can take two when both survivors campaign at once and split
         // the vote (seen once in CI on 2 busy cores): the term delta counts both.
         assert_eq!(dis.leader_transitions.len(), 1, "{method:?}: one leader change");
-        let terms = if method == Method::Sigterm { 1..=1 } else { 1..=2 };
+        let terms = if method == LocalMethod::Sigterm { 1..=1 } else { 1..=2 };
         assert!(
             dis.elections.is_some_and(|e| terms.contains(&e)),
             "{method:?}: elections {:?}",
@@ -312,7 +316,7 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
         assert!(kinds.contains(&signal), "{method:?}: {kinds:?}");
         assert_causes_and_health(out.path(), &b, &signal);
         cost.insert(method.name(), assert_the_canary(out.path(), &b));
-        if method == Method::Sigstop {
+        if method == LocalMethod::Sigstop {
             // Frozen, not restarted: thawed, and its counter did not reset.
             assert!(
                 kinds.contains(&"continued".to_owned()) && !kinds.contains(&"restarted".to_owned())
@@ -438,7 +442,7 @@ async fn a_signal_in_each_phase_ends_the_sitting_at_once_with_every_round_writte
         // sigstop with a 20 s probe timeout: a round waiting on the frozen member, or the
         // target-retry loop, would hold the signal for seconds.
         let s = Sit {
-            method: Method::Sigstop,
+            method: LocalMethod::Sigstop,
             down: Duration::from_secs(4),
             timeout: Duration::from_secs(20),
             settle: Duration::from_secs(30),
@@ -456,7 +460,7 @@ async fn a_signal_in_each_phase_ends_the_sitting_at_once_with_every_round_writte
             "{phase}: the signal was not honoured promptly ({took:?})"
         );
         let b = baseline(out.path());
-        assert_eq!(b.status, Status::Incomplete, "{phase}");
+        assert_eq!(b.status, Completion::Incomplete, "{phase}");
         let reason = b.incomplete_reason.clone().unwrap_or_default();
         assert!(
             reason.contains("signal")
@@ -499,7 +503,7 @@ async fn a_restart_that_cannot_start_leaves_an_incomplete_baseline() {
     let err = r.expect_err("the restart must fail");
     assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{err}");
     let b = baseline(out.path());
-    assert_eq!(b.status, Status::Incomplete);
+    assert_eq!(b.status, Completion::Incomplete);
     assert!(
         b.incomplete_reason.as_deref().unwrap_or_default().contains("the disruption failed"),
         "{:?}",

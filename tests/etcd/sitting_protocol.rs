@@ -6,13 +6,14 @@ use crate::support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use leaderwatch::analysis::recovery::Target;
+use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::{Disruptor, Reporter};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::model::baseline::EnvironmentKind;
 use leaderwatch::model::baseline::{Baseline, Environment};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::member::MemberName;
-use leaderwatch::sitting::{self, SittingConfig, Target};
 use support::{Fixture, cluster, samples};
 
 /// Disrupts nothing; remembers whom it was asked to disrupt.
@@ -23,7 +24,7 @@ struct Fake {
 impl Disruptor for Fake {
     fn method(&self) -> leaderwatch::model::baseline::DisruptionMethod {
         leaderwatch::model::baseline::DisruptionMethod::local(
-            leaderwatch::io::disrupt::Method::Sigterm,
+            leaderwatch::model::baseline::LocalMethod::Sigterm,
         )
     }
     async fn disrupt(self, member: MemberName, report: Reporter) -> leaderwatch::Result<()> {
@@ -66,7 +67,7 @@ async fn sit(f: &Fixture, target: Target) -> (leaderwatch::Result<Baseline>, Vec
     let asked = Arc::new(Mutex::new(Vec::new()));
     let fake = Fake { asked: asked.clone() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let r = sitting::run(config(f, target), fake, clock, None, std::future::pending()).await;
+    let r = drive::run_sitting(config(f, target), fake, clock, None, std::future::pending()).await;
     let asked = asked.lock().expect("lock").clone();
     (r, asked)
 }
@@ -155,7 +156,7 @@ async fn named_target_is_that_member_and_an_unknown_name_is_refused_up_front() {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let fake = Fake { asked: asked.clone() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let err = sitting::run(cfg, fake, clock, None, std::future::pending())
+    let err = drive::run_sitting(cfg, fake, clock, None, std::future::pending())
         .await
         .expect_err("unknown member must fail");
     assert!(matches!(err, leaderwatch::Error::Target(_)), "{err}");

@@ -380,7 +380,7 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     std::fs::copy(repo().join("deploy/k8s/etcd/README.md"), &readme).expect("README copy");
     // Ctrl-C while it follows only detaches (exit 9): the Job goes on ...
     let first = support::leaderwatch()
-        .env(leaderwatch::test_hooks::MIN_IDLE, "10s")
+        .env(leaderwatch::io::test_hooks::MIN_IDLE, "10s")
         .args(["sitting", "--kubeconfig", &kubeconfig, "--image"])
         .arg(manifest_image("deploy/k8s/leaderwatch/job-measure.yaml"))
         .args(["--idle", "10s", "--settle", "10s", "--environment", environment])
@@ -553,8 +553,8 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     lab.wait_pdb_allows_one();
     wait_until("the first Job's pod gone", Duration::from_secs(60), || job_pods(&lab).is_empty());
     let env = [
-        (leaderwatch::test_hooks::IDLE, "10s"),
-        (leaderwatch::test_hooks::SETTLE, "5m"),
+        (leaderwatch::io::test_hooks::IDLE, "10s"),
+        (leaderwatch::io::test_hooks::SETTLE, "5m"),
         ("LEADERWATCH_ENVIRONMENT", environment),
     ];
     let job = manifest("deploy/k8s/leaderwatch/job-measure.yaml", &env, dir.path());

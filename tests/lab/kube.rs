@@ -14,14 +14,14 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use leaderwatch::commands::drive::SittingConfig;
+use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::KubeOptions;
 use leaderwatch::k8s::discover::Reach;
-use leaderwatch::measure::{self, MeasureConfig};
 use leaderwatch::model::baseline::{Baseline, Environment, KubeMethod};
-use leaderwatch::model::baseline::{Status, WindowName};
+use leaderwatch::model::baseline::{Completion, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
-use leaderwatch::sitting::SittingConfig;
 use serde_json::Value;
 
 use crate::support::lab;
@@ -80,7 +80,7 @@ fn measure_cli(kubeconfig: &Path, out: &Path, args: &[&str]) -> Command {
         .arg(kubeconfig)
         .arg("--out")
         .arg(out)
-        .env(leaderwatch::test_hooks::MIN_IDLE, "10s")
+        .env(leaderwatch::io::test_hooks::MIN_IDLE, "10s")
         .stdout(Stdio::null())
         .stderr(Stdio::inherit());
     c
@@ -193,7 +193,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         .await
         .unwrap_or_else(|e| panic!("measure: {e}"));
     let term_after = lab.raft_term();
-    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!(d.method.to_string(), "kubernetes-eviction");
     assert_eq!(d.attempts, 1, "the PDB allowed the first eviction");
@@ -283,7 +283,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         .await
         .unwrap_or_else(|e| panic!("measure --method delete: {e}"));
     let term_after = lab.raft_term();
-    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!((d.method.to_string().as_str(), d.attempts), ("kubernetes-delete", 1));
     assert_eq!(
@@ -339,7 +339,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         .await
         .unwrap_or_else(|e| panic!("measure --method rolling-restart: {e}"));
     let term_after = lab.raft_term();
-    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!(
         (d.method.to_string().as_str(), d.target.as_str()),
@@ -401,7 +401,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         .await
         .unwrap_or_else(|e| panic!("measure --method drain: {e}"));
     let term_after = lab.raft_term();
-    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     let m = d.maintenance.as_ref().expect("a maintenance record");
     eprintln!("drain with a surge node: {m:#?}");
@@ -443,7 +443,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         .await
         .unwrap_or_else(|e| panic!("measure --method drain (no surge): {e}"));
     let term_after = lab.raft_term();
-    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(d.target_was_leader && d.target == leader);
     let m = d.maintenance.as_ref().expect("a maintenance record");
@@ -491,7 +491,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let saved: Baseline =
         serde_json::from_slice(&std::fs::read(cut.join("baseline.json")).expect("baseline.json"))
             .expect("json");
-    assert_eq!(saved.status, Status::Incomplete);
+    assert_eq!(saved.status, Completion::Incomplete);
 
     // 1g. The alert rule derived from these runs (the delete, the rolling restart, the two
     //     complete drains) stays silent on the elections each recorded, and fires on a
@@ -583,7 +583,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         &std::fs::read(run.join("baseline.json")).expect("baseline.json written"),
     )
     .expect("baseline json");
-    assert_eq!(saved.status, Status::Incomplete);
+    assert_eq!(saved.status, Completion::Incomplete);
     assert!(
         saved.windows.iter().any(|w| w.name == WindowName::AtRest && w.duration_s > 8.0),
         "at_rest kept: {:?}",
@@ -672,7 +672,7 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
         tokio::join!(measure::run(client, cfg, clock, std::future::pending()), faults);
 
     let b = result.unwrap_or_else(|e| panic!("measure: {e}"));
-    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!(
         lab.accepted_evictions(),
@@ -772,7 +772,7 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
         &std::fs::read(run.join("baseline.json")).expect("baseline.json written"),
     )
     .expect("baseline json");
-    assert_eq!(saved.status, Status::Incomplete);
+    assert_eq!(saved.status, Completion::Incomplete);
     assert!(
         saved.windows.iter().any(|w| w.name == WindowName::AtRest && w.full_length),
         "at_rest kept whole: {:?}",
@@ -797,7 +797,7 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
     let b = measure(&kc, &out.path().join("after"), "follower")
         .await
         .unwrap_or_else(|e| panic!("measure: {e}"));
-    assert_eq!(b.status, Status::Complete);
+    assert_eq!(b.status, Completion::Complete);
     assert_eq!(lab.accepted_evictions().len(), 1, "exactly one member evicted in all");
 }
 
@@ -816,7 +816,7 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     let w = writer::Writer::start(&urls);
     let b = measure(&kc, out.path(), "leader").await.unwrap_or_else(|e| panic!("measure: {e}"));
     let ops = tokio::task::spawn_blocking(move || w.stop()).await.expect("writer");
-    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(d.target_was_leader);
     assert!(
@@ -959,7 +959,7 @@ async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
     let b: Baseline =
         serde_json::from_slice(&std::fs::read(run.join("baseline.json")).expect("baseline.json"))
             .expect("json");
-    assert_eq!(b.status, Status::Complete, "{:?}", b.incomplete_reason);
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(
         d.member_lost_at.is_some() && d.member_back_at.is_some() && d.healthy_at.is_some(),

@@ -1,6 +1,6 @@
 //! `leaderwatch sitting`: the sitting run in the cluster as the committed Job, driven from a
 //! machine with a kubeconfig, from the checks to the results in `data/`. The steps are in
-//! the command's help (src/cli.rs); the objects come from src/k8s/job.rs, the copy of the
+//! the command's help (src/commands/cli.rs); the objects come from src/k8s/job.rs, the copy of the
 //! run directory from src/io/pack.rs, the tables from src/render/report.rs.
 //!
 //! Nothing here deletes a sitting that runs: Ctrl-C only stops following it, and a fetch
@@ -19,7 +19,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, LogParams};
 
 use crate::Error;
-use crate::cli::SittingArgs;
+use crate::commands::cli::SittingArgs;
 use crate::io::pack;
 use crate::k8s::job::{self, JobParams, Object};
 use crate::k8s::{self, KubeError, KubeOptions, call};
@@ -477,7 +477,7 @@ fn render_readme(readme: &Path, out_dir: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+pub async fn command(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let mut shutdown = Box::pin(shutdown);
     let m = manifests()?;
     let ns = m.job.metadata.namespace.clone().unwrap_or_else(|| "dlock".into());
@@ -526,7 +526,7 @@ pub async fn run(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(
                 },
             ));
         }
-        let env = crate::test_hooks::forwarded();
+        let env = crate::io::test_hooks::forwarded();
         let p = JobParams {
             image,
             target: a.target.clone(),

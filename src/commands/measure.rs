@@ -9,6 +9,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::{Api, Client};
 
+use crate::analysis::recovery::Target;
+use crate::commands::cli::MeasureArgs;
+use crate::commands::drive::{self, SittingConfig};
 use crate::io::probe::ProbeConfig;
 use crate::k8s::discover::{Reach, connect};
 use crate::k8s::evict::KubeEvictor;
@@ -17,13 +20,9 @@ use crate::k8s::preflight::{self, PreflightOptions};
 use crate::k8s::{KubeOptions, timing, watch};
 use crate::model::baseline::{Baseline, Environment, EnvironmentKind, KubeMethod};
 use crate::model::clock::Clock;
+use crate::model::clock::SystemClock;
 use crate::model::member::MemberName;
-use crate::sitting::Target;
-use crate::sitting::{self, SittingConfig};
 use crate::{Error, Result};
-
-/// The spec's observation window: a real sitting is never shorter.
-pub const MIN_IDLE: Duration = Duration::from_secs(20 * 60);
 
 #[derive(Debug, Clone)]
 pub struct MeasureConfig {
@@ -123,13 +122,14 @@ pub async fn run(
                     clock.clone(),
                 )
             };
-            sitting::run(sitting, evictor, clock, Some(rx), shutdown).await
+            drive::run_sitting(sitting, evictor, clock, Some(rx), shutdown).await
         }
         KubeMethod::RollingRestart => {
-            sitting::run(sitting, RollingRestart::new(scope), clock, Some(rx), shutdown).await
+            drive::run_sitting(sitting, RollingRestart::new(scope), clock, Some(rx), shutdown).await
         }
         KubeMethod::Drain => {
-            sitting::run(sitting, Drain::new(scope, cfg.down), clock, Some(rx), shutdown).await
+            drive::run_sitting(sitting, Drain::new(scope, cfg.down), clock, Some(rx), shutdown)
+                .await
         }
     };
     for w in watchers {
@@ -159,4 +159,61 @@ fn common_prefix(names: &[&str]) -> String {
         n = n.min(first.bytes().zip(other.bytes()).take_while(|(a, b)| a == b).count());
     }
     first[..n].to_owned()
+}
+
+/// `leaderwatch measure` from its arguments: the sitting, then its table (also on the log).
+pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let kube = a.kube.options();
+    let (idle, settle) = crate::io::test_hooks::windows(a.idle, a.settle).map_err(Error::Usage)?;
+    let cfg = MeasureConfig {
+        reach: a.kube.reach(),
+        kube,
+        sitting: SittingConfig {
+            members: vec![], // discovered from the pods
+            idle,
+            settle,
+            interval: a.cadence.interval,
+            fast_interval: a.cadence.fast_interval,
+            target: a.target.parse().map_err(Error::Usage)?,
+            probe: ProbeConfig { timeout: a.cadence.timeout, ..ProbeConfig::default() },
+            out: a.out.clone(),
+            recovery_timeout: a.recovery_timeout,
+            environment: Environment { description: a.environment, ..Environment::default() },
+            cause_horizon: a.cadence.cause_horizon,
+            canary: a.cadence.canary(),
+            metrics_addr: a.metrics_addr,
+            follow_pod_ips: false,
+        },
+        evict_timeout: a.evict_timeout,
+        dry_run: a.dry_run,
+        method: a.method,
+        down: a.down,
+    };
+    let client = crate::k8s::client(&cfg.kube).await?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let path = a.out.join(crate::model::baseline::BASELINE);
+    let since = std::time::SystemTime::now();
+    // In a pod the log may be the only way out (baseline-from-log.sh reads it there).
+    let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    let result = run(client, cfg, clock, shutdown).await;
+    // The last act, whatever the outcome: what `leaderwatch sitting` checks its copy against.
+    if a.checksums
+        && a.out.is_dir()
+        && let Err(e) = crate::io::pack::write_sums(&a.out)
+    {
+        tracing::warn!("checksums: {e}");
+    }
+    match result {
+        Ok(b) => {
+            crate::render::report::print_result(&crate::io::read::with_rate(&path, b)?, in_pod);
+            Ok(())
+        }
+        Err(e) => {
+            // An incomplete sitting still wrote what it measured: the Job's log gets it too.
+            if let Some(f) = crate::io::read::written_since(&path, since) {
+                crate::render::report::print_result(&f, in_pod);
+            }
+            Err(e)
+        }
+    }
 }

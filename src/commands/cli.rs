@@ -6,9 +6,9 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::io::disrupt::Method;
 use crate::k8s::discover::Reach;
 use crate::model::baseline::KubeMethod;
+use crate::model::baseline::LocalMethod;
 
 /// `-o` of `preflight` and `compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -65,9 +65,9 @@ impl ValueEnum for Reach {
     }
 }
 
-impl ValueEnum for Method {
+impl ValueEnum for LocalMethod {
     fn value_variants<'a>() -> &'a [Self] {
-        &[Method::Sigterm, Method::Sigkill, Method::Sigstop]
+        &[LocalMethod::Sigterm, LocalMethod::Sigkill, LocalMethod::Sigstop]
     }
     fn to_possible_value(&self) -> Option<PossibleValue> {
         Some(PossibleValue::new(self.name()))
@@ -277,6 +277,17 @@ impl KubeArgs {
     pub fn reach(&self) -> Reach {
         if self.port_forward { Reach::PortForward } else { self.reach }
     }
+
+    /// The Kubernetes client's options.
+    pub fn options(&self) -> crate::k8s::KubeOptions {
+        crate::k8s::KubeOptions {
+            kubeconfig: self.conn.kubeconfig.clone(),
+            context: self.conn.context.clone(),
+            namespace: self.namespace.clone(),
+            selector: self.selector.clone(),
+            request_timeout: self.conn.request_timeout,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -289,10 +300,10 @@ pub struct PreflightArgs {
 }
 
 /// `--idle` for a real sitting: at least the spec's 20 minutes, unless the test hook
-/// [`crate::test_hooks::MIN_IDLE`] lowers the floor (the harness's short sittings).
+/// [`crate::io::test_hooks::MIN_IDLE`] lowers the floor (the harness's short sittings).
 pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
     let d = parse_duration(s)?;
-    let floor = crate::test_hooks::min_idle(crate::measure::MIN_IDLE)?;
+    let floor = crate::io::test_hooks::min_idle(crate::analysis::sitting::MIN_IDLE)?;
     if d < floor {
         return Err(format!(
             "{s:?}: a real sitting idles at least {} (the spec's window); use `rehearse` for short runs",
@@ -450,7 +461,7 @@ pub struct RehearseArgs {
     /// How to fail the member: sigterm (what an eviction sends; etcd hands leadership over
     /// first), sigkill (a crash), or sigstop (a freeze for --down, then SIGCONT).
     #[arg(long, value_enum, default_value = "sigterm")]
-    pub method: Method,
+    pub method: LocalMethod,
     /// How long the disrupted member stays down (sigterm, sigkill: until its restart, the
     /// reschedule) or frozen (sigstop: until SIGCONT).
     #[arg(long, default_value = "5s", value_parser = parse_duration)]

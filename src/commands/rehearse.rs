@@ -9,33 +9,36 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use crate::cli::RehearseArgs;
-use crate::io::disrupt::{LocalDisruptor, Method};
+use crate::analysis::recovery::Target;
+use crate::commands::cli::RehearseArgs;
+use crate::commands::drive::{self, SittingConfig, check_target};
+use crate::io::disrupt::LocalDisruptor;
 use crate::io::local::{LocalCluster, LocalOptions};
 use crate::io::probe::ProbeConfig;
 use crate::io::read;
+use crate::model::baseline::LocalMethod;
 use crate::model::baseline::{BASELINE, Environment, EnvironmentKind};
 use crate::model::clock::{Clock, SystemClock};
-use crate::sitting::{self, SittingConfig, Target};
 use crate::{Error, Result, render::report};
 
 /// The kubelet's default grace, and the StatefulSet's terminationGracePeriodSeconds.
 const GRACE: Duration = Duration::from_secs(30);
 
-pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
+/// `leaderwatch rehearse` from its arguments.
+pub async fn command(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
     let target: Target = a.target.parse().map_err(Error::Usage)?;
-    let method: Method = a.method;
+    let method: LocalMethod = a.method;
     if a.cadence.fast_interval > a.cadence.interval {
         return Err(Error::Usage("--fast-interval must not be longer than --interval".to_owned()));
     }
-    // A name is checked against m0..m{n-1} before anything starts.
+    // A name is checked against m0..m{n-1} before etcd is started for nothing.
     let names: Vec<crate::model::member::Member> = (0..a.members)
         .map(|i| crate::model::member::Member {
             name: crate::model::member::MemberName(format!("m{i}")),
             url: String::new(),
         })
         .collect();
-    target.check(&names).map_err(Error::Target)?;
+    check_target(&target, &names)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let out = a.out.unwrap_or_else(|| {
         PathBuf::from(format!(
@@ -82,7 +85,7 @@ pub async fn run(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<
     let cluster = Arc::new(Mutex::new(cluster));
     let disruptor = LocalDisruptor { cluster: cluster.clone(), method, down: a.down, grace: GRACE };
     let since = std::time::SystemTime::now();
-    let result = sitting::run(cfg, disruptor, clock, None, shutdown).await;
+    let result = drive::run_sitting(cfg, disruptor, clock, None, shutdown).await;
     drop(cluster); // the last handle: stops the members before printing
     let path = out.join(BASELINE);
     match result {

@@ -1,0 +1,35 @@
+//! The commands, one file each, named after the subcommand: each turns its arguments
+//! into the layers' types, runs, and maps what fails to an [`Error`] naming the flag.
+//! [`drive`] is the one loop every command that samples runs; [`cli`] the command line.
+
+pub mod cli;
+pub mod compare;
+pub mod drive;
+pub mod measure;
+pub mod preflight;
+pub mod rate;
+pub mod rehearse;
+pub mod report;
+pub mod sample;
+pub mod sitting;
+
+use crate::Error;
+
+/// Writes `text` to stdout: a closed pipe or a full disk is [`Error::Stdout`] (exit 3),
+/// where print! would panic.
+pub fn out(text: &str) -> Result<(), Error> {
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    o.write_all(text.as_bytes()).and_then(|()| o.flush()).map_err(Error::Stdout)
+}
+
+/// A CSV row that could not go to stdout: the pipe or disk (exit 3), or our own row (a bug).
+pub fn csv_export(e: csv::Error) -> Error {
+    if !e.is_io_error() {
+        return Error::Internal(format!("csv export: {e}"));
+    }
+    match e.into_kind() {
+        csv::ErrorKind::Io(io) => Error::Stdout(io),
+        other => Error::Internal(format!("csv export: {other:?}")),
+    }
+}

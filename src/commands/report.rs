@@ -1,0 +1,69 @@
+//! `leaderwatch report`: the baseline table (markdown, CSV, or the README's table
+//! rewritten in place) and, with `--alert-rule`, the alert rule derived from baselines.
+
+use clap::ValueEnum;
+
+use crate::Error;
+use crate::commands::cli::{ReportArgs, ReportFormat};
+use crate::commands::out;
+use crate::io::read;
+
+pub fn command(a: ReportArgs) -> Result<(), Error> {
+    if a.alert_rule {
+        let baselines = a
+            .baselines
+            .iter()
+            .map(|p| read::baseline(p).map(|b| (p.clone(), b)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let format = match a.format {
+            None | Some(ReportFormat::Rules) => "rules",
+            Some(ReportFormat::Prometheus) => "prometheus",
+            Some(f @ (ReportFormat::Markdown | ReportFormat::Csv)) => {
+                return Err(Error::Usage(format!(
+                    "--alert-rule writes --format rules or prometheus, not {}",
+                    format_name(f)
+                )));
+            }
+        };
+        let p = crate::render::alert::Params {
+            window: a.window,
+            disruptions: a.disruptions,
+            allow_local: a.allow_local,
+            scrape_interval: a.scrape_interval,
+            force: a.force,
+        };
+        let d = crate::render::alert::derive(&baselines, &p)?;
+        for l in &d.lines {
+            eprintln!("{l}");
+        }
+        out(&crate::render::alert::render(&d, &p, format, &a.namespace)?)?;
+        return Ok(());
+    }
+    if let Some(f @ (ReportFormat::Rules | ReportFormat::Prometheus)) = a.format {
+        return Err(Error::Usage(format!("--format {} is for --alert-rule", format_name(f))));
+    }
+    // Each baseline with the events.csv beside it (the rate rows): one unreadable file is
+    // one line and exit 2, for the table as for the CSV.
+    let baselines =
+        a.baselines.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
+    match (a.update, a.format) {
+        (Some(readme), _) => {
+            let changed = crate::io::readme::rewrite(&readme, |text, dir| {
+                crate::render::report::updated(text, dir, &baselines)
+            })?;
+            eprintln!(
+                "{}: {}",
+                readme.display(),
+                if changed { "baseline table updated" } else { "already up to date" }
+            );
+        }
+        (None, Some(ReportFormat::Csv)) => out(&crate::render::report::render_csv(&baselines)?)?,
+        (None, _) => out(&format!("{}\n", crate::render::report::render(&baselines, None)))?,
+    }
+    Ok(())
+}
+
+/// A `--format` value as the user typed it.
+fn format_name(f: ReportFormat) -> String {
+    f.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default()
+}
