@@ -97,8 +97,8 @@ impl Protocol for Sampling {
             Input::Tick => self.ticked(now),
             Input::Round { .. } => self.tick(false),
             Input::Signal => self.end(EndedBy::Signal),
-            // Nothing else is asked for by `sample`.
-            _ => self.end(EndedBy::Signal),
+            // Nothing else is asked for by `sample`: sampling goes on.
+            _ => self.tick(false),
         }
     }
 
@@ -144,5 +144,86 @@ impl Protocol for Sampling {
             residual: None,
         };
         Closing { rows, events: self.take_events(), document: summary, cut: None }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::baseline::WindowName;
+    use crate::model::member::MemberName;
+    use chrono::{TimeZone, Utc};
+
+    fn at(base: tokio::time::Instant, s: f64) -> Stamp {
+        let t0 = Utc.with_ymd_and_hms(2026, 12, 4, 12, 0, 0).single().expect("instant");
+        let d = Duration::from_secs_f64(s);
+        Stamp { utc: t0 + d, mono: base + d }
+    }
+
+    fn plan(metrics_every: Option<u64>, duration: Option<Duration>) -> SamplingPlan {
+        SamplingPlan {
+            members: vec![Member {
+                name: MemberName("m0".to_owned()),
+                url: "http://m0".to_owned(),
+            }],
+            interval: Duration::from_secs(1),
+            metrics_every,
+            duration,
+            cause_horizon: Duration::from_secs(30),
+            canary: None,
+        }
+    }
+
+    #[test]
+    fn pages_are_read_every_nth_round_and_the_run_ends_at_the_first_tick_past_its_duration() {
+        let base = tokio::time::Instant::now();
+        let engine = Engine::new(WindowName::Sample, 1, Duration::from_secs(30));
+        let mut s = Sampling::new(plan(Some(3), Some(Duration::from_secs(5))), at(base, 0.0));
+        let every = Duration::from_secs(1);
+        assert_eq!(
+            s.step(Input::Start, at(base, 0.0), &engine),
+            Next::Tick { every, restart: true }
+        );
+        let mut pages = Vec::new();
+        for i in 0..10 {
+            match s.step(Input::Tick, at(base, i as f64), &engine) {
+                Next::Round { pages: p, wait } => {
+                    assert_eq!(wait, Some(every));
+                    pages.push(p);
+                }
+                Next::Finish => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        use Pages::{Every, Skip};
+        assert_eq!(
+            pages,
+            [Every, Skip, Skip, Every, Skip],
+            "ticks at 0..4 s; the one at 5 s ends it"
+        );
+        assert_eq!(s.ended_by, Some(EndedBy::Duration));
+        assert_eq!(s.take_events().first().map(|e| e.kind), Some(EventKind::RunStarted));
+    }
+
+    #[test]
+    fn a_canary_starts_before_the_first_tick_and_a_signal_ends_the_run() {
+        let base = tokio::time::Instant::now();
+        let mut engine = Engine::new(WindowName::Sample, 1, Duration::from_secs(30));
+        let timeout = Duration::from_millis(500);
+        let p = SamplingPlan { canary: Some(timeout), ..plan(None, None) };
+        let mut s = Sampling::new(p, at(base, 0.0));
+        let every = Duration::from_secs(1);
+        let next = s.step(Input::Start, at(base, 0.0), &engine);
+        assert_eq!(next, Next::StartCanary { every, timeout, say_deadline: false });
+        let next = s.step(Input::CanaryStarted(true), at(base, 0.1), &engine);
+        assert_eq!(next, Next::Tick { every, restart: true });
+        let next = s.step(Input::Tick, at(base, 0.1), &engine);
+        assert_eq!(next, Next::Round { pages: Pages::OnChange, wait: Some(every) });
+        assert_eq!(s.step(Input::Signal, at(base, 0.5), &engine), Next::Finish);
+        let c = s.finish(&mut engine, "run", at(base, 0.5));
+        assert_eq!(c.document.ended_by, EndedBy::Signal);
+        assert_eq!(c.document.duration_s, 0.5);
+        let kinds: Vec<EventKind> = c.events.iter().map(|e| e.kind).collect();
+        assert_eq!(kinds, [EventKind::RunStarted, EventKind::RunEnded]);
     }
 }
