@@ -5,6 +5,7 @@ pub mod attribution;
 pub mod cadence;
 pub mod client;
 pub mod counts;
+pub mod disruption;
 pub mod engine;
 pub mod events;
 pub mod health;
