@@ -8,13 +8,13 @@ mod error;
 mod events;
 mod images;
 mod lab;
+mod measure;
 mod net;
 mod node;
 mod pki;
 mod policies;
 mod proc;
 mod registry;
-mod sitting;
 mod storage;
 
 use clap::{Parser, Subcommand};
@@ -180,7 +180,7 @@ fn run(cli: Cli) -> Result<()> {
                 let repo = abs(repo);
                 let lw =
                     if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
-                sitting::run(&opts, &repo, &lw, leader, args).await
+                measure::run(&opts, &repo, &lw, leader, args).await
             }
             Cmd::Acceptance { repo, leaderwatch } => {
                 let repo = abs(repo);

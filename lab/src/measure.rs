@@ -1,8 +1,9 @@
-//! The GKE sitting rehearsed on the local cluster, as a user runs it: a fresh cluster,
-//! dlock's etcd deployed by deploy/k8s/apply.sh, leaderwatch's ServiceAccount and RBAC
-//! from deploy/k8s/leaderwatch/rbac.yaml, a token for that ServiceAccount from TokenRequest
-//! (never the admin's credentials), then `leaderwatch measure --reach pod-ip` with its
-//! defaults except the environment label, and the baseline table.
+//! `lw-lab measure`: the GKE sitting rehearsed on the local cluster, as a user runs it: a
+//! fresh cluster, dlock's etcd deployed by deploy/k8s/apply.sh, leaderwatch's
+//! ServiceAccount and RBAC from deploy/k8s/leaderwatch/rbac.yaml, a token for that
+//! ServiceAccount from TokenRequest (never the admin's credentials), then `leaderwatch
+//! measure --reach pod-ip` with its defaults except the environment label, and the baseline
+//! table.
 
 use crate::error::{Error, Result};
 use crate::lab::{KUBE_VERSION, Options, State};
