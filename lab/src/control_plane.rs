@@ -1,7 +1,8 @@
 //! The control plane, each component in its own process: a control-plane etcd of its own
 //! (never one of dlock's members), kube-apiserver (RBAC + Node authorizer, ServiceAccount
 //! tokens, default admission plugins + NodeRestriction, an audit log of evictions and pod
-//! deletions), kube-controller-manager (every default controller) and kube-scheduler.
+//! deletions, the kubelets' serving certificates verified against the cluster CA),
+//! kube-controller-manager (every default controller) and kube-scheduler.
 
 use crate::error::{Error, IoContext, Result};
 use crate::pki::{Identity, Pki};
@@ -265,6 +266,10 @@ fn apiserver_flags(
         format!("--service-cluster-ip-range={SERVICE_CIDR}"),
         format!("--kubelet-client-certificate={}", kc_crt.display()),
         format!("--kubelet-client-key={}", kc_key.display()),
+        // The kubelets' serving certificates are verified (without a CA the API server skips
+        // verification for exec, logs, port-forward and the node proxy): each is signed by
+        // the cluster CA for its node's InternalIP, the address dialled (lab.rs, `kit`).
+        format!("--kubelet-certificate-authority={}", pd.join("ca.crt").display()),
         "--kubelet-preferred-address-types=InternalIP".into(),
         format!("--audit-policy-file={}", policy.display()),
         format!("--audit-log-path={}", audit_log.display()),

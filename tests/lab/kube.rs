@@ -976,17 +976,19 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     assert!(one >= canary - 1e-9, "one in flight {one:.3} s < {canary:.3} s");
 }
 
-/// The laptop path on real nodes: `preflight` and `measure --reach port-forward` from the
-/// host under the leaderwatch ServiceAccount's token (rbac.yaml and rbac-port-forward.yaml),
-/// every member reached through the kubelet's port-forward. The evicted follower comes back
-/// as a new pod (a new UID, a new address) and the forward follows it by name: the
-/// recovery is timed through it.
+/// The laptop path on real nodes: kubectl's port-forward, exec and logs through an API
+/// server that verifies the kubelets' serving certificates (and refuses a foreign CA's),
+/// then `preflight` and `measure --reach port-forward` from the host under the leaderwatch
+/// ServiceAccount's token (rbac.yaml and rbac-port-forward.yaml), every member reached
+/// through the kubelet's port-forward. The evicted follower comes back as a new pod (a new
+/// UID, a new address) and the forward follows it by name: the recovery is timed through it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and make kube-tools; make test runs it"]
 async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
     let (lab, kc, out) = Lab::deployed(&[]);
     let (kc, out) = (kc.as_path(), out.path());
     kubectl_port_forward_exec_and_logs_reach_the_kubelets(&lab);
+    the_api_server_verifies_the_kubelets_serving_certificates(&lab);
     without_rbac_port_forward_yaml_preflight_names_the_file(kc);
     lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-port-forward.yaml"]);
     let before = member_uids(&lab);
@@ -995,7 +997,8 @@ async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
 }
 
 /// kubectl's own port-forward, exec and logs, with its defaults, through the API server to
-/// the kubelets (the stand-in kubelet of old served neither port-forward nor SPDY exec).
+/// the kubelets (the stand-in kubelet of old served neither port-forward nor SPDY exec), with
+/// the API server verifying each kubelet's serving certificate.
 fn kubectl_port_forward_exec_and_logs_reach_the_kubelets(lab: &Lab) {
     let mut pf = Command::new(lab.state["kubectl"].as_str().expect("kubectl"))
         .args(["-n", "dlock", "port-forward", "pod/dlock-etcd-1", ":2379"])
@@ -1034,6 +1037,140 @@ fn kubectl_port_forward_exec_and_logs_reach_the_kubelets(lab: &Lab) {
     assert!(version.contains("3.6.14"), "kubectl exec: {version}");
     let logs = lab.ok(&["-n", "dlock", "logs", "dlock-etcd-2", "--tail=5"]);
     assert_eq!(logs.lines().count(), 5, "kubectl logs --tail=5: {logs}");
+}
+
+/// The API server verifies the kubelets' serving certificates (docs/local-cluster.md): it
+/// runs with --kubelet-certificate-authority, a real kubelet answers through the node
+/// proxy, and a "kubelet" whose certificate has the right address but a foreign CA's
+/// signature is refused. Without the flag the API server skips verification and that
+/// request would get the impostor's page: the negative control.
+fn the_api_server_verifies_the_kubelets_serving_certificates(lab: &Lab) {
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", lab.apiserver_pid()))
+        .expect("kube-apiserver's command line");
+    let flags: Vec<String> =
+        cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    let ca = flags
+        .iter()
+        .rev()
+        .find_map(|f| f.strip_prefix("--kubelet-certificate-authority="))
+        .unwrap_or_else(|| panic!("kube-apiserver without --kubelet-certificate-authority"));
+    assert_eq!(Path::new(ca), lab.dir.join("pki/ca.crt"), "the cluster CA: {flags:?}");
+    let node = lab.state["nodes"][0][0].as_str().expect("a node");
+    let (code, body) = api_get(lab, &format!("/api/v1/nodes/{node}/proxy/healthz"));
+    assert_eq!((code, body.trim()), (200, "ok"), "{node}'s kubelet through the node proxy");
+
+    // The impostor listens on the host's bridge address, which the API server is bound to
+    // and reaches; a Node object (cordoned, never Ready) points the node proxy at it.
+    let server = lab.state["server"].as_str().expect("server");
+    let host = server.trim_start_matches("https://").rsplit_once(':').expect("host:port").0;
+    let impostor = ForeignKubelet::start(host);
+    let name = "lw-foreign-kubelet";
+    let spec = serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {"lw-lab/no-surge": "true"}},
+        "spec": {"unschedulable": true},
+    });
+    let status = serde_json::json!({"status": {
+        "addresses": [{"type": "InternalIP", "address": host}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": impostor.port}},
+    }});
+    let file = impostor.dir.path().join("node.json");
+    std::fs::write(&file, spec.to_string()).expect("node.json");
+    lab.ok(&["create", "-f", file.to_str().expect("path")]);
+    lab.ok(&[
+        "patch",
+        "node",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status.to_string(),
+    ]);
+    let (code, body) = api_get(lab, &format!("/api/v1/nodes/{name}/proxy/healthz"));
+    lab.ok(&["delete", "node", name]);
+    drop(impostor);
+    assert!(
+        code >= 500 && body.contains("x509") && body.contains("unknown authority"),
+        "the foreign CA's certificate must be refused: HTTP {code}: {body}"
+    );
+}
+
+/// GET `path` from the API server as the admin, with curl (kubectl hides a proxy error's
+/// body): the status code and the body.
+fn api_get(lab: &Lab, path: &str) -> (u16, String) {
+    let kubeconfig = std::fs::read_to_string(lab.state["kubeconfig"].as_str().expect("kubeconfig"))
+        .expect("admin kubeconfig");
+    let token = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("the admin's token");
+    let o = Command::new("curl")
+        .args(["-sS", "-m", "20", "-w", "\n%{http_code}", "--cacert"])
+        .arg(lab.dir.join("pki/ca.crt"))
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .arg(format!("{}{path}", lab.state["server"].as_str().expect("server")))
+        .output()
+        .expect("curl");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (body, code) = out.rsplit_once('\n').unwrap_or(("", &out));
+    let code = code
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("curl {path}: {out}{}", String::from_utf8_lossy(&o.stderr)));
+    (code, body.to_string())
+}
+
+/// An HTTPS server posing as a kubelet (`openssl s_server -www`): a certificate for the
+/// right address, signed by a CA of its own rather than the cluster's. Killed when dropped.
+struct ForeignKubelet {
+    child: std::process::Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl ForeignKubelet {
+    fn start(host: &str) -> ForeignKubelet {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (crt, key) = (dir.path().join("crt.pem"), dir.path().join("key.pem"));
+        let made = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+            .args(["-nodes", "-days", "1", "-subj", "/CN=system:node:lw-foreign-kubelet"])
+            .args(["-addext", &format!("subjectAltName=IP:{host}"), "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .output()
+            .expect("openssl req");
+        assert!(made.status.success(), "openssl req: {}", String::from_utf8_lossy(&made.stderr));
+        let port = std::net::TcpListener::bind((host, 0))
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept", &format!("{host}:{port}"), "-cert"])
+            .arg(&crt)
+            .arg("-key")
+            .arg(&key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("openssl s_server");
+        let mut k = ForeignKubelet { child, port, dir };
+        let t = Instant::now();
+        while std::net::TcpStream::connect((host, port)).is_err() {
+            assert!(k.child.try_wait().expect("wait").is_none(), "openssl s_server exited");
+            assert!(t.elapsed() < Duration::from_secs(10), "openssl s_server not listening");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        k
+    }
+}
+
+impl Drop for ForeignKubelet {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 /// Without rbac-port-forward.yaml the ServiceAccount may not forward: one line naming the
