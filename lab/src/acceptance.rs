@@ -109,7 +109,7 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
     let env = Env {
         kubectl: state.kubectl.clone(),
         kubeconfig: state.kubeconfig.clone(),
-        repo: repo.clone(),
+        repo,
         runc: (state.runc.clone(), state.runc_root.clone()),
     };
     println!(
@@ -129,7 +129,42 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
         )));
     }
 
-    // Criterion 1, with a negative control so that a dry run that accepts anything fails here.
+    criterion_1(&env, &mut r).await;
+    deploy(&env).await;
+    let zones = criterion_2(&env, &mut r).await;
+    criterion_3(&env, &mut r).await;
+    // Criterion 4: etcdctl inside a member.
+    let (ok4, ev4) = endpoint_status(&env).await;
+    r.add(
+        "criterion 4 (etcdctl endpoint status inside a member: three endpoints, one leader)",
+        ok4,
+        ev4,
+    );
+    criterion_5(&env, &mut r).await;
+    preflight(&env, &mut r, &leaderwatch).await;
+    wait_healthy(&env, Duration::from_secs(120)).await;
+
+    // Criterion 6 and §6's delete: the StatefulSet recreates it, in its disk's zone.
+    let (ok6, ev6) = delete_member(&env, &zones).await;
+    r.add("criterion 6 (a deleted member pod returns to a healthy 3-endpoint list without intervention)", ok6, ev6);
+    criterion_7(&env, &mut r).await;
+    criterion_8(&env, &mut r);
+
+    // §6 verification, command by command.
+    let (ok_v, ev_v) = verification(&env).await;
+    r.add("§6 verification", ok_v, ev_v);
+
+    let failed = r.lines.iter().filter(|(_, p, _)| !p).count();
+    println!("acceptance: {} PASS, {failed} FAIL", r.lines.len() - failed);
+    if failed > 0 {
+        return Err(Error::Acceptance(failed, r.lines.len()));
+    }
+    Ok(())
+}
+
+/// Criterion 1, with a negative control so that a dry run that accepts anything fails here;
+/// leaderwatch's own RBAC, Job and Deployment are dry-run too.
+async fn criterion_1(env: &Env, r: &mut Report) {
     let dry = env.k(&["apply", "--dry-run=server", "-f", "deploy/k8s/etcd/", "-R"]).await;
     let bad = env
         .k(&["apply", "--dry-run=server", "-f", "tests/fixtures/invalid-statefulset.yaml"])
@@ -156,13 +191,16 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
             if lw.ok { format!("accepted ({} objects)", lw.stdout.matches("(server dry run)").count()) } else { one_line(&lw.stderr) }
         ),
     );
+}
 
-    // Deploy as the spec says: apply.sh, unmodified, with its own waits.
+/// Deploys as the spec says: deploy/k8s/apply.sh, unmodified, with its own waits. Its
+/// failure is printed, not returned: the criteria after it say what is missing.
+async fn deploy(env: &Env) {
     let t0 = Instant::now();
     let kubectl_s = env.kubectl.display().to_string();
     let apply = env
         .run(
-            &repo.join("deploy/k8s/apply.sh"),
+            &env.repo.join("deploy/k8s/apply.sh"),
             &[],
             &[("KUBECTL", &kubectl_s)],
             Duration::from_secs(900),
@@ -177,13 +215,16 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
     if !apply.ok {
         println!("deploy: apply.sh failed: {}", one_line(&apply.stderr));
     }
+}
 
-    // Criterion 2.
+/// Criterion 2: three members Running and Ready on three nodes in three zones. Returns
+/// each node's zone (criterion 6 checks the recreated member's).
+async fn criterion_2(env: &Env, r: &mut Report) -> BTreeMap<String, String> {
     let wide = env
         .k(&["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd", "-o", "wide"])
         .await;
     print_indented(&wide.stdout);
-    let zones = node_zones(&env).await;
+    let zones = node_zones(env).await;
     let pods = env
         .json(&[
             "-n",
@@ -227,8 +268,11 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
             not_ready(&items)
         ),
     );
+    zones
+}
 
-    // Criterion 3.
+/// Criterion 3: three PVCs, premium-rwo, 10Gi, Bound.
+async fn criterion_3(env: &Env, r: &mut Report) {
     let pvc_table = env.k(&["-n", "dlock", "get", "pvc"]).await;
     print_indented(&pvc_table.stdout);
     let pvcs = env.json(&["-n", "dlock", "get", "pvc", "-o", "json"]).await;
@@ -252,16 +296,11 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
             good.join(", ")
         ),
     );
+}
 
-    // Criterion 4: etcdctl inside a member.
-    let (ok4, ev4) = endpoint_status(&env).await;
-    r.add(
-        "criterion 4 (etcdctl endpoint status inside a member: three endpoints, one leader)",
-        ok4,
-        ev4,
-    );
-
-    // Criterion 5: the disruption controller's figure (it computes asynchronously).
+/// Criterion 5: the PDB's disruptionsAllowed is 1, as the disruption controller computed
+/// it (asynchronously: polled for up to 30 s).
+async fn criterion_5(env: &Env, r: &mut Report) {
     let mut allowed = None;
     for _ in 0..30 {
         allowed = env
@@ -283,19 +322,22 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
             allowed.map(|a| a.to_string()).unwrap_or_else(|| "unknown".into())
         ),
     );
+}
 
-    // `leaderwatch preflight` passes now, and names the failing check with a member frozen.
+/// `leaderwatch preflight --reach pod-ip` passes now, and names the failing check (exit 7)
+/// with dlock-etcd-2's etcd frozen by SIGSTOP.
+async fn preflight(env: &Env, r: &mut Report, leaderwatch: &Path) {
     let pre = env
-        .run(&leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120))
+        .run(leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120))
         .await;
     println!("  leaderwatch preflight --reach pod-ip, all members up:");
     print_indented(&pre.stdout);
-    let frozen = freeze(&env, "dlock-etcd-2", true).await;
+    let frozen = freeze(env, "dlock-etcd-2", true).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pre_bad = env
-        .run(&leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120))
+        .run(leaderwatch, &["preflight", "--reach", "pod-ip"], &[], Duration::from_secs(120))
         .await;
-    let _ = freeze(&env, "dlock-etcd-2", false).await;
+    let _ = freeze(env, "dlock-etcd-2", false).await;
     let failing: Vec<&str> = pre_bad.stdout.lines().filter(|l| l.starts_with("FAIL")).collect();
     println!("  leaderwatch preflight --reach pod-ip, dlock-etcd-2 frozen:");
     print_indented(&pre_bad.stdout);
@@ -310,13 +352,10 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
             failing.join(" | ")
         ),
     );
-    wait_healthy(&env, Duration::from_secs(120)).await;
+}
 
-    // Criterion 6 and §6's delete: the StatefulSet recreates it, in its disk's zone.
-    let (ok6, ev6) = delete_member(&env, &zones).await;
-    r.add("criterion 6 (a deleted member pod returns to a healthy 3-endpoint list without intervention)", ok6, ev6);
-
-    // Criterion 7.
+/// Criterion 7: no standard-rwo under deploy/k8s/etcd.
+async fn criterion_7(env: &Env, r: &mut Report) {
     let grep = env
         .run(
             Path::new("sh"),
@@ -334,10 +373,13 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
             one_line(&grep.stdout)
         },
     );
+}
 
-    // Criterion 8.
+/// Criterion 8: the etcd README has a leader-change count with its observation window,
+/// and the PVC deletion command.
+fn criterion_8(env: &Env, r: &mut Report) {
     let readme =
-        std::fs::read_to_string(repo.join("deploy/k8s/etcd/README.md")).unwrap_or_default();
+        std::fs::read_to_string(env.repo.join("deploy/k8s/etcd/README.md")).unwrap_or_default();
     let row = readme.lines().find(|l| {
         l.contains("leader changes at rest") && l.contains("raw sum") && l.contains("Z –")
     });
@@ -351,17 +393,6 @@ async fn criteria(state: State, repo: PathBuf, leaderwatch: PathBuf) -> Result<(
             pvc_cmd.map(|l| l.trim().to_string()).unwrap_or_else(|| "none".into())
         ),
     );
-
-    // §6 verification, command by command.
-    let (ok_v, ev_v) = verification(&env).await;
-    r.add("§6 verification", ok_v, ev_v);
-
-    let failed = r.lines.iter().filter(|(_, p, _)| !p).count();
-    println!("acceptance: {} PASS, {failed} FAIL", r.lines.len() - failed);
-    if failed > 0 {
-        return Err(Error::Acceptance(failed, r.lines.len()));
-    }
-    Ok(())
 }
 
 fn print_indented(s: &str) {
@@ -634,8 +665,30 @@ async fn delete_member(env: &Env, zones: &BTreeMap<String, String>) -> (bool, St
 /// which the upstream distroless image has neither of (on GKE too): that line is reported
 /// and the counter read from the member's /metrics instead.
 async fn verification(env: &Env) -> (bool, String) {
-    let mut ev = Vec::new();
-    let mut ok = true;
+    let (applied, mut ev) = apply_and_rollout(env).await;
+    let (listed, tables) = status_and_member_tables(env).await;
+    ev.push_str("; ");
+    ev.push_str(&tables.join("; "));
+    let (counted, line) = leader_changes_by_metrics(env).await;
+    ev.push_str("; ");
+    ev.push_str(&line);
+    let cc = env
+        .k(&[
+            "-n",
+            "dlock",
+            "get",
+            "pods",
+            "-o",
+            "custom-columns=NAME:.metadata.name,ZONE:.spec.nodeName",
+        ])
+        .await;
+    print_indented(&cc.stdout);
+    ev.push_str("; custom-columns listing printed above");
+    (applied && listed && counted && cc.ok, ev)
+}
+
+/// §6's `kubectl apply -f deploy/k8s/etcd/ -R` and `kubectl rollout status`.
+async fn apply_and_rollout(env: &Env) -> (bool, String) {
     let a = env.k(&["apply", "-f", "deploy/k8s/etcd/", "-R"]).await;
     let b = env
         .run(
@@ -645,15 +698,22 @@ async fn verification(env: &Env) -> (bool, String) {
             Duration::from_secs(330),
         )
         .await;
-    ok &= a.ok && b.ok;
-    ev.push(format!(
-        "apply + rollout status: {}",
-        if a.ok && b.ok {
-            one_line(b.stdout.lines().last().unwrap_or(""))
-        } else {
-            one_line(&(a.stderr + &b.stderr))
-        }
-    ));
+    (
+        a.ok && b.ok,
+        format!(
+            "apply + rollout status: {}",
+            if a.ok && b.ok {
+                one_line(b.stdout.lines().last().unwrap_or(""))
+            } else {
+                one_line(&(a.stderr + &b.stderr))
+            }
+        ),
+    )
+}
+
+/// §6's `etcdctl endpoint status -w table` and `member list -w table` inside a member,
+/// printed; passes with three members started.
+async fn status_and_member_tables(env: &Env) -> (bool, Vec<String>) {
     let st = env
         .k(&[
             "-n",
@@ -670,8 +730,6 @@ async fn verification(env: &Env) -> (bool, String) {
         ])
         .await;
     print_indented(&st.stdout);
-    ok &= st.ok;
-    ev.push(format!("endpoint status -w table: exit {}", st.code));
     let ml = env
         .k(&[
             "-n",
@@ -688,8 +746,18 @@ async fn verification(env: &Env) -> (bool, String) {
         .await;
     print_indented(&ml.stdout);
     let started = ml.stdout.matches("| started |").count();
-    ok &= ml.ok && started == 3;
-    ev.push(format!("member list: {started} started"));
+    (
+        st.ok && ml.ok && started == 3,
+        vec![
+            format!("endpoint status -w table: exit {}", st.code),
+            format!("member list: {started} started"),
+        ],
+    )
+}
+
+/// §6's `wget .../metrics | grep leader_changes` in a member (which fails on the distroless
+/// image), the etcd README's API-server pod proxy instead, and every member's counter.
+async fn leader_changes_by_metrics(env: &Env) -> (bool, String) {
     let w = env
         .k(&[
             "-n",
@@ -712,26 +780,12 @@ async fn verification(env: &Env) -> (bool, String) {
         .find(|l| l.starts_with("etcd_server_leader_changes_seen_total "))
         .map(str::to_string);
     let counts = leader_changes(env).await;
-    ev.push(format!(
+    let line = format!(
         "sh -c 'wget ...': exit {} ({}), as on GKE's distroless image; the README's `kubectl get --raw .../pods/dlock-etcd-0:2379/proxy/metrics` instead: {}; every member: {}",
         w.code,
         one_line(w.stderr.lines().next().unwrap_or("")),
         proxied.clone().unwrap_or_else(|| format!("failed: {}", one_line(&raw.stderr))),
         fmt_counts(&counts)
-    ));
-    ok &= counts.len() == 3 && proxied.is_some();
-    let cc = env
-        .k(&[
-            "-n",
-            "dlock",
-            "get",
-            "pods",
-            "-o",
-            "custom-columns=NAME:.metadata.name,ZONE:.spec.nodeName",
-        ])
-        .await;
-    print_indented(&cc.stdout);
-    ok &= cc.ok;
-    ev.push("custom-columns listing printed above".into());
-    (ok, ev.join("; "))
+    );
+    (counts.len() == 3 && proxied.is_some(), line)
 }

@@ -1,7 +1,8 @@
 //! The control plane, each component in its own process: a control-plane etcd of its own
 //! (never one of dlock's members), kube-apiserver (RBAC + Node authorizer, ServiceAccount
 //! tokens, default admission plugins + NodeRestriction, an audit log of evictions and pod
-//! deletions), kube-controller-manager (every default controller) and kube-scheduler.
+//! deletions, the kubelets' serving certificates verified against the cluster CA),
+//! kube-controller-manager (every default controller) and kube-scheduler.
 
 use crate::error::{Error, IoContext, Result};
 use crate::pki::{Identity, Pki};
@@ -75,6 +76,9 @@ rules:
 ";
 
 impl ControlPlane {
+    /// The control plane's etcd, then kube-apiserver (ready before anything talks to it),
+    /// then the controller manager and the scheduler; fails naming the component that did
+    /// not start.
     pub async fn start(
         dir: &Path,
         bins: &Binaries,
@@ -86,86 +90,11 @@ impl ControlPlane {
         let logs = dir.join("logs");
         std::fs::create_dir_all(&logs).ctx(|| format!("create {}", logs.display()))?;
         let mut procs = Vec::new();
-
-        // Control-plane etcd, on loopback only.
-        let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
-        let (c, p) = (free_port(lo)?, free_port(lo)?);
-        let etcd_url = format!("http://127.0.0.1:{c}");
-        let peer = format!("http://127.0.0.1:{p}");
-        let args = vec![
-            "--name=control-plane".into(),
-            format!("--data-dir={}", dir.join("control-plane-etcd").display()),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls={peer}"),
-            format!("--initial-advertise-peer-urls={peer}"),
-            format!("--initial-cluster=control-plane={peer}"),
-            "--initial-cluster-state=new".into(),
-            "--unsafe-no-fsync=true".into(),
-        ];
-        let mut etcd = Proc::spawn(
-            "control-plane etcd",
-            &bins.etcd,
-            &args,
-            logs.join("control-plane-etcd.log"),
-        )?;
-        wait_http(&mut etcd, &format!("{etcd_url}/health"), None, Duration::from_secs(30)).await?;
+        let (etcd, etcd_url) = start_etcd(dir, bins, &logs).await?;
         procs.push(etcd);
 
-        let (serving_crt, serving_key) = pki.leaf(
-            "apiserver",
-            "kube-apiserver",
-            &[],
-            &[
-                "localhost",
-                "kubernetes",
-                "kubernetes.default",
-                "kubernetes.default.svc",
-                "kubernetes.default.svc.cluster.local",
-            ],
-            &[IpAddr::V4(bind), lo, IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1))],
-            true,
-        )?;
-        let (kc_crt, kc_key) = pki.leaf(
-            "apiserver-kubelet-client",
-            "kube-apiserver-kubelet-client",
-            &["system:masters"],
-            &[],
-            &[],
-            false,
-        )?;
-        let tokens = pki.write_token_file()?;
-        let policy = dir.join("audit-policy.yaml");
-        crate::pki::write(&policy, AUDIT_POLICY)?;
-        let audit_log = logs.join("audit.log");
-        let port = free_port(IpAddr::V4(bind))?;
-        let server = format!("https://{bind}:{port}");
-        let pd = &pki.dir;
-        let mut args: Vec<String> = vec![
-            format!("--etcd-servers={etcd_url}"),
-            format!("--bind-address={bind}"),
-            format!("--advertise-address={bind}"),
-            format!("--secure-port={port}"),
-            format!("--tls-cert-file={}", serving_crt.display()),
-            format!("--tls-private-key-file={}", serving_key.display()),
-            format!("--client-ca-file={}", pd.join("ca.crt").display()),
-            format!("--token-auth-file={}", tokens.display()),
-            "--authorization-mode=Node,RBAC".into(),
-            "--enable-admission-plugins=NodeRestriction".into(),
-            // As GKE's API server: privileged pods are admitted by the API server (kube-system
-            // runs some); Autopilot refuses them elsewhere (lab/policies/autopilot.yaml).
-            "--allow-privileged=true".into(),
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-            format!("--service-account-key-file={}", pd.join("sa.pub").display()),
-            format!("--service-account-signing-key-file={}", pd.join("sa.key").display()),
-            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-            format!("--kubelet-client-certificate={}", kc_crt.display()),
-            format!("--kubelet-client-key={}", kc_key.display()),
-            "--kubelet-preferred-address-types=InternalIP".into(),
-            format!("--audit-policy-file={}", policy.display()),
-            format!("--audit-log-path={}", audit_log.display()),
-            "--audit-log-format=json".into(),
-        ];
+        let ApiServerFlags { mut args, server, audit_log } =
+            apiserver_flags(dir, pki, bind, &etcd_url, &logs)?;
         args.extend(extra_apiserver_args.iter().cloned());
         let apiserver_args = args.clone();
         let mut api =
@@ -181,50 +110,7 @@ impl ControlPlane {
 
         let admin_kubeconfig = dir.join("kubeconfig");
         pki.write_kubeconfig(&admin_kubeconfig, &server, admin)?;
-        let kcm_id = pki
-            .tokens
-            .iter()
-            .find(|t| t.name == "kube-controller-manager")
-            .cloned()
-            .ok_or_else(|| Error::Command("no controller-manager identity".into()))?;
-        let sched_id = pki
-            .tokens
-            .iter()
-            .find(|t| t.name == "kube-scheduler")
-            .cloned()
-            .ok_or_else(|| Error::Command("no scheduler identity".into()))?;
-        let kcm_kc = pd.join("kube-controller-manager.kubeconfig");
-        pki.write_kubeconfig(&kcm_kc, &server, &kcm_id)?;
-        let sched_kc = pd.join("kube-scheduler.kubeconfig");
-        pki.write_kubeconfig(&sched_kc, &server, &sched_id)?;
-
-        let args = vec![
-            format!("--kubeconfig={}", kcm_kc.display()),
-            "--leader-elect=false".into(),
-            "--secure-port=0".into(),
-            "--controllers=*".into(),
-            "--use-service-account-credentials=true".into(),
-            format!("--service-account-private-key-file={}", pd.join("sa.key").display()),
-            format!("--root-ca-file={}", pd.join("ca.crt").display()),
-            format!("--service-cluster-ip-range={SERVICE_CIDR}"),
-        ];
-        procs.push(Proc::spawn(
-            "kube-controller-manager",
-            &bins.controller_manager,
-            &args,
-            logs.join("kube-controller-manager.log"),
-        )?);
-        let args = vec![
-            format!("--kubeconfig={}", sched_kc.display()),
-            "--leader-elect=false".into(),
-            "--secure-port=0".into(),
-        ];
-        procs.push(Proc::spawn(
-            "kube-scheduler",
-            &bins.scheduler,
-            &args,
-            logs.join("kube-scheduler.log"),
-        )?);
+        procs.extend(start_controllers(bins, pki, &server, &logs)?);
         tokio::time::sleep(Duration::from_millis(500)).await;
         for p in procs.iter_mut() {
             p.check_running()?;
@@ -288,6 +174,152 @@ impl ControlPlane {
             p.stop(Duration::from_secs(10)).await;
         }
     }
+}
+
+/// The control plane's own etcd, on loopback only (never one of dlock's members), started
+/// and healthy; returns it and its client URL.
+async fn start_etcd(dir: &Path, bins: &Binaries, logs: &Path) -> Result<(Proc, String)> {
+    let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let (c, p) = (free_port(lo)?, free_port(lo)?);
+    let etcd_url = format!("http://127.0.0.1:{c}");
+    let peer = format!("http://127.0.0.1:{p}");
+    let args = vec![
+        "--name=control-plane".into(),
+        format!("--data-dir={}", dir.join("control-plane-etcd").display()),
+        format!("--listen-client-urls={etcd_url}"),
+        format!("--advertise-client-urls={etcd_url}"),
+        format!("--listen-peer-urls={peer}"),
+        format!("--initial-advertise-peer-urls={peer}"),
+        format!("--initial-cluster=control-plane={peer}"),
+        "--initial-cluster-state=new".into(),
+        "--unsafe-no-fsync=true".into(),
+    ];
+    let mut etcd =
+        Proc::spawn("control-plane etcd", &bins.etcd, &args, logs.join("control-plane-etcd.log"))?;
+    wait_http(&mut etcd, &format!("{etcd_url}/health"), None, Duration::from_secs(30)).await?;
+    Ok((etcd, etcd_url))
+}
+
+/// What kube-apiserver is started with, and where it answers.
+struct ApiServerFlags {
+    args: Vec<String>,
+    server: String,
+    audit_log: PathBuf,
+}
+
+/// kube-apiserver's flags, with the files they name written first: its serving
+/// certificate, its client certificate for the kubelets, the token file, the audit policy.
+fn apiserver_flags(
+    dir: &Path,
+    pki: &Pki,
+    bind: Ipv4Addr,
+    etcd_url: &str,
+    logs: &Path,
+) -> Result<ApiServerFlags> {
+    let lo = IpAddr::V4(Ipv4Addr::LOCALHOST);
+    let (serving_crt, serving_key) = pki.leaf(
+        "apiserver",
+        "kube-apiserver",
+        &[],
+        &[
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ],
+        &[IpAddr::V4(bind), lo, IpAddr::V4(Ipv4Addr::new(10, 96, 0, 1))],
+        true,
+    )?;
+    let (kc_crt, kc_key) = pki.leaf(
+        "apiserver-kubelet-client",
+        "kube-apiserver-kubelet-client",
+        &["system:masters"],
+        &[],
+        &[],
+        false,
+    )?;
+    let tokens = pki.write_token_file()?;
+    let policy = dir.join("audit-policy.yaml");
+    crate::pki::write(&policy, AUDIT_POLICY)?;
+    let audit_log = logs.join("audit.log");
+    let port = free_port(IpAddr::V4(bind))?;
+    let server = format!("https://{bind}:{port}");
+    let pd = &pki.dir;
+    let args: Vec<String> = vec![
+        format!("--etcd-servers={etcd_url}"),
+        format!("--bind-address={bind}"),
+        format!("--advertise-address={bind}"),
+        format!("--secure-port={port}"),
+        format!("--tls-cert-file={}", serving_crt.display()),
+        format!("--tls-private-key-file={}", serving_key.display()),
+        format!("--client-ca-file={}", pd.join("ca.crt").display()),
+        format!("--token-auth-file={}", tokens.display()),
+        "--authorization-mode=Node,RBAC".into(),
+        "--enable-admission-plugins=NodeRestriction".into(),
+        // As GKE's API server: privileged pods are admitted by the API server (kube-system
+        // runs some); Autopilot refuses them elsewhere (lab/policies/autopilot.yaml).
+        "--allow-privileged=true".into(),
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+        format!("--service-account-key-file={}", pd.join("sa.pub").display()),
+        format!("--service-account-signing-key-file={}", pd.join("sa.key").display()),
+        format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+        format!("--kubelet-client-certificate={}", kc_crt.display()),
+        format!("--kubelet-client-key={}", kc_key.display()),
+        // The kubelets' serving certificates are verified (without a CA the API server skips
+        // verification for exec, logs, port-forward and the node proxy): each is signed by
+        // the cluster CA for its node's InternalIP, the address dialled (lab.rs, `kit`).
+        format!("--kubelet-certificate-authority={}", pd.join("ca.crt").display()),
+        "--kubelet-preferred-address-types=InternalIP".into(),
+        format!("--audit-policy-file={}", policy.display()),
+        format!("--audit-log-path={}", audit_log.display()),
+        "--audit-log-format=json".into(),
+    ];
+    Ok(ApiServerFlags { args, server, audit_log })
+}
+
+/// kube-controller-manager (every default controller, each with its own ServiceAccount's
+/// credentials) and kube-scheduler, each with the static token of its own identity.
+fn start_controllers(bins: &Binaries, pki: &Pki, server: &str, logs: &Path) -> Result<Vec<Proc>> {
+    let pd = &pki.dir;
+    let identity = |name: &str| {
+        pki.tokens
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
+            .ok_or_else(|| Error::Command(format!("no {name} identity")))
+    };
+    let kcm_id = identity("kube-controller-manager")?;
+    let sched_id = identity("kube-scheduler")?;
+    let kcm_kc = pd.join("kube-controller-manager.kubeconfig");
+    pki.write_kubeconfig(&kcm_kc, server, &kcm_id)?;
+    let sched_kc = pd.join("kube-scheduler.kubeconfig");
+    pki.write_kubeconfig(&sched_kc, server, &sched_id)?;
+
+    let args = vec![
+        format!("--kubeconfig={}", kcm_kc.display()),
+        "--leader-elect=false".into(),
+        "--secure-port=0".into(),
+        "--controllers=*".into(),
+        "--use-service-account-credentials=true".into(),
+        format!("--service-account-private-key-file={}", pd.join("sa.key").display()),
+        format!("--root-ca-file={}", pd.join("ca.crt").display()),
+        format!("--service-cluster-ip-range={SERVICE_CIDR}"),
+    ];
+    let kcm = Proc::spawn(
+        "kube-controller-manager",
+        &bins.controller_manager,
+        &args,
+        logs.join("kube-controller-manager.log"),
+    )?;
+    let args = vec![
+        format!("--kubeconfig={}", sched_kc.display()),
+        "--leader-elect=false".into(),
+        "--secure-port=0".into(),
+    ];
+    let sched =
+        Proc::spawn("kube-scheduler", &bins.scheduler, &args, logs.join("kube-scheduler.log"))?;
+    Ok(vec![kcm, sched])
 }
 
 /// Polls `url` until it answers 200, failing early if the process exits.

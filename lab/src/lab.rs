@@ -7,7 +7,7 @@ use crate::error::{Error, IoContext, KubeContext, Result};
 use crate::images::Archive;
 use crate::net::{self, Network};
 use crate::node::{self, Cluster, Node, NodeBinaries, NodeKit, NodeSpec};
-use crate::pki::Pki;
+use crate::pki::{Identity, Pki};
 use crate::proc::Proc;
 use crate::registry::{self, alive};
 use crate::storage::{self, Provisioner};
@@ -179,6 +179,8 @@ impl Lab {
         }
     }
 
+    /// Everything after the network: credentials, the control plane, the cluster's
+    /// services and its nodes; whatever started is stopped again if a later step fails.
     async fn start_on(
         o: &Options,
         bins: Binaries,
@@ -188,123 +190,21 @@ impl Lab {
     ) -> Result<Lab> {
         let dir = o.dir.clone();
         let mut pki = Pki::create(&dir.join("pki"))?;
-        let admin = pki.add_identity("admin", "lw-lab:admin", &["system:masters"]);
-        pki.add_identity("kube-controller-manager", "system:kube-controller-manager", &[]);
-        pki.add_identity("kube-scheduler", "system:kube-scheduler", &[]);
-        let proxy = pki.add_identity("kube-proxy", "system:kube-proxy", &[]);
-        pki.add_identity("coredns", "system:coredns", &[]);
-        let mut specs = Vec::new();
-        let mut surge_specs = Vec::new();
-        for (i, zone) in ZONES.iter().enumerate() {
-            let name = format!("lw-node-{}", zone.rsplit('-').next().unwrap_or("x"));
-            // Its identity must be in the API server's token file from the start.
-            pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
-            specs.push(NodeSpec {
-                name: name.clone(),
-                zone: zone.to_string(),
-                region: REGION.into(),
-                index: i as u8,
-            });
-            if o.surge {
-                let name = format!("{name}-surge");
-                pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
-                surge_specs.push(NodeSpec {
-                    name,
-                    zone: zone.to_string(),
-                    region: REGION.into(),
-                    index: (ZONES.len() + i) as u8,
-                });
-            }
-        }
-        let mut cp =
-            ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &admin, &o.apiserver_args)
+        let plan = identities(&mut pki, o.surge);
+        let cp =
+            ControlPlane::start(&dir, &bins, &mut pki, net.gateway, &plan.admin, &o.apiserver_args)
                 .await?;
         let client = client_from(&cp.admin_kubeconfig).await?;
-        let nodes: Arc<Mutex<Vec<Node>>> = Arc::default();
-        let mut tasks = Vec::new();
-        let mut coredns = None;
-        let result: Result<Vec<NodeRow>> = async {
-            storage::create_classes(&client).await?;
-            crate::policies::apply(&client).await?;
-            let images: Vec<Archive> = crate::images::prepare(
-                &dir.join("images"),
-                &o.tools.join("bin"),
-                &node_bins.bin,
-                &o.images,
-            )?;
-            coredns = Some(
-                crate::coredns::start(
-                    &client,
-                    &pki,
-                    &cp.server,
-                    &node_bins.bin.join("coredns"),
-                    &dir,
-                    net.gateway,
-                )
-                .await?,
-            );
-            let proxy_kubeconfig = pki.dir.join("kube-proxy.kubeconfig");
-            pki.write_kubeconfig(&proxy_kubeconfig, &cp.server, &proxy)?;
-            let cluster = Cluster {
-                id: id.clone(),
-                dir: dir.clone(),
-                bins: node_bins.clone(),
-                ca_file: pki.dir.join("ca.crt"),
-                dns: net.gateway,
-                images,
-                proxy_kubeconfig,
-                pod_cidr: net.cidr(),
-            };
-            let kits = specs
-                .iter()
-                .map(|n| kit(&mut pki, &cp.server, n, &net))
-                .collect::<Result<Vec<_>>>()?;
-            let started = futures::future::join_all(kits.iter().map(|k| async {
-                let nn = net.add_node(k.spec.index).await?;
-                Node::start(&cluster, k, nn).await
-            }))
-            .await;
-            let mut rows = Vec::new();
-            for n in started {
-                let n = n?;
-                rows.push((n.spec.name.clone(), n.spec.zone.clone(), n.net.ip.to_string()));
-                nodes.lock().await.push(n);
-            }
-            if !surge_specs.is_empty() {
-                let kits = surge_specs
-                    .iter()
-                    .map(|n| kit(&mut pki, &cp.server, n, &net))
-                    .collect::<Result<Vec<_>>>()?;
-                tasks.push(tokio::spawn(surge_on_cordon(
-                    client.clone(),
-                    kits,
-                    cluster.clone(),
-                    net.clone(),
-                    nodes.clone(),
-                )));
-            }
-            let prov = Provisioner { client: client.clone(), root: dir.join("volumes") };
-            tasks.push(tokio::spawn(prov.run()));
-            wait_nodes_schedulable(&client, specs.len(), &nodes).await?;
-            Ok(rows)
-        }
-        .await;
-        let rows = match result {
+        let mut up =
+            Started { cp, client, coredns: None, nodes: Arc::default(), tasks: Vec::new() };
+        let rows = match up.services_and_nodes(o, &mut pki, &node_bins, &id, &net, &plan).await {
             Ok(x) => x,
             Err(e) => {
-                for t in &tasks {
-                    t.abort();
-                }
-                for n in nodes.lock().await.iter_mut() {
-                    n.stop().await;
-                }
-                if let Some(mut p) = coredns {
-                    p.stop(Duration::from_secs(5)).await;
-                }
-                cp.stop().await;
+                up.stop().await;
                 return Err(e);
             }
         };
+        let Started { cp, coredns, nodes, tasks, .. } = up;
         let coredns = coredns.ok_or_else(|| Error::Command("CoreDNS did not start".into()))?;
         let mut lab = Lab {
             state: State {
@@ -380,6 +280,179 @@ impl Lab {
         let _ = net::remove_leftovers().await;
         let _ = std::fs::remove_file(state_path(&self.dir));
         let _ = std::fs::remove_file(self.dir.join("ready"));
+    }
+}
+
+/// The identities the API server's token file must hold from its start (it reads the file
+/// once): the admin's, the components', and every node's, surge nodes' included.
+struct Identities {
+    admin: Identity,
+    proxy: Identity,
+    /// The three nodes, one per zone.
+    specs: Vec<NodeSpec>,
+    /// With --surge-nodes, one per zone, joining when a node of it is cordoned.
+    surge_specs: Vec<NodeSpec>,
+}
+
+fn identities(pki: &mut Pki, surge: bool) -> Identities {
+    let admin = pki.add_identity("admin", "lw-lab:admin", &["system:masters"]);
+    pki.add_identity("kube-controller-manager", "system:kube-controller-manager", &[]);
+    pki.add_identity("kube-scheduler", "system:kube-scheduler", &[]);
+    let proxy = pki.add_identity("kube-proxy", "system:kube-proxy", &[]);
+    pki.add_identity("coredns", "system:coredns", &[]);
+    let mut specs = Vec::new();
+    let mut surge_specs = Vec::new();
+    for (i, zone) in ZONES.iter().enumerate() {
+        let name = format!("lw-node-{}", zone.rsplit('-').next().unwrap_or("x"));
+        // Its identity must be in the API server's token file from the start.
+        pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
+        specs.push(NodeSpec {
+            name: name.clone(),
+            zone: zone.to_string(),
+            region: REGION.into(),
+            index: i as u8,
+        });
+        if surge {
+            let name = format!("{name}-surge");
+            pki.add_identity(&name, &format!("system:node:{name}"), &["system:nodes"]);
+            surge_specs.push(NodeSpec {
+                name,
+                zone: zone.to_string(),
+                region: REGION.into(),
+                index: (ZONES.len() + i) as u8,
+            });
+        }
+    }
+    Identities { admin, proxy, specs, surge_specs }
+}
+
+/// What `Lab::start_on` has started so far: stopped as a whole if a later step fails, or
+/// handed to the `Lab` once every node is schedulable.
+struct Started {
+    cp: ControlPlane,
+    client: Client,
+    coredns: Option<Proc>,
+    nodes: Arc<Mutex<Vec<Node>>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Started {
+    /// The cluster's services, its nodes, the surge watcher and the provisioner, in that
+    /// order, until every node is Ready and schedulable; returns the nodes for state.json.
+    async fn services_and_nodes(
+        &mut self,
+        o: &Options,
+        pki: &mut Pki,
+        node_bins: &NodeBinaries,
+        id: &str,
+        net: &Arc<Network>,
+        plan: &Identities,
+    ) -> Result<Vec<NodeRow>> {
+        let cluster = self.services(o, pki, node_bins, id, net, &plan.proxy).await?;
+        let rows = self.start_nodes(pki, &cluster, &plan.specs, net).await?;
+        if !plan.surge_specs.is_empty() {
+            let kits = plan
+                .surge_specs
+                .iter()
+                .map(|n| kit(pki, &self.cp.server, n, net))
+                .collect::<Result<Vec<_>>>()?;
+            self.tasks.push(tokio::spawn(surge_on_cordon(
+                self.client.clone(),
+                kits,
+                cluster.clone(),
+                net.clone(),
+                self.nodes.clone(),
+            )));
+        }
+        let prov = Provisioner { client: self.client.clone(), root: o.dir.join("volumes") };
+        self.tasks.push(tokio::spawn(prov.run()));
+        wait_nodes_schedulable(&self.client, plan.specs.len(), &self.nodes).await?;
+        Ok(rows)
+    }
+
+    /// What the nodes need before they start: GKE's StorageClasses, the Autopilot policies
+    /// (in effect before any pod), the images they import, CoreDNS (every kubelet's
+    /// clusterDNS) and kube-proxy's kubeconfig; returns what every node shares.
+    async fn services(
+        &mut self,
+        o: &Options,
+        pki: &Pki,
+        node_bins: &NodeBinaries,
+        id: &str,
+        net: &Network,
+        proxy: &Identity,
+    ) -> Result<Cluster> {
+        let dir = &o.dir;
+        storage::create_classes(&self.client).await?;
+        crate::policies::apply(&self.client).await?;
+        let images: Vec<Archive> = crate::images::prepare(
+            &dir.join("images"),
+            &o.tools.join("bin"),
+            &node_bins.bin,
+            &o.images,
+        )?;
+        self.coredns = Some(
+            crate::coredns::start(
+                &self.client,
+                pki,
+                &self.cp.server,
+                &node_bins.bin.join("coredns"),
+                dir,
+                net.gateway,
+            )
+            .await?,
+        );
+        let proxy_kubeconfig = pki.dir.join("kube-proxy.kubeconfig");
+        pki.write_kubeconfig(&proxy_kubeconfig, &self.cp.server, proxy)?;
+        Ok(Cluster {
+            id: id.to_string(),
+            dir: dir.clone(),
+            bins: node_bins.clone(),
+            ca_file: pki.dir.join("ca.crt"),
+            dns: net.gateway,
+            images,
+            proxy_kubeconfig,
+            pod_cidr: net.cidr(),
+        })
+    }
+
+    /// The nodes, started together (their kubelets take turns at start-up, see node.rs);
+    /// returns them as state.json lists them. The first node that fails fails the start.
+    async fn start_nodes(
+        &self,
+        pki: &mut Pki,
+        cluster: &Cluster,
+        specs: &[NodeSpec],
+        net: &Network,
+    ) -> Result<Vec<NodeRow>> {
+        let kits =
+            specs.iter().map(|n| kit(pki, &self.cp.server, n, net)).collect::<Result<Vec<_>>>()?;
+        let started = futures::future::join_all(kits.iter().map(|k| async {
+            let nn = net.add_node(k.spec.index).await?;
+            Node::start(cluster, k, nn).await
+        }))
+        .await;
+        let mut rows = Vec::new();
+        for n in started {
+            let n = n?;
+            rows.push((n.spec.name.clone(), n.spec.zone.clone(), n.net.ip.to_string()));
+            self.nodes.lock().await.push(n);
+        }
+        Ok(rows)
+    }
+
+    /// A start that failed half-way: the watchers, the nodes, CoreDNS, the control plane.
+    async fn stop(mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        for n in self.nodes.lock().await.iter_mut() {
+            n.stop().await;
+        }
+        if let Some(mut p) = self.coredns.take() {
+            p.stop(Duration::from_secs(5)).await;
+        }
+        self.cp.stop().await;
     }
 }
 

@@ -141,10 +141,12 @@ fn probes() -> Vec<(&'static str, Value)> {
 }
 
 /// Polls a server-side dry-run create of each probe until the policy it breaks refuses it
-/// (the API server compiles and loads policies and bindings asynchronously). The
-/// privileged probe also counts as refused when the API server's own validation refuses
-/// it first: kube-apiserver's --allow-privileged defaults to false, which the lab keeps,
-/// and then no privileged container reaches admission at all.
+/// (the API server compiles and loads policies and bindings asynchronously). The lab's
+/// kube-apiserver runs --allow-privileged=true, as GKE's does (kube-system runs privileged
+/// pods), so what refuses the privileged probe is the autopilot-no-privileged policy. The
+/// API server's own 422 ("disallowed by cluster policy") also counts: a cluster started
+/// with `--apiserver-arg=--allow-privileged=false` refuses privileged containers in
+/// validation, before any policy sees them.
 async fn wait_in_effect(client: &Client, policies: &[String]) -> Result<()> {
     let pods: Api<Pod> = Api::namespaced(client.clone(), PROBE_NAMESPACE);
     let dry = PostParams { dry_run: true, ..Default::default() };

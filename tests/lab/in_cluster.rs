@@ -378,32 +378,102 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     let out_dir = dir.path().join("data");
     let readme = dir.path().join("README.md");
     std::fs::copy(repo().join("deploy/k8s/etcd/README.md"), &readme).expect("README copy");
-    // Ctrl-C while it follows only detaches (exit 9): the Job goes on ...
+    ctrl_c_detaches_and_the_job_goes_on(&lab, &kubeconfig, environment, &out_dir);
+    let sitting =
+        attach_follows_the_job_to_its_end_and_fetches_its_run(&lab, &kubeconfig, &out_dir, &readme);
+    a_second_sitting_refuses_while_the_job_is_there(&kubeconfig, &out_dir);
+
+    // The result from the log alone equals the one on the volume.
+    let from_log = baseline_from_log(&kubectl, &kubeconfig);
+    fetch_brings_the_same_run_again_and_removes_the_job(&lab, &kubeconfig, dir.path(), &sitting);
+    let run = sitting.on_volume.clone();
+    the_volumes_baseline_is_the_logs_and_the_sittings(&run, &from_log);
+    the_eviction_was_the_job_pods_own(&lab, &sitting.pod);
+
+    a_sigkilled_job_is_not_retried(&lab, environment, dir.path());
+
+    // The sampler: Ready, scraped by Prometheus through the PodMonitoring's port and path.
+    wait_sampler_ready(&lab);
+    let threshold = the_alert_rule_from(&run, &committed, &rules);
+    let (prom, series, name) = prometheus_scraping_the_sampler(&lab, &pm, dir.path(), &rules);
+    liveness_restarts_a_frozen_sampler(&lab, &name);
+    one_election_leaves_the_rule_silent(&lab, &prom, &series, threshold);
+    more_elections_than_the_threshold_make_it_fire(&lab, &prom, &series, threshold);
+    let total = prom.value(&series).expect("series");
+    eprintln!(
+        "in-cluster: Job {} complete, second Job failed without retry, sampler restarted by liveness, Prometheus: {total} elections, rule fired above {threshold}",
+        sitting.pod
+    );
+}
+
+/// The sitting's run as `--attach` fetched it: the Job's pod, the run directory's name, its
+/// directory on the PVC and that directory's files (name, bytes), sorted.
+struct Fetched {
+    pod: String,
+    name: String,
+    on_volume: PathBuf,
+    files: Vec<(String, Vec<u8>)>,
+}
+
+/// A directory's files as (name, bytes), sorted by name.
+fn listing(d: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
+        .expect("dir")
+        .map(|e| {
+            let p = e.expect("entry").path();
+            (
+                p.file_name().expect("name").to_string_lossy().into_owned(),
+                std::fs::read(&p).expect("read"),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// `leaderwatch sitting` as a user starts it; Ctrl-C while it follows only detaches
+/// (exit 9) and says how to attach again: the Job goes on.
+fn ctrl_c_detaches_and_the_job_goes_on(
+    lab: &Lab,
+    kubeconfig: &str,
+    environment: &str,
+    out_dir: &Path,
+) {
     let first = support::leaderwatch()
         .env(leaderwatch::io::test_hooks::MIN_IDLE, "10s")
-        .args(["sitting", "--kubeconfig", &kubeconfig, "--image"])
+        .args(["sitting", "--kubeconfig", kubeconfig, "--image"])
         .arg(manifest_image("deploy/k8s/leaderwatch/job-measure.yaml"))
         .args(["--idle", "10s", "--settle", "10s", "--environment", environment])
         .args(["--label", "kube-in-cluster", "--out-dir"])
-        .arg(&out_dir)
+        .arg(out_dir)
         .spawn()
         .expect("leaderwatch sitting");
     wait_until("the Job's pod Running", Duration::from_secs(120), || {
-        job_pods(&lab).first().is_some_and(|p| p["status"]["phase"] == "Running")
+        job_pods(lab).first().is_some_and(|p| p["status"]["phase"] == "Running")
     });
     signal(first.id() as i32, nix::sys::signal::Signal::SIGINT);
     let o = first.wait_with_output().expect("leaderwatch sitting");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(9), "{err}");
     assert!(err.contains("leaderwatch sitting --attach"), "{err}");
-    assert_eq!(job_condition(&lab), None, "the sitting goes on");
-    // ... and --attach follows it to its end and fetches (--keep: the Job stays for below).
+    assert_eq!(job_condition(lab), None, "the sitting goes on");
+}
+
+/// `sitting --attach` follows the Job to its end and fetches its run (--keep: the Job stays
+/// for the steps below): the fetched directory is the volume's byte for byte, the Job's log
+/// and the members' events are shown whole, and the README's table names the run.
+fn attach_follows_the_job_to_its_end_and_fetches_its_run(
+    lab: &Lab,
+    kubeconfig: &str,
+    out_dir: &Path,
+    readme: &Path,
+) -> Fetched {
     let o = support::leaderwatch()
-        .args(["sitting", "--attach", "--keep", "--kubeconfig", &kubeconfig])
+        .args(["sitting", "--attach", "--keep", "--kubeconfig", kubeconfig])
         .args(["--label", "kube-in-cluster", "--out-dir"])
-        .arg(&out_dir)
+        .arg(out_dir)
         .arg("--readme")
-        .arg(&readme)
+        .arg(readme)
         .output()
         .expect("leaderwatch sitting --attach");
     let (stdout, stderr) = (
@@ -412,31 +482,17 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     );
     eprintln!("leaderwatch sitting:\n{stderr}");
     assert_eq!(o.status.code(), Some(0), "{stderr}");
-    assert_eq!(job_condition(&lab).map(|c| c.0).as_deref(), Some("Complete"));
-    let pods = job_pods(&lab);
+    assert_eq!(job_condition(lab).map(|c| c.0).as_deref(), Some("Complete"));
+    let pods = job_pods(lab);
     assert_eq!(pods.len(), 1);
     let pod = pods[0]["metadata"]["name"].as_str().expect("pod name").to_string();
     // The fetched directory is the volume's, byte for byte, the Job's checksums included.
     let fetched: Vec<PathBuf> =
-        std::fs::read_dir(&out_dir).expect("out dir").map(|e| e.expect("entry").path()).collect();
+        std::fs::read_dir(out_dir).expect("out dir").map(|e| e.expect("entry").path()).collect();
     assert_eq!(fetched.len(), 1, "{fetched:?}");
     let name = fetched[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     assert!(name.starts_with("kube-in-cluster-follower-evict-"), "{name}");
-    let on_volume = volume_dir(&lab, "leaderwatch-data").join(&pod);
-    let listing = |d: &Path| {
-        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(d)
-            .expect("dir")
-            .map(|e| {
-                let p = e.expect("entry").path();
-                (
-                    p.file_name().expect("name").to_string_lossy().into_owned(),
-                    std::fs::read(&p).expect("read"),
-                )
-            })
-            .collect();
-        v.sort();
-        v
-    };
+    let on_volume = volume_dir(lab, "leaderwatch-data").join(&pod);
     let (a, b) = (listing(&fetched[0]), listing(&on_volume));
     assert_eq!(
         a.iter().map(|f| &f.0).collect::<Vec<_>>(),
@@ -452,53 +508,73 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     assert!(stderr.contains("event Pod dlock-etcd-"), "{stderr}");
     // The table and the ledger note.
     assert!(stdout.contains("T-056 baseline: measured"), "{stdout}");
-    let table = std::fs::read_to_string(&readme).expect("README");
+    let table = std::fs::read_to_string(readme).expect("README");
     assert!(table.contains(&name), "the README's table names the fetched run");
     // Nothing else of the sitting's is left but the Job (--keep) and the PVC.
     let (_, fetch_pod, _) =
         lab.kubectl(&["-n", "dlock", "get", "pod", "leaderwatch-fetch", "-o", "name"]);
     assert!(fetch_pod.trim().is_empty(), "the fetch pod is gone: {fetch_pod}");
-    // Started again while its Job is there, it refuses and says what to do.
+    Fetched { pod, name, on_volume, files: b }
+}
+
+/// Started again while its Job is there, `sitting` refuses (exit 8) and says what to do.
+fn a_second_sitting_refuses_while_the_job_is_there(kubeconfig: &str, out_dir: &Path) {
     let o = support::leaderwatch()
-        .args(["sitting", "--kubeconfig", &kubeconfig, "--image"])
+        .args(["sitting", "--kubeconfig", kubeconfig, "--image"])
         .arg(manifest_image("deploy/k8s/leaderwatch/job-measure.yaml"))
         .arg("--out-dir")
-        .arg(&out_dir)
+        .arg(out_dir)
         .output()
         .expect("leaderwatch sitting");
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(8), "{err}");
     assert!(err.contains("--fetch"), "{err}");
+}
 
-    // The result from the log alone equals the one on the volume.
+/// baseline.json as deploy/k8s/leaderwatch/baseline-from-log.sh rebuilds it from the Job's
+/// log alone (`kubectl logs`), for a user whose PVC is gone.
+fn baseline_from_log(kubectl: &str, kubeconfig: &str) -> Value {
     let o = Command::new(repo().join("deploy/k8s/leaderwatch/baseline-from-log.sh"))
-        .env("KUBECTL", &kubectl)
-        .env("KUBECONFIG", &kubeconfig)
+        .env("KUBECTL", kubectl)
+        .env("KUBECONFIG", kubeconfig)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .output()
         .expect("baseline-from-log.sh");
     assert!(o.status.success(), "baseline-from-log.sh: {}", String::from_utf8_lossy(&o.stderr));
-    let from_log: Value = serde_json::from_slice(&o.stdout).expect("baseline.json from the log");
-    // --fetch alone brings the same run back again, then removes the Job.
-    let again = dir.path().join("again");
+    serde_json::from_slice(&o.stdout).expect("baseline.json from the log")
+}
+
+/// `sitting --fetch` alone brings the same run back again, then removes the Job.
+fn fetch_brings_the_same_run_again_and_removes_the_job(
+    lab: &Lab,
+    kubeconfig: &str,
+    dir: &Path,
+    run: &Fetched,
+) {
+    let again = dir.join("again");
     let o = support::leaderwatch()
-        .args(["sitting", "--fetch", "--kubeconfig", &kubeconfig, "--label", "kube-in-cluster"])
+        .args(["sitting", "--fetch", "--kubeconfig", kubeconfig, "--label", "kube-in-cluster"])
         .arg("--out-dir")
         .arg(&again)
         .arg("--readme")
-        .arg(dir.path().join("no-README.md"))
+        .arg(dir.join("no-README.md"))
         .output()
         .expect("leaderwatch sitting --fetch");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(listing(&again.join(&name)) == b, "--fetch brought the same files");
-    wait_until("the Job gone", Duration::from_secs(60), || job_json(&lab).is_none());
-    let run = on_volume;
+    assert!(listing(&again.join(&run.name)) == run.files, "--fetch brought the same files");
+    wait_until("the Job gone", Duration::from_secs(60), || job_json(lab).is_none());
+}
+
+/// The PVC's baseline.json equals the log's, and is the sitting's: complete, with the
+/// given environment, a follower evicted, at_rest shortened by the test override, every
+/// member reached by its DNS name (--reach=dns), written as the pod's runAsUser.
+fn the_volumes_baseline_is_the_logs_and_the_sittings(run: &Path, from_log: &Value) {
     let on_volume: Value = serde_json::from_slice(
         &std::fs::read(run.join("baseline.json")).expect("baseline.json on the PVC"),
     )
     .expect("json");
-    assert_eq!(from_log, on_volume, "the log's baseline.json and the PVC's differ");
+    assert_eq!(from_log, &on_volume, "the log's baseline.json and the PVC's differ");
     assert_eq!(on_volume["status"], "complete");
     assert_eq!(on_volume["environment"]["kind"], "kubernetes");
     assert_eq!(
@@ -515,7 +591,7 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
         "the test override shortened at_rest"
     );
     // --reach=dns: every member by its headless Service name, resolved by cluster DNS.
-    let samples = support::samples(&run);
+    let samples = support::samples(run);
     assert!(!samples.is_empty());
     assert!(
         samples
@@ -530,8 +606,11 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
         65532,
         "written as runAsUser"
     );
-    // The eviction was the pod's own: its ServiceAccount, authenticated by the bound token
-    // the kubelet projected into the pod.
+}
+
+/// The eviction was the Job pod's own: its ServiceAccount, authenticated by the bound
+/// token the kubelet projected into the pod.
+fn the_eviction_was_the_job_pods_own(lab: &Lab, pod: &str) {
     let evictions: Vec<Value> = lab
         .audit()
         .into_iter()
@@ -544,97 +623,119 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
     assert_eq!(evictions.len(), 1, "one eviction");
     assert_eq!(evictions[0]["user"]["username"], "system:serviceaccount:dlock:leaderwatch");
     assert_eq!(
-        evictions[0]["user"]["extra"]["authentication.kubernetes.io/pod-name"][0],
-        pod.as_str(),
+        evictions[0]["user"]["extra"]["authentication.kubernetes.io/pod-name"][0], pod,
         "the token bound to the Job's pod"
     );
+}
 
-    // Never retried: a second Job, SIGKILLed after its eviction, gets no second pod.
+/// Never retried: a second Job, SIGKILLed after its eviction, gets no second pod
+/// (`backoffLimit: 0`), so no second member is evicted.
+fn a_sigkilled_job_is_not_retried(lab: &Lab, environment: &str, dir: &Path) {
     lab.wait_pdb_allows_one();
-    wait_until("the first Job's pod gone", Duration::from_secs(60), || job_pods(&lab).is_empty());
+    wait_until("the first Job's pod gone", Duration::from_secs(60), || job_pods(lab).is_empty());
     let env = [
         (leaderwatch::io::test_hooks::IDLE, "10s"),
         (leaderwatch::io::test_hooks::SETTLE, "5m"),
         ("LEADERWATCH_ENVIRONMENT", environment),
     ];
-    let job = manifest("deploy/k8s/leaderwatch/job-measure.yaml", &env, dir.path());
+    let job = manifest("deploy/k8s/leaderwatch/job-measure.yaml", &env, dir);
     lab.ok(&["apply", "-f", job.to_str().expect("path")]);
     wait_until("the second Job's eviction", Duration::from_secs(180), || {
         lab.accepted_evictions().len() == 2
     });
-    let pods = job_pods(&lab);
+    let pods = job_pods(lab);
     assert_eq!(pods.len(), 1);
     signal(lab.container_pid(&pods[0]), nix::sys::signal::Signal::SIGKILL);
-    let (cond, reason) = wait_job(&lab, Duration::from_secs(60));
+    let (cond, reason) = wait_job(lab, Duration::from_secs(60));
     assert_eq!((cond.as_str(), reason.as_str()), ("Failed", "BackoffLimitExceeded"));
-    let killed = job_pods(&lab);
+    let killed = job_pods(lab);
     assert_eq!(killed.len(), 1, "no second pod for the Job");
     assert_eq!(killed[0]["status"]["phase"], "Failed");
     assert_eq!(killed[0]["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137);
     // Given time to misbehave, nothing retries: still one pod, still two evictions in all.
     std::thread::sleep(Duration::from_secs(15));
-    assert_eq!(job_pods(&lab).len(), 1);
+    assert_eq!(job_pods(lab).len(), 1);
     assert_eq!(lab.accepted_evictions().len(), 2, "no second member evicted");
     lab.wait_pdb_allows_one();
+}
 
-    // The sampler: Ready, scraped by Prometheus through the PodMonitoring's port and path.
-    let sampler_pod = || {
-        let v = lab.json(&[
-            "-n",
-            "dlock",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/component=sampler",
-            "-o",
-            "json",
-        ]);
-        v["items"][0].clone()
-    };
+/// The sampler's pod (the Deployment's one replica).
+fn sampler_pod(lab: &Lab) -> Value {
+    let v = lab.json(&[
+        "-n",
+        "dlock",
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/component=sampler",
+        "-o",
+        "json",
+    ]);
+    v["items"][0].clone()
+}
+
+/// The sampler Ready (its readiness probe passed) before Prometheus is pointed at it.
+fn wait_sampler_ready(lab: &Lab) {
     wait_until("the sampler Ready", Duration::from_secs(60), || {
-        sampler_pod()["status"]["conditions"]
+        sampler_pod(lab)["status"]["conditions"]
             .as_array()
             .into_iter()
             .flatten()
             .any(|c| c["type"] == "Ready" && c["status"] == "True")
     });
+}
+
+/// The rule `report --alert-rule --allow-local` derives from this run and the committed
+/// ones, written to `rules` for Prometheus; returns its threshold.
+fn the_alert_rule_from(run: &Path, committed: &[PathBuf], rules: &Path) -> f64 {
     let mut baselines = vec![run.join("baseline.json")];
-    baselines.extend(committed);
+    baselines.extend(committed.iter().cloned());
     let mut report = support::leaderwatch();
     report
         .args(["report", "--alert-rule", "--allow-local", "--format", "prometheus"])
         .args(&baselines);
     let o = report.output().expect("report --alert-rule");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    std::fs::write(&rules, &o.stdout).expect("rules");
+    std::fs::write(rules, &o.stdout).expect("rules");
     let rule_text = String::from_utf8_lossy(&o.stdout).into_owned();
-    let threshold: f64 = rule_text
+    rule_text
         .lines()
         .find_map(|l| l.trim().strip_prefix("threshold: '"))
         .and_then(|t| t.trim_end_matches('\'').parse().ok())
-        .expect("threshold");
-    let targets = dir.path().join("targets.json");
+        .expect("threshold")
+}
+
+/// Prometheus scraping the sampler as the PodMonitoring says (its targets from the API's
+/// pods), until it has leaderwatch_elections_total; returns it, that series and the
+/// sampler pod's name.
+fn prometheus_scraping_the_sampler(
+    lab: &Lab,
+    pm: &Yaml,
+    dir: &Path,
+    rules: &Path,
+) -> (Prometheus, String, String) {
+    let targets = dir.join("targets.json");
     assert_eq!(
-        write_targets(&lab, &pm, &targets),
+        write_targets(lab, pm, &targets),
         1,
         "the PodMonitoring selects the sampler's one port"
     );
-    std::fs::write(dir.path().join("prometheus.yml"), prometheus_config(&pm, &targets, &rules))
+    std::fs::write(dir.join("prometheus.yml"), prometheus_config(pm, &targets, rules))
         .expect("prometheus.yml");
     let port = free_port();
     let mut prom = Prometheus {
         child: Command::new("prometheus")
-            .arg(format!("--config.file={}", dir.path().join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.path().join("tsdb").display()))
+            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.path().join("prometheus.log")).expect("log"))
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
             .spawn()
             .expect("prometheus (Debian package; make deps installs it)"),
         port,
-        log: dir.path().join("prometheus.log"),
+        log: dir.join("prometheus.log"),
     };
-    let name = sampler_pod()["metadata"]["name"].as_str().expect("name").to_string();
+    let name = sampler_pod(lab)["metadata"]["name"].as_str().expect("name").to_string();
     let series = format!(
         "leaderwatch_elections_total{{job=\"leaderwatch-sampler\",namespace=\"dlock\",pod=\"{name}\"}}"
     );
@@ -642,44 +743,52 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
         prom.value(&series).is_some() || !prom.alive()
     });
     assert!(prom.value(&series).is_some(), "Prometheus exited (its log is above)");
+    (prom, series, name)
+}
 
-    // Liveness: a frozen sampler answers no /healthz; the kubelet kills and restarts it.
-    let pid = lab.container_pid(&sampler_pod());
+/// Liveness: a frozen sampler answers no /healthz; the kubelet kills and restarts it, and
+/// the restart appends to the same files under a new run_id.
+fn liveness_restarts_a_frozen_sampler(lab: &Lab, name: &str) {
+    let pid = lab.container_pid(&sampler_pod(lab));
     signal(pid, nix::sys::signal::Signal::SIGSTOP);
     wait_until("the liveness probe's Killing", Duration::from_secs(120), || {
-        pod_events(&lab, &name).iter().any(|(r, m)| r == "Killing" && m.contains("liveness"))
+        pod_events(lab, name).iter().any(|(r, m)| r == "Killing" && m.contains("liveness"))
     });
     assert!(
-        pod_events(&lab, &name)
+        pod_events(lab, name)
             .iter()
             .any(|(r, m)| r == "Unhealthy" && m.contains("Liveness probe failed"))
     );
     signal(pid, nix::sys::signal::Signal::SIGCONT);
     wait_until("the sampler restarted and Ready", Duration::from_secs(90), || {
-        let p = sampler_pod();
+        let p = sampler_pod(lab);
         p["status"]["containerStatuses"][0]["restartCount"] == 1
             && p["status"]["containerStatuses"][0]["ready"] == true
     });
     // The restart appended to the same files under a new run_id.
-    let continuous = volume_dir(&lab, "leaderwatch-sample-data").join("continuous");
+    let continuous = volume_dir(lab, "leaderwatch-sample-data").join("continuous");
     let runs: std::collections::BTreeSet<String> =
         support::samples(&continuous).iter().map(|r| r["run_id"].clone()).collect();
     assert_eq!(runs.len(), 2, "one run_id per container start: {runs:?}");
+}
 
-    // One election: scraped, and the rule evaluates on it without firing.
-    let scraped_at = |p: &Prometheus| {
-        p.query(&format!("timestamp({series})"))
-            .first()
-            .and_then(|r| r["value"][1].as_str().and_then(|s| s.parse::<f64>().ok()))
-            .unwrap_or(0.0)
-    };
-    move_leader(&lab);
+/// When Prometheus last scraped `series` (0 before the first scrape).
+fn scraped_at(p: &Prometheus, series: &str) -> f64 {
+    p.query(&format!("timestamp({series})"))
+        .first()
+        .and_then(|r| r["value"][1].as_str().and_then(|s| s.parse::<f64>().ok()))
+        .unwrap_or(0.0)
+}
+
+/// One election: scraped, and the rule evaluates on it without firing.
+fn one_election_leaves_the_rule_silent(lab: &Lab, prom: &Prometheus, series: &str, threshold: f64) {
+    move_leader(lab);
     let moved = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs_f64();
     wait_until("the election in Prometheus", Duration::from_secs(90), || {
-        prom.value(&series) == Some(1.0)
+        prom.value(series) == Some(1.0)
     });
     // Compared in milliseconds (regression: CI waited 60 s in vain when the group's 30 s
     // evaluation fell in the same second just after the 30 s scrape; whole seconds put it
@@ -688,30 +797,34 @@ fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
         let r = prom.rule();
         r["health"] == "ok"
             && chrono::DateTime::parse_from_rfc3339(r["lastEvaluation"].as_str().unwrap_or(""))
-                .is_ok_and(|t| t.timestamp_millis() as f64 / 1000.0 > scraped_at(&prom))
+                .is_ok_and(|t| t.timestamp_millis() as f64 / 1000.0 > scraped_at(prom, series))
     });
-    assert!(scraped_at(&prom) > moved);
+    assert!(scraped_at(prom, series) > moved);
     let r = prom.rule();
     assert_eq!(r["state"], "inactive", "one election stays under the threshold {threshold}: {r}");
     assert!(
         prom.value("increase(leaderwatch_elections_total[15m])")
             .is_some_and(|v| v > 0.0 && v <= threshold + 0.5)
     );
+}
 
-    // More elections than the threshold allows: the same rule fires.
+/// More elections than the threshold allows: the same rule fires, and every election
+/// arrives in Prometheus.
+fn more_elections_than_the_threshold_make_it_fire(
+    lab: &Lab,
+    prom: &Prometheus,
+    series: &str,
+    threshold: f64,
+) {
     let more = threshold as usize + 1;
     for _ in 0..more {
-        move_leader(&lab);
+        move_leader(lab);
         std::thread::sleep(Duration::from_secs(2));
     }
     wait_until("the alert firing", Duration::from_secs(120), || prom.rule()["state"] == "firing");
     // increase() extrapolates, so the rule can fire before the last elections are scraped
     // (regression: it fired at 3 of 5); every one arrives within the next scrapes.
     wait_until("every election scraped", Duration::from_secs(90), || {
-        prom.value(&series) == Some((1 + more) as f64)
+        prom.value(series) == Some((1 + more) as f64)
     });
-    let total = prom.value(&series).expect("series");
-    eprintln!(
-        "in-cluster: Job {pod} complete, second Job failed without retry, sampler restarted by liveness, Prometheus: {total} elections, rule fired above {threshold}"
-    );
 }

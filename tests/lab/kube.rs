@@ -14,14 +14,14 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaderwatch::commands::drive::SittingConfig;
-use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::KubeOptions;
 use leaderwatch::k8s::discover::Reach;
+use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::model::baseline::{Baseline, Environment, KubeMethod};
 use leaderwatch::model::baseline::{Completion, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::commands::drive::SittingConfig;
 use serde_json::Value;
 
 use crate::support::lab;
@@ -174,22 +174,68 @@ fn granted() -> BTreeSet<(String, String, String)> {
     out
 }
 
+/// The sitting on the real control plane with surge nodes, every method leaderwatch has,
+/// under the real RBAC: the steps run in this order on one cluster, because the last ones
+/// read the whole audit log the first ones wrote.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and make kube-tools; make test runs it"]
 async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     let (lab, kc, out) = Lab::deployed_with(&[], true);
+    let (kc, out) = (kc.as_path(), out.path());
+    a_follower_eviction_goes_through_the_real_eviction_api(&lab, kc, out).await;
+    rbac_yaml_grants_evictions_only_and_rbac_maintenance_adds_delete_and_patch(&lab);
+    a_follower_delete_bypasses_the_eviction_api(&lab, kc, out).await;
+    let rolling =
+        a_rolling_restart_replaces_every_member_highest_ordinal_first(&lab, kc, out).await;
+    lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
 
-    // 1. A follower eviction through the real Eviction API, the PDB computed by the real
-    //    disruption controller, the pod recreated by the real StatefulSet controller.
-    let before_uid = |name: &str| {
-        lab.json(&["-n", "dlock", "get", "pod", name, "-o", "json"])["metadata"]["uid"]
-            .as_str()
-            .unwrap_or("")
-            .to_string()
-    };
-    let uids: Vec<String> = (0..3).map(|i| before_uid(&format!("dlock-etcd-{i}"))).collect();
+    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]);
+    let drained = a_drain_with_a_surge_node_brings_the_member_back_on_it(&lab, kc, out).await;
+    let pending = a_drain_without_a_surge_node_waits_for_the_uncordon(&lab, kc, out).await;
+    a_sigterm_mid_drain_uncordons_and_keeps_what_was_measured(&lab, kc, out).await;
+    the_alert_rule_is_silent_on_these_runs_and_fires_on_a_storm(&[
+        &out.join("delete"),
+        &rolling,
+        &drained,
+        &pending,
+    ]);
+    lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]);
+
+    every_verb_rbac_yaml_grants_was_used(&lab);
+    a_role_without_pvc_get_fails_preflight_with_one_403_line(&lab, kc, out).await;
+    a_role_without_eviction_keeps_at_rest_in_an_incomplete_baseline(&lab, kc, out).await;
+    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]);
+}
+
+/// A pod's UID now ("" when it has none).
+fn pod_uid(lab: &Lab, name: &str) -> String {
+    lab.json(&["-n", "dlock", "get", "pod", name, "-o", "json"])["metadata"]["uid"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// Whether leaderwatch's ServiceAccount may do `verb` on `what` (`kubectl auth can-i --as`).
+fn sa_can(lab: &Lab, verb: &str, what: &[&str]) -> bool {
+    let sa = "system:serviceaccount:dlock:leaderwatch";
+    let mut args = vec!["-n", "dlock", "auth", "can-i", verb];
+    args.extend_from_slice(what);
+    args.extend_from_slice(&["--as", sa]);
+    lab.kubectl(&args).1.trim() == "yes"
+}
+
+/// deploy/k8s/leaderwatch/rbac.yaml as committed, for the copies that drop one verb.
+fn rbac_yaml() -> String {
+    std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch/rbac.yaml")).expect("rbac.yaml")
+}
+
+/// Step 1: a follower eviction through the real Eviction API, the PDB computed by the real
+/// disruption controller, the pod recreated by the real StatefulSet controller, back in its
+/// PV's zone; the waterfall's Kubernetes steps in the order the real controllers made them.
+async fn a_follower_eviction_goes_through_the_real_eviction_api(lab: &Lab, kc: &Path, out: &Path) {
+    let uids: Vec<String> = (0..3).map(|i| pod_uid(lab, &format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
-    let b = measure(&kc, &out.path().join("follower"), "follower")
+    let b = measure(kc, &out.join("follower"), "follower")
         .await
         .unwrap_or_else(|e| panic!("measure: {e}"));
     let term_after = lab.raft_term();
@@ -253,18 +299,12 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         "",
         "the canary key is gone"
     );
+}
 
-    // 1b. `--method delete` of a follower: a DELETE with the pod's grace period, no
-    //     Eviction, the same recovery. Once the replacement is Ready the PDB allows one again.
-    //     rbac.yaml alone (which ran step 1) grants nothing that bypasses the PDB; the
-    //     delete and the rolling restart run with rbac-maintenance.yaml beside it.
-    let can = |verb: &str, what: &[&str]| {
-        let sa = "system:serviceaccount:dlock:leaderwatch";
-        let mut args = vec!["-n", "dlock", "auth", "can-i", verb];
-        args.extend_from_slice(what);
-        args.extend_from_slice(&["--as", sa]);
-        lab.kubectl(&args).1.trim() == "yes"
-    };
+/// Step 1b, first half: rbac.yaml alone (which ran step 1) grants nothing that bypasses the
+/// PDB; the delete and the rolling restart run with rbac-maintenance.yaml beside it.
+fn rbac_yaml_grants_evictions_only_and_rbac_maintenance_adds_delete_and_patch(lab: &Lab) {
+    let can = |verb: &str, what: &[&str]| sa_can(lab, verb, what);
     let evict = ["pods", "--subresource=eviction"];
     assert_eq!(
         (can("delete", &["pods"]), can("patch", &["statefulsets.apps"]), can("create", &evict)),
@@ -276,10 +316,16 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         can("delete", &["pods"]) && can("patch", &["statefulsets.apps"]),
         "rbac-maintenance.yaml"
     );
+}
+
+/// Step 1b: `--method delete` of a follower: a DELETE with the pod's grace period, no
+/// Eviction, the same recovery. Once the replacement is Ready the PDB allows one again.
+async fn a_follower_delete_bypasses_the_eviction_api(lab: &Lab, kc: &Path, out: &Path) {
     lab.wait_pdb_allows_one();
-    let pods_before: Vec<String> = (0..3).map(|i| before_uid(&format!("dlock-etcd-{i}"))).collect();
+    let pods_before: Vec<String> =
+        (0..3).map(|i| pod_uid(lab, &format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
-    let b = measure_with(&kc, &out.path().join("delete"), "follower", KubeMethod::Delete)
+    let b = measure_with(kc, &out.join("delete"), "follower", KubeMethod::Delete)
         .await
         .unwrap_or_else(|e| panic!("measure --method delete: {e}"));
     let term_after = lab.raft_term();
@@ -298,7 +344,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     );
     let idx: usize = d.target.rsplit('-').next().and_then(|i| i.parse().ok()).expect("ordinal");
     assert_ne!(
-        before_uid(&d.target),
+        pod_uid(lab, &d.target),
         pods_before[idx],
         "the StatefulSet recreated the deleted pod"
     );
@@ -327,15 +373,23 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         !steps.contains(&"disruption_target"),
         "no DisruptionTarget without an Eviction: {steps:?}"
     );
+}
 
-    // 1c. `--method rolling-restart`: one patch of the template (kubectl rollout restart);
-    //     the real StatefulSet controller replaces every member, highest ordinal first, one
-    //     at a time; the sitting lasts until the rollout is complete and the list healthy.
+/// Step 1c: `--method rolling-restart`: one patch of the template (kubectl rollout
+/// restart); the real StatefulSet controller replaces every member, highest ordinal first,
+/// one at a time; the sitting lasts until the rollout is complete and the list healthy.
+/// Returns the run's directory (step 1g reads it).
+async fn a_rolling_restart_replaces_every_member_highest_ordinal_first(
+    lab: &Lab,
+    kc: &Path,
+    out: &Path,
+) -> PathBuf {
     lab.wait_pdb_allows_one();
-    let pods_before: Vec<String> = (0..3).map(|i| before_uid(&format!("dlock-etcd-{i}"))).collect();
+    let pods_before: Vec<String> =
+        (0..3).map(|i| pod_uid(lab, &format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
-    let rolling = out.path().join("rolling-restart");
-    let b = measure_cfg(maintenance_config(&kc, &rolling, "follower", KubeMethod::RollingRestart))
+    let rolling = out.join("rolling-restart");
+    let b = measure_cfg(maintenance_config(kc, &rolling, "follower", KubeMethod::RollingRestart))
         .await
         .unwrap_or_else(|e| panic!("measure --method rolling-restart: {e}"));
     let term_after = lab.raft_term();
@@ -355,7 +409,7 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         "highest ordinal first, each once"
     );
     for (i, before) in pods_before.iter().enumerate() {
-        assert_ne!(&before_uid(&format!("dlock-etcd-{i}")), before, "dlock-etcd-{i} replaced");
+        assert_ne!(&pod_uid(lab, &format!("dlock-etcd-{i}")), before, "dlock-etcd-{i} replaced");
     }
     let ready: Vec<f64> = m.members.iter().map(|r| r.ready_s.expect("each Ready again")).collect();
     assert!(
@@ -388,16 +442,21 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         "one patch of the StatefulSet by leaderwatch"
     );
     all_ours(&b, "the rolling restart");
+    rolling
+}
 
-    lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
-
-    // 1d. `--method drain` of a follower's node with a surge node: cordon, every pod evicted
-    //     through the Eviction API, the member back on the zone's new node, uncordoned.
-    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]);
+/// Step 1d: `--method drain` of a follower's node with a surge node: cordon, every pod
+/// evicted through the Eviction API, the member back on the zone's new node, uncordoned.
+/// Returns the run's directory (step 1g reads it).
+async fn a_drain_with_a_surge_node_brings_the_member_back_on_it(
+    lab: &Lab,
+    kc: &Path,
+    out: &Path,
+) -> PathBuf {
     lab.wait_pdb_allows_one();
     let term_before = lab.raft_term();
-    let drained = out.path().join("drain-surge");
-    let b = measure_cfg(maintenance_config(&kc, &drained, "follower", KubeMethod::Drain))
+    let drained = out.join("drain-surge");
+    let b = measure_cfg(maintenance_config(kc, &drained, "follower", KubeMethod::Drain))
         .await
         .unwrap_or_else(|e| panic!("measure --method drain: {e}"));
     let term_after = lab.raft_term();
@@ -426,9 +485,17 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         "elections equal the raft-term delta"
     );
     all_ours(&b, "the drain with a surge node");
+    drained
+}
 
-    // 1e. A drain of the leader's node with no surge node: the member stays Pending until
-    //     its node is uncordoned after --down, then comes back there.
+/// Step 1e: a drain of the leader's node with no surge node: the member stays Pending
+/// until its node is uncordoned after --down, then comes back there. Returns the run's
+/// directory (step 1g reads it).
+async fn a_drain_without_a_surge_node_waits_for_the_uncordon(
+    lab: &Lab,
+    kc: &Path,
+    out: &Path,
+) -> PathBuf {
     lab.wait_pdb_allows_one();
     let leader = lab.leader();
     let leader_node =
@@ -438,8 +505,8 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
             .to_string();
     lab.ok(&["annotate", "node", &leader_node, "lw-lab/no-surge=true"]);
     let term_before = lab.raft_term();
-    let pending = out.path().join("drain-no-surge");
-    let b = measure_cfg(maintenance_config(&kc, &pending, "leader", KubeMethod::Drain))
+    let pending = out.join("drain-no-surge");
+    let b = measure_cfg(maintenance_config(kc, &pending, "leader", KubeMethod::Drain))
         .await
         .unwrap_or_else(|e| panic!("measure --method drain (no surge): {e}"));
     let term_after = lab.raft_term();
@@ -468,12 +535,19 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         "elections equal the raft-term delta"
     );
     all_ours(&b, "the drain of the leader's node");
+    pending
+}
 
-    // 1f. SIGTERM mid-drain (the CLI, as a Job's pod gets it): the node is uncordoned
-    //     before leaderwatch exits, and what was measured is kept (exit 5).
+/// Step 1f: SIGTERM mid-drain (the CLI, as a Job's pod gets it): the node is uncordoned
+/// before leaderwatch exits, and what was measured is kept (exit 5).
+async fn a_sigterm_mid_drain_uncordons_and_keeps_what_was_measured(
+    lab: &Lab,
+    kc: &Path,
+    out: &Path,
+) {
     lab.wait_pdb_allows_one();
-    let cut = out.path().join("drain-sigterm");
-    let mut child = measure_cli(&kc, &cut, &["--method", "drain", "--target", "follower"])
+    let cut = out.join("drain-sigterm");
+    let mut child = measure_cli(kc, &cut, &["--method", "drain", "--target", "follower"])
         .args(["--reach", "pod-ip"])
         .spawn()
         .expect("leaderwatch measure");
@@ -492,14 +566,13 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         serde_json::from_slice(&std::fs::read(cut.join("baseline.json")).expect("baseline.json"))
             .expect("json");
     assert_eq!(saved.status, Completion::Incomplete);
+}
 
-    // 1g. The alert rule derived from these runs (the delete, the rolling restart, the two
-    //     complete drains) stays silent on the elections each recorded, and fires on a
-    //     storm (its negative control).
-    let runs: Vec<PathBuf> = [&out.path().join("delete"), &rolling, &drained, &pending]
-        .iter()
-        .map(|r| r.join("baseline.json"))
-        .collect();
+/// Step 1g: the alert rule derived from these runs (the delete, the rolling restart, the
+/// two complete drains) stays silent on the elections each recorded, and fires on a storm
+/// (its negative control).
+fn the_alert_rule_is_silent_on_these_runs_and_fires_on_a_storm(runs: &[&Path]) {
+    let runs: Vec<PathBuf> = runs.iter().map(|r| r.join("baseline.json")).collect();
     for r in &runs {
         let b: Value = serde_json::from_slice(&std::fs::read(r).expect("baseline")).expect("json");
         let at = promtool::election_times(&b, 120.0);
@@ -511,9 +584,10 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     }
     let storm: Vec<f64> = (0..12).map(|i| 120.0 + f64::from(i) * 20.0).collect();
     assert!(!alert_silent(&runs, &storm, 30), "twelve elections in four minutes must fire");
-    lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]);
+}
 
-    // 2. Every verb rbac.yaml grants was used by those sittings (or the rule goes).
+/// Step 2: every verb rbac.yaml grants was used by those sittings (or the rule goes).
+fn every_verb_rbac_yaml_grants_was_used(lab: &Lab) {
     let used: BTreeSet<(String, String, String)> = lab
         .audit()
         .iter()
@@ -533,22 +607,28 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         .collect();
     let unused: Vec<_> = granted().difference(&used).cloned().collect();
     assert!(unused.is_empty(), "granted but never used by a sitting: {unused:?} (used: {used:?})");
+}
 
-    // 3. One verb removed from a copy of the Role: the real authorizer's 403, in one line, exit 6.
-    let role = std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch/rbac.yaml"))
-        .expect("rbac.yaml");
+/// Step 3: one verb removed from a copy of the Role: the real authorizer's 403, in one
+/// line, exit 6.
+async fn a_role_without_pvc_get_fails_preflight_with_one_403_line(
+    lab: &Lab,
+    kc: &Path,
+    out: &Path,
+) {
+    let role = rbac_yaml();
     let no_pvc = role.replace(
         "    resources: [\"persistentvolumeclaims\"]\n    verbs: [\"get\"]",
         "    resources: [\"persistentvolumeclaims\"]\n    verbs: [\"list\"]",
     );
     assert_ne!(no_pvc, role, "the PVC rule is where the test expects it");
-    let copy = out.path().join("rbac-no-pvc-get.yaml");
+    let copy = out.join("rbac-no-pvc-get.yaml");
     std::fs::write(&copy, &no_pvc).expect("write copy");
     lab.ok(&["apply", "-f", copy.to_str().expect("path")]);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let pre = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
         .args(["preflight", "--reach", "pod-ip", "--kubeconfig"])
-        .arg(&kc)
+        .arg(kc)
         .output()
         .expect("preflight");
     let err = String::from_utf8_lossy(&pre.stderr);
@@ -563,8 +643,17 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         .find(|l| l.contains("403") || l.contains("forbidden"))
         .unwrap_or_else(|| panic!("no 403 line in: {err}"));
     assert!(line.contains("persistentvolumeclaims"), "the line names what was refused: {line}");
+}
 
-    // 4. The eviction verb removed: the at_rest window is kept in an incomplete baseline.json.
+/// Step 4: the eviction verb removed: the at_rest window is kept in an incomplete
+/// baseline.json.
+async fn a_role_without_eviction_keeps_at_rest_in_an_incomplete_baseline(
+    lab: &Lab,
+    kc: &Path,
+    out: &Path,
+) {
+    let role = rbac_yaml();
+    let copy = out.join("rbac-no-pvc-get.yaml");
     let no_evict = role.replace(
         "    resources: [\"pods/eviction\"]\n    verbs: [\"create\"]",
         "    resources: [\"pods/eviction\"]\n    verbs: [\"get\"]",
@@ -575,8 +664,8 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
     lab.wait_pdb_allows_one();
     let evictions_before = lab.accepted_evictions().len();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let run = out.path().join("forbidden");
-    let r = measure(&kc, &run, "follower").await;
+    let run = out.join("forbidden");
+    let r = measure(kc, &run, "follower").await;
     let e = r.expect_err("a sitting whose eviction is forbidden fails");
     assert!(matches!(e, leaderwatch::Error::Kube(_)), "exit 6, the Kubernetes API: {e}");
     let saved: Baseline = serde_json::from_slice(
@@ -594,7 +683,6 @@ async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
         evictions_before,
         "no Eviction accepted by the forbidden sitting"
     );
-    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]);
 }
 
 fn signal(pid: i32, sig: nix::sys::signal::Signal) {
@@ -645,31 +733,10 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
     let client = leaderwatch::k8s::client(&cfg.kube).await.expect("client");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     // The faults, beside the sitting (its future is not Send: both run in this task).
-    let faults = async {
-        // At rest: restart kube-apiserver (lw-lab does it on SIGUSR1) and wait for the new one.
-        wait_for_event(&run, "sitting_started", Duration::from_secs(60)).await;
-        tokio::time::sleep(Duration::from_secs(12)).await;
-        let old = lab.apiserver_pid();
-        signal(lab.child.id() as i32, nix::sys::signal::Signal::SIGUSR1);
-        let t = Instant::now();
-        while lab.apiserver_pid() == old {
-            assert!(
-                t.elapsed() < Duration::from_secs(120),
-                "kube-apiserver not restarted within 120 s"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        // The disruption: once the eviction is accepted, the API server goes silent for 30 s.
-        wait_for_event(&run, "eviction_accepted", Duration::from_secs(120)).await;
-        let pid = lab.apiserver_pid();
-        signal(pid, nix::sys::signal::Signal::SIGSTOP);
-        let frozen_at = chrono::Utc::now();
-        tokio::time::sleep(Duration::from_secs(30)).await;
-        signal(pid, nix::sys::signal::Signal::SIGCONT);
-        frozen_at
-    };
-    let (result, frozen_at) =
-        tokio::join!(measure::run(client, cfg, clock, std::future::pending()), faults);
+    let (result, frozen_at) = tokio::join!(
+        measure::run(client, cfg, clock, std::future::pending()),
+        restart_then_freeze_the_api_server(&lab, &run)
+    );
 
     let b = result.unwrap_or_else(|e| panic!("measure: {e}"));
     assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
@@ -680,9 +747,46 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
         "one accepted Eviction, not repeated"
     );
     let ev = events(&run);
-    // Both outages, as rows with their length: the restart (connection refused) and the
-    // freeze (no answer). The heartbeat asks every 5 s with a 10 s timeout, so a row can
-    // start up to 15 s late: a 30 s freeze reads as 15 s or more.
+    let accepted = both_outages_are_rows_with_their_length(&ev);
+    no_kubernetes_event_is_lost_or_recorded_twice(&ev, &d.target, &accepted);
+    the_members_were_measured_through_the_outage(&run, frozen_at);
+}
+
+/// The faults: at rest, kube-apiserver restarted (lw-lab does it on SIGUSR1) and the new
+/// one waited for; once the eviction is accepted, the API server silent (SIGSTOP) for
+/// 30 s. Returns when the freeze began.
+async fn restart_then_freeze_the_api_server(
+    lab: &Lab,
+    run: &Path,
+) -> chrono::DateTime<chrono::Utc> {
+    // At rest: restart kube-apiserver (lw-lab does it on SIGUSR1) and wait for the new one.
+    wait_for_event(run, "sitting_started", Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let old = lab.apiserver_pid();
+    signal(lab.child.id() as i32, nix::sys::signal::Signal::SIGUSR1);
+    let t = Instant::now();
+    while lab.apiserver_pid() == old {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "kube-apiserver not restarted within 120 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The disruption: once the eviction is accepted, the API server goes silent for 30 s.
+    wait_for_event(run, "eviction_accepted", Duration::from_secs(120)).await;
+    let pid = lab.apiserver_pid();
+    signal(pid, nix::sys::signal::Signal::SIGSTOP);
+    let frozen_at = chrono::Utc::now();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    signal(pid, nix::sys::signal::Signal::SIGCONT);
+    frozen_at
+}
+
+/// Both outages, as events.csv rows with their length: the restart (connection refused)
+/// and the freeze (no answer). The heartbeat asks every 5 s with a 10 s timeout, so a row
+/// can start up to 15 s late: a 30 s freeze reads as 15 s or more. Returns the time of
+/// the eviction_accepted row, which separates the two.
+fn both_outages_are_rows_with_their_length(ev: &[(String, String, String, String)]) -> String {
     let accepted = ev
         .iter()
         .find(|e| e.2 == "eviction_accepted")
@@ -709,6 +813,16 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
         gaps.iter().any(|(t, g)| *t > accepted && *g >= 10.0),
         "the freeze after the eviction recorded: {gaps:?}"
     );
+    accepted
+}
+
+/// A real 410 Gone met and relisted; no Kubernetes event recorded twice through a restart,
+/// a relist and an outage; and none lost: the target's whole replacement is there.
+fn no_kubernetes_event_is_lost_or_recorded_twice(
+    ev: &[(String, String, String, String)],
+    target: &str,
+    accepted: &str,
+) {
     assert!(
         ev.iter().any(|e| e.2 == "watch_error" && e.3.contains("too old resource version")),
         "a real 410 Gone was met and relisted: {ev:#?}"
@@ -721,10 +835,17 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing() {
     // Nothing lost: the target's whole replacement is there, once each, after the eviction
     // (the first list reported the old pod's state once too, as `pod_seen` and its figures).
     for kind in ["pod_deleted", "pod_created", "pod_scheduled", "pod_ready"] {
-        let n = ev.iter().filter(|e| e.1 == d.target && e.2 == kind && e.0 > accepted).count();
-        assert_eq!(n, 1, "{kind} of {} recorded {n} times: {ev:#?}", d.target);
+        let n =
+            ev.iter().filter(|e| e.1 == target && e.2 == kind && e.0.as_str() > accepted).count();
+        assert_eq!(n, 1, "{kind} of {target} recorded {n} times: {ev:#?}");
     }
-    // The members were measured through the outage: no gap between rounds over 3 s.
+}
+
+/// The members were measured through the outage: no gap between rounds over 3 s.
+fn the_members_were_measured_through_the_outage(
+    run: &Path,
+    frozen_at: chrono::DateTime<chrono::Utc>,
+) {
     let mut r = csv::Reader::from_path(run.join("samples.csv")).expect("samples.csv");
     let mut ts: Vec<chrono::DateTime<chrono::Utc>> =
         r.records().filter_map(|x| x.ok()).filter_map(|x| x[0].parse().ok()).collect();
@@ -855,18 +976,30 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     assert!(one >= canary - 1e-9, "one in flight {one:.3} s < {canary:.3} s");
 }
 
-/// The laptop path on real nodes: `preflight` and `measure --reach port-forward` from the
-/// host under the leaderwatch ServiceAccount's token (rbac.yaml and rbac-port-forward.yaml),
-/// every member reached through the kubelet's port-forward. The evicted follower comes back
-/// as a new pod (a new UID, a new address) and the forward follows it by name: the
-/// recovery is timed through it.
+/// The laptop path on real nodes: kubectl's port-forward, exec and logs through an API
+/// server that verifies the kubelets' serving certificates (and refuses a foreign CA's),
+/// then `preflight` and `measure --reach port-forward` from the host under the leaderwatch
+/// ServiceAccount's token (rbac.yaml and rbac-port-forward.yaml), every member reached
+/// through the kubelet's port-forward. The evicted follower comes back as a new pod (a new
+/// UID, a new address) and the forward follows it by name: the recovery is timed through it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and make kube-tools; make test runs it"]
 async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
     let (lab, kc, out) = Lab::deployed(&[]);
-    // kubectl's own port-forward, exec and logs, with its defaults, through the API
-    // server to the kubelets (the stand-in kubelet of old served neither port-forward nor
-    // SPDY exec).
+    let (kc, out) = (kc.as_path(), out.path());
+    kubectl_port_forward_exec_and_logs_reach_the_kubelets(&lab);
+    the_api_server_verifies_the_kubelets_serving_certificates(&lab);
+    without_rbac_port_forward_yaml_preflight_names_the_file(kc);
+    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-port-forward.yaml"]);
+    let before = member_uids(&lab);
+    let (run, b) = measure_a_follower_eviction_through_the_forward(kc, out);
+    the_forward_followed_the_recreated_member(&lab, &run, &b, &before);
+}
+
+/// kubectl's own port-forward, exec and logs, with its defaults, through the API server to
+/// the kubelets (the stand-in kubelet of old served neither port-forward nor SPDY exec), with
+/// the API server verifying each kubelet's serving certificate.
+fn kubectl_port_forward_exec_and_logs_reach_the_kubelets(lab: &Lab) {
     let mut pf = Command::new(lab.state["kubectl"].as_str().expect("kubectl"))
         .args(["-n", "dlock", "port-forward", "pod/dlock-etcd-1", ":2379"])
         .env("KUBECONFIG", lab.state["kubeconfig"].as_str().expect("kubeconfig"))
@@ -904,44 +1037,186 @@ async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
     assert!(version.contains("3.6.14"), "kubectl exec: {version}");
     let logs = lab.ok(&["-n", "dlock", "logs", "dlock-etcd-2", "--tail=5"]);
     assert_eq!(logs.lines().count(), 5, "kubectl logs --tail=5: {logs}");
-    // Without rbac-port-forward.yaml the ServiceAccount may not forward: one line naming
-    // the file, exit 7 (regression: it was a connection reset on every probe).
+}
+
+/// The API server verifies the kubelets' serving certificates (docs/local-cluster.md): it
+/// runs with --kubelet-certificate-authority, a real kubelet answers through the node
+/// proxy, and a "kubelet" whose certificate has the right address but a foreign CA's
+/// signature is refused. Without the flag the API server skips verification and that
+/// request would get the impostor's page: the negative control.
+fn the_api_server_verifies_the_kubelets_serving_certificates(lab: &Lab) {
+    let cmdline = std::fs::read(format!("/proc/{}/cmdline", lab.apiserver_pid()))
+        .expect("kube-apiserver's command line");
+    let flags: Vec<String> =
+        cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    let ca = flags
+        .iter()
+        .rev()
+        .find_map(|f| f.strip_prefix("--kubelet-certificate-authority="))
+        .unwrap_or_else(|| panic!("kube-apiserver without --kubelet-certificate-authority"));
+    assert_eq!(Path::new(ca), lab.dir.join("pki/ca.crt"), "the cluster CA: {flags:?}");
+    let node = lab.state["nodes"][0][0].as_str().expect("a node");
+    let (code, body) = api_get(lab, &format!("/api/v1/nodes/{node}/proxy/healthz"));
+    assert_eq!((code, body.trim()), (200, "ok"), "{node}'s kubelet through the node proxy");
+
+    // The impostor listens on the host's bridge address, which the API server is bound to
+    // and reaches; a Node object (cordoned, never Ready) points the node proxy at it.
+    let server = lab.state["server"].as_str().expect("server");
+    let host = server.trim_start_matches("https://").rsplit_once(':').expect("host:port").0;
+    let impostor = ForeignKubelet::start(host);
+    let name = "lw-foreign-kubelet";
+    let spec = serde_json::json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "annotations": {"lw-lab/no-surge": "true"}},
+        "spec": {"unschedulable": true},
+    });
+    let status = serde_json::json!({"status": {
+        "addresses": [{"type": "InternalIP", "address": host}],
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": impostor.port}},
+    }});
+    let file = impostor.dir.path().join("node.json");
+    std::fs::write(&file, spec.to_string()).expect("node.json");
+    lab.ok(&["create", "-f", file.to_str().expect("path")]);
+    lab.ok(&[
+        "patch",
+        "node",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &status.to_string(),
+    ]);
+    let (code, body) = api_get(lab, &format!("/api/v1/nodes/{name}/proxy/healthz"));
+    lab.ok(&["delete", "node", name]);
+    drop(impostor);
+    assert!(
+        code >= 500 && body.contains("x509") && body.contains("unknown authority"),
+        "the foreign CA's certificate must be refused: HTTP {code}: {body}"
+    );
+}
+
+/// GET `path` from the API server as the admin, with curl (kubectl hides a proxy error's
+/// body): the status code and the body.
+fn api_get(lab: &Lab, path: &str) -> (u16, String) {
+    let kubeconfig = std::fs::read_to_string(lab.state["kubeconfig"].as_str().expect("kubeconfig"))
+        .expect("admin kubeconfig");
+    let token = kubeconfig
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("token: "))
+        .expect("the admin's token");
+    let o = Command::new("curl")
+        .args(["-sS", "-m", "20", "-w", "\n%{http_code}", "--cacert"])
+        .arg(lab.dir.join("pki/ca.crt"))
+        .args(["-H", &format!("Authorization: Bearer {token}")])
+        .arg(format!("{}{path}", lab.state["server"].as_str().expect("server")))
+        .output()
+        .expect("curl");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (body, code) = out.rsplit_once('\n').unwrap_or(("", &out));
+    let code = code
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("curl {path}: {out}{}", String::from_utf8_lossy(&o.stderr)));
+    (code, body.to_string())
+}
+
+/// An HTTPS server posing as a kubelet (`openssl s_server -www`): a certificate for the
+/// right address, signed by a CA of its own rather than the cluster's. Killed when dropped.
+struct ForeignKubelet {
+    child: std::process::Child,
+    port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl ForeignKubelet {
+    fn start(host: &str) -> ForeignKubelet {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (crt, key) = (dir.path().join("crt.pem"), dir.path().join("key.pem"));
+        let made = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"])
+            .args(["-nodes", "-days", "1", "-subj", "/CN=system:node:lw-foreign-kubelet"])
+            .args(["-addext", &format!("subjectAltName=IP:{host}"), "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&crt)
+            .output()
+            .expect("openssl req");
+        assert!(made.status.success(), "openssl req: {}", String::from_utf8_lossy(&made.stderr));
+        let port = std::net::TcpListener::bind((host, 0))
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let child = Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept", &format!("{host}:{port}"), "-cert"])
+            .arg(&crt)
+            .arg("-key")
+            .arg(&key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("openssl s_server");
+        let mut k = ForeignKubelet { child, port, dir };
+        let t = Instant::now();
+        while std::net::TcpStream::connect((host, port)).is_err() {
+            assert!(k.child.try_wait().expect("wait").is_none(), "openssl s_server exited");
+            assert!(t.elapsed() < Duration::from_secs(10), "openssl s_server not listening");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        k
+    }
+}
+
+impl Drop for ForeignKubelet {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Without rbac-port-forward.yaml the ServiceAccount may not forward: one line naming the
+/// file, exit 7 (regression: it was a connection reset on every probe).
+fn without_rbac_port_forward_yaml_preflight_names_the_file(kc: &Path) {
     let refused = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
         .args(["preflight", "--reach", "port-forward", "--kubeconfig"])
-        .arg(&kc)
+        .arg(kc)
         .output()
         .expect("preflight");
     let said = String::from_utf8_lossy(&refused.stdout);
     assert_eq!(refused.status.code(), Some(7), "{said}");
     assert!(said.contains("forbidden") && said.contains("rbac-port-forward.yaml"), "{said}");
-    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-port-forward.yaml"]);
-    let uids = || -> BTreeMap<String, String> {
-        let pods = lab.json(&[
-            "-n",
-            "dlock",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=dlock-etcd",
-            "-o",
-            "json",
-        ]);
-        pods["items"]
-            .as_array()
-            .expect("pods")
-            .iter()
-            .map(|p| {
-                (
-                    p["metadata"]["name"].as_str().expect("name").to_string(),
-                    p["metadata"]["uid"].as_str().expect("uid").to_string(),
-                )
-            })
-            .collect()
-    };
-    let before = uids();
+}
+
+/// The etcd members' pod UIDs by name: a recreated member has a new one.
+fn member_uids(lab: &Lab) -> BTreeMap<String, String> {
+    let pods = lab.json(&[
+        "-n",
+        "dlock",
+        "get",
+        "pods",
+        "-l",
+        "app.kubernetes.io/name=dlock-etcd",
+        "-o",
+        "json",
+    ]);
+    pods["items"]
+        .as_array()
+        .expect("pods")
+        .iter()
+        .map(|p| {
+            (
+                p["metadata"]["name"].as_str().expect("name").to_string(),
+                p["metadata"]["uid"].as_str().expect("uid").to_string(),
+            )
+        })
+        .collect()
+}
+
+/// preflight, then `leaderwatch measure --reach port-forward` of a follower's eviction, as
+/// from a laptop; returns the run's directory and its complete baseline.
+fn measure_a_follower_eviction_through_the_forward(kc: &Path, out: &Path) -> (PathBuf, Baseline) {
     let pre = Command::new(env!("CARGO_BIN_EXE_leaderwatch"))
         .args(["preflight", "--reach", "port-forward", "--kubeconfig"])
-        .arg(&kc)
+        .arg(kc)
         .output()
         .expect("preflight");
     assert!(
@@ -950,8 +1225,8 @@ async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
         String::from_utf8_lossy(&pre.stdout),
         String::from_utf8_lossy(&pre.stderr)
     );
-    let run = out.path().join("port-forward");
-    let st = measure_cli(&kc, &run, &["--target", "follower"])
+    let run = out.join("port-forward");
+    let st = measure_cli(kc, &run, &["--target", "follower"])
         .args(["--reach", "port-forward"])
         .status()
         .expect("leaderwatch measure");
@@ -960,12 +1235,24 @@ async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
         serde_json::from_slice(&std::fs::read(run.join("baseline.json")).expect("baseline.json"))
             .expect("json");
     assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
+    (run, b)
+}
+
+/// The evicted follower came back as a new pod and the forward followed it by name: its
+/// recovery was timed through the forward, the ServiceAccount opened forwards to the
+/// replacement, and every round and canary connection went through local forwards.
+fn the_forward_followed_the_recreated_member(
+    lab: &Lab,
+    run: &Path,
+    b: &Baseline,
+    before: &BTreeMap<String, String>,
+) {
     let d = b.disruption.as_ref().expect("disruption");
     assert!(
         d.member_lost_at.is_some() && d.member_back_at.is_some() && d.healthy_at.is_some(),
         "lost, back and healthy, all seen through the forward: {d:?}"
     );
-    let after = uids();
+    let after = member_uids(lab);
     assert_ne!(before.get(&d.target), after.get(&d.target), "{} was recreated", d.target);
     assert_eq!(lab.accepted_evictions(), vec![d.target.clone()]);
     // The forward reached the replacement: the ServiceAccount opened port-forwards to the
@@ -989,7 +1276,7 @@ async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
     assert!(forwards_after > 0, "no port-forward to {} after its eviction", d.target);
     // Every round went through local forwards, HTTP and gRPC alike; the last is complete
     // and the replacement healthy.
-    let rows = crate::support::samples(&run);
+    let rows = crate::support::samples(run);
     assert!(rows.iter().all(|r| r["endpoint"].starts_with("http://127.0.0.1:")));
     let last_target = rows.iter().rev().find(|r| r["member"] == d.target).expect("target rows");
     assert_eq!(
