@@ -4,19 +4,23 @@
 //! socket. Through etcd-client's channel a Status crossed three tasks each way and cost
 //! more than the rest of a fast round (docs/benchmarks.md). The canary and the disruptors
 //! keep etcd-client: they run a few calls a second, not one per member per round. A plain
-//! connection is paced (src/io/http.rs `PacedTcp`): the answer is read when the round
+//! connection is paced (src/io/http/pace.rs `PacedTcp`): the answer is read when the round
 //! says, and timed to when the kernel received it.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use ::http as http_types;
 use bytes::{Buf, Bytes, BytesMut};
 use h2::client::{Connection, SendRequest};
 
-use crate::io::http::{self, Pace, Paced, Pacing, Stream, Target, TlsConfig};
+use crate::io::http::connect::Endpoint;
+use crate::io::http::h2_stream::H2Stream;
+use crate::io::http::pace::{Pace, Paced, PacedTcp};
+use crate::io::http::response::too_large;
+use crate::io::http::tls::TlsConfig;
 use crate::model::observation::Status;
 
 /// The method's path, as etcd's `rpc.proto` names it.
@@ -34,7 +38,7 @@ const WINDOW: u32 = 1 << 20;
 /// over TLS requires) and the connection kept between calls. One call at a time: a
 /// member's next probe starts only once its last one ended.
 pub struct StatusClient {
-    target: Target,
+    endpoint: Endpoint,
     uri: http_types::Uri,
     tls: Option<TlsConfig>,
     /// Boxed: the connection is large and would be moved with every probe's future.
@@ -45,20 +49,20 @@ pub struct StatusClient {
 /// connection itself, which only the call in progress polls.
 struct H2 {
     send: SendRequest<Bytes>,
-    conn: Connection<Stream, Bytes>,
-    /// The paced stream's pacing (a plain connection's), set before each call.
-    pacing: Option<Arc<std::sync::Mutex<Pacing>>>,
+    conn: Connection<H2Stream, Bytes>,
+    /// The paced socket under h2 (a plain connection's): its pace is set before each call.
+    paced: Option<Arc<Mutex<PacedTcp>>>,
 }
 
 impl StatusClient {
     /// For the member at `url` (`tls` needed for an https:// member).
     pub fn new(url: &str, tls: Option<&TlsConfig>) -> Result<StatusClient, String> {
-        let target = http::target(url)?;
-        if target.https && tls.is_none() {
+        let endpoint = Endpoint::parse(url)?;
+        if endpoint.https && tls.is_none() {
             return Err(format!("{url}: an https:// member needs the TLS settings"));
         }
-        let scheme = if target.https { "https" } else { "http" };
-        let uri = format!("{scheme}://{}{STATUS_PATH}", target.authority)
+        let scheme = if endpoint.https { "https" } else { "http" };
+        let uri = format!("{scheme}://{}{STATUS_PATH}", endpoint.authority)
             .parse()
             .map_err(|e| format!("{url}: {e}"))?;
         let tls = tls.map(|c| {
@@ -66,7 +70,7 @@ impl StatusClient {
             c.alpn_protocols = vec![b"h2".to_vec()];
             Arc::new(c)
         });
-        Ok(StatusClient { target, uri, tls, kept: std::sync::Mutex::new(None) })
+        Ok(StatusClient { endpoint, uri, tls, kept: std::sync::Mutex::new(None) })
     }
 
     /// One Status call. A connection that fails is dropped (the next call opens a new
@@ -118,19 +122,15 @@ impl StatusClient {
     }
 
     async fn connect(&self) -> Result<Box<H2>, String> {
-        let stream = http::open_paced(&self.target, self.tls.as_ref()).await?;
-        let pacing = match &stream {
-            Stream::Paced(p) => Some(p.pacing.clone()),
-            _ => None,
-        };
+        let (stream, paced) = H2Stream::open(&self.endpoint, self.tls.as_ref()).await?;
         let (send, conn) = h2::client::Builder::new()
             .enable_push(false)
             .initial_window_size(WINDOW)
             .initial_connection_window_size(WINDOW)
             .handshake::<_, Bytes>(stream)
             .await
-            .map_err(|e| format!("HTTP/2 with {}: {e}", self.target.authority))?;
-        Ok(Box::new(H2 { send, conn, pacing }))
+            .map_err(|e| format!("HTTP/2 with {}: {e}", self.endpoint.authority))?;
+        Ok(Box::new(H2 { send, conn, paced }))
     }
 }
 
@@ -148,13 +148,13 @@ enum Failure {
 impl H2 {
     /// How the last call's answer was read (a paced connection's).
     fn paced(&self) -> Option<Paced> {
-        self.pacing.as_ref()?.lock().ok().map(|mut p| p.finish())
+        self.paced.as_ref()?.lock().ok().map(|mut p| p.finish())
     }
 
     /// Sends the request and reads the answer while polling the connection in this task.
     async fn call(&mut self, uri: &http_types::Uri, pace: Pace) -> Result<Status, Failure> {
-        if let Some(Ok(mut p)) = self.pacing.as_ref().map(|p| p.lock()) {
-            *p = Pacing::new(pace);
+        if let Some(Ok(mut p)) = self.paced.as_ref().map(|p| p.lock()) {
+            p.start(pace);
         }
         let H2 { send, conn, .. } = self;
         let exchange = async {
@@ -183,7 +183,7 @@ impl H2 {
 /// and settings acknowledged, while the call waits. `None`: the connection ended first.
 struct Drive<'a, F> {
     exchange: Pin<&'a mut F>,
-    conn: &'a mut Connection<Stream, Bytes>,
+    conn: &'a mut Connection<H2Stream, Bytes>,
 }
 
 impl<F: Future<Output = Result<Status, Failure>>> Future for Drive<'_, F> {
@@ -221,7 +221,7 @@ async fn read_answer(response: http_types::Response<h2::RecvStream>) -> Result<S
         let chunk = chunk.map_err(broken)?;
         let _ = body.flow_control().release_capacity(chunk.len());
         if message.len() + chunk.len() > RESPONSE_CAP {
-            return Err(Failure::Broken(http::too_large(RESPONSE_CAP)));
+            return Err(Failure::Broken(too_large(RESPONSE_CAP)));
         }
         message.extend_from_slice(&chunk);
     }

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::io::http::{Conn, TlsConfig};
+use crate::io::http::exchange::Http1Conn;
+use crate::io::http::tls::TlsConfig;
 use crate::io::metrics;
 use crate::io::probe::{ProbeConfig, TlsFiles, http_tls};
 use crate::model::member::{Member, MemberName};
@@ -406,7 +407,7 @@ impl LocalCluster {
 
     /// `GET path` of a member with the cluster's own 800 ms bound; `None` when it failed.
     async fn get(&self, url: &str, path: &str) -> Option<(u16, Vec<u8>)> {
-        let conn = Conn::new(url, self.http_tls.clone()).ok()?;
+        let conn = Http1Conn::new(url, self.http_tls.clone()).ok()?;
         let mut body = Vec::new();
         let got = conn.get(path, 16 * 1024 * 1024, |c| body.extend_from_slice(c));
         match tokio::time::timeout(Duration::from_millis(800), got).await {

@@ -1,8 +1,8 @@
 //! One member, probed up to three ways at once (as its [`Plan`] says), each part with its
 //! own timeout and duration: `GET /metrics` (reduced by [`crate::io::metrics::extract`]),
-//! `GET /health` (both over src/io/http.rs), and the Maintenance `Status` RPC over this
-//! member's own HTTP/2 connection (src/io/grpc.rs). A failure of any part
-//! is recorded in the [`Observation`] as data; probing never panics and never hangs.
+//! `GET /health` (both over src/io/http/exchange.rs), and the Maintenance `Status` RPC
+//! over this member's own HTTP/2 connection (src/io/grpc.rs). A failure of any part is
+//! recorded in the [`Observation`] as data; probing never panics and never hangs.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,9 @@ use etcd_client::{Certificate, ConnectOptions, Identity, TlsOptions};
 
 use crate::analysis::cadence::{HealthAsk, Plan};
 use crate::io::grpc::StatusClient;
-use crate::io::http::{self, Conn, Pace, Paced, TlsConfig};
+use crate::io::http::exchange::Http1Conn;
+use crate::io::http::pace::{Pace, Paced};
+use crate::io::http::tls::{TlsConfig, tls_config};
 use crate::io::metrics;
 use crate::model::clock::Clock;
 use crate::model::member::Member;
@@ -89,8 +91,8 @@ impl Default for ProbeConfig {
 /// Shared (`&self`) so that each member's probe can run as its own task.
 pub struct Prober {
     member: Member,
-    metrics_conn: Conn,
-    health_conn: Conn,
+    metrics_conn: Http1Conn,
+    health_conn: Http1Conn,
     status: StatusClient,
     cfg: ProbeConfig,
     clock: Arc<dyn Clock>,
@@ -104,7 +106,7 @@ pub fn http_tls(cfg: &ProbeConfig, members: &[Member]) -> Result<Option<TlsConfi
         return Ok(None);
     }
     let pair = tls.cert_and_key.as_ref().map(|(c, k)| (c.as_slice(), k.as_slice()));
-    http::tls_config(tls.ca.as_deref(), pair).map(Some)
+    tls_config(tls.ca.as_deref(), pair).map(Some)
 }
 
 /// Connect options for an etcd client of `member` (TLS from `cfg` for an https:// member).
@@ -135,8 +137,9 @@ impl Prober {
         cfg: ProbeConfig,
         clock: Arc<dyn Clock>,
     ) -> Result<Self, String> {
-        let conn =
-            || Conn::new(&member.url, tls.clone()).map_err(|e| format!("{}: {e}", member.name));
+        let conn = || {
+            Http1Conn::new(&member.url, tls.clone()).map_err(|e| format!("{}: {e}", member.name))
+        };
         let (metrics_conn, health_conn) = (conn()?.paced(), conn()?.paced());
         let status = StatusClient::new(&member.url, tls.as_ref())
             .map_err(|e| format!("{}: {e}", member.name))?;

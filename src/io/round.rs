@@ -15,7 +15,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 use crate::analysis::cadence::{Arrival, Cadence, Pages, ReadWait};
-use crate::io::http::{Pace, Paced};
+use crate::io::http::pace::{Pace, Paced};
 use crate::io::probe::{ProbeConfig, Prober, http_tls};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::member::Member;

@@ -98,8 +98,9 @@ pub fn api_error(what: &str, e: kube::Error) -> KubeError {
             what: what.to_owned(),
             message: format!("HTTP {}: {}", s.code, s.message),
         },
-        other => {
-            KubeError::Api { what: what.to_owned(), message: crate::io::http::error_chain(&other) }
-        }
+        other => KubeError::Api {
+            what: what.to_owned(),
+            message: crate::io::http::exchange::error_chain(&other),
+        },
     }
 }

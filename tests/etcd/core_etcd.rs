@@ -406,7 +406,7 @@ async fn the_statefulsets_probe_paths_on_real_members_with_and_without_quorum() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_read_late_are_timed_to_when_they_came() {
     use leaderwatch::analysis::cadence::{HealthAsk, Plan};
-    use leaderwatch::io::http::Pace;
+    use leaderwatch::io::http::pace::Pace;
     use leaderwatch::io::probe::ProbeConfig;
     use leaderwatch::io::round::probers;
     use leaderwatch::model::clock::{Clock, SystemClock};
