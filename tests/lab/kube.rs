@@ -14,14 +14,14 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use leaderwatch::commands::drive::SittingConfig;
+use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::KubeOptions;
 use leaderwatch::k8s::discover::Reach;
-use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::model::baseline::{Baseline, Environment, KubeMethod};
 use leaderwatch::model::baseline::{Completion, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
-use leaderwatch::commands::drive::SittingConfig;
 use serde_json::Value;
 
 use crate::support::lab;
