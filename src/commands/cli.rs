@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use crate::k8s::discover::Reach;
 use crate::model::baseline::KubeMethod;
 use crate::model::baseline::LocalMethod;
+use crate::model::clock::parse_duration;
 
 /// `-o` of `preflight` and `compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -598,16 +599,6 @@ pub fn parse_retain(s: &str) -> Result<u32, String> {
         return Err(format!("{s:?}: keep at least 1d (the files are daily)"));
     }
     u32::try_from(d.as_secs().div_ceil(DAY)).map_err(|_| format!("{s:?}: too long"))
-}
-
-/// Parses a humantime duration such as `1s`, `250ms`, `20m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is not a duration ({e}); use e.g. 500ms, 1s, 20m"))?;
-    if d.is_zero() {
-        return Err(format!("{s:?}: must be greater than zero"));
-    }
-    Ok(d)
 }
 
 /// `sample --metrics-interval`: a duration or `on-change`.
