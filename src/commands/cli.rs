@@ -42,38 +42,22 @@ pub enum Switch {
     Off,
 }
 
-// The domain's own enums, as clap lists them: the names are the ones their `FromStr` takes.
-
-impl ValueEnum for KubeMethod {
-    fn value_variants<'a>() -> &'a [Self] {
-        &KubeMethod::ALL
-    }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.as_str()))
-    }
+/// clap's list of a layer's own enum: its variants by their one name (`named!`, in
+/// src/model/mod.rs), which `FromStr` takes too.
+macro_rules! value_enum_by_name {
+    ($($t:ty),+) => {$(
+        impl ValueEnum for $t {
+            fn value_variants<'a>() -> &'a [Self] {
+                <$t>::ALL
+            }
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                Some(PossibleValue::new(self.as_str()))
+            }
+        }
+    )+};
 }
 
-impl ValueEnum for Reach {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[Reach::Dns, Reach::PodIp, Reach::PortForward]
-    }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(match self {
-            Reach::Dns => "dns",
-            Reach::PodIp => "pod-ip",
-            Reach::PortForward => "port-forward",
-        }))
-    }
-}
-
-impl ValueEnum for LocalMethod {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[LocalMethod::Sigterm, LocalMethod::Sigkill, LocalMethod::Sigstop]
-    }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.name()))
-    }
-}
+value_enum_by_name!(KubeMethod, LocalMethod, Reach);
 
 /// Measures etcd leader changes (raw counter sum, reset-aware increase, raft-term
 /// elections) for the dlock lock backend.

@@ -44,7 +44,7 @@ pub async fn command(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Res
         PathBuf::from(format!(
             "data/rehearsal-{}-{}-{}",
             a.target,
-            method.name(),
+            method.as_str(),
             clock.now().format("%Y%m%dT%H%M%SZ")
         ))
     });
