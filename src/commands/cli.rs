@@ -6,6 +6,7 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::analysis::recovery::Target;
 use crate::k8s::discover::Reach;
 use crate::model::baseline::KubeMethod;
 use crate::model::baseline::LocalMethod;
@@ -153,7 +154,7 @@ pub struct SittingArgs {
     pub conn: ConnArgs,
     /// Member to disrupt: leader, follower or a pod name (the Job's `--target`).
     #[arg(long, default_value = "follower")]
-    pub target: String,
+    pub target: Target,
     /// evict (the spec's), delete, rolling-restart or drain (the Job's `--method`; the two
     /// last and delete apply their extra RBAC file for the sitting only).
     #[arg(long, value_enum, default_value = "evict")]
@@ -311,7 +312,7 @@ pub struct MeasureArgs {
     /// Member to disrupt: leader, follower or a pod name (drain: the member whose node is
     /// drained; rolling-restart: not used, the highest ordinal goes first).
     #[arg(long, default_value = "follower")]
-    pub target: String,
+    pub target: Target,
     /// How to disrupt it: `evict` (a policy/v1 Eviction, the PDB decides: the spec's
     /// drain-equivalent), `delete` (DELETE of the pod with its grace period, as the
     /// spec's §6 `kubectl delete pod`; no PDB involved), `rolling-restart` (what `kubectl
@@ -442,7 +443,7 @@ pub struct RehearseArgs {
     /// Member to disrupt: leader, follower, or a member name (m0, m1, ...), chosen from live
     /// status at the moment of disruption.
     #[arg(long, default_value = "leader")]
-    pub target: String,
+    pub target: Target,
     /// How to fail the member: sigterm (what an eviction sends; etcd hands leadership over
     /// first), sigkill (a crash), or sigstop (a freeze for --down, then SIGCONT).
     #[arg(long, value_enum, default_value = "sigterm")]
