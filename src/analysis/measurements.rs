@@ -18,7 +18,7 @@ use crate::model::measurement::{BYTES, CLIENT, COUNT, Measurement, RECOVERY, SEC
 
 /// An election's possible causes (src/analysis/attribution.rs), in its order of precedence; each is
 /// an `elections_<cause>` figure.
-pub const CAUSES: [Cause; 6] = Cause::ALL;
+pub const CAUSES: &[Cause] = Cause::ALL;
 
 /// What the figures of one window (or of the recovery) share.
 struct Place<'a> {
@@ -204,7 +204,7 @@ fn election_figures(at: &Place, w: &WindowRecord) -> Vec<Measurement> {
     let mut out = Vec::new();
     // No detail for a window that had elections: the causes are not known, not 0.
     let known = !detail.is_empty() || w.elections == Some(0);
-    for cause in CAUSES {
+    for &cause in CAUSES {
         let terms: u64 = detail
             .iter()
             .filter(|d| d.cause == cause)

@@ -17,6 +17,8 @@ use crate::model::observation::{Observation, Round};
 pub const CATCH_UP_BOUND: u64 = 16;
 
 /// Which member to disrupt, resolved from live status at the moment of disruption.
+/// Written and read as `leader`, `follower` or the member's name (a flag's value, the
+/// Job's arguments, a run directory's name).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     Leader,
@@ -30,8 +32,18 @@ impl FromStr for Target {
         match s {
             "leader" => Ok(Target::Leader),
             "follower" => Ok(Target::Follower),
-            "" => Err("--target must be leader, follower or a member name".to_owned()),
+            "" => Err("must be leader, follower or a member name".to_owned()),
             name => Ok(Target::Name(MemberName(name.to_owned()))),
+        }
+    }
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Target::Leader => f.write_str("leader"),
+            Target::Follower => f.write_str("follower"),
+            Target::Name(n) => write!(f, "{n}"),
         }
     }
 }
@@ -280,5 +292,20 @@ impl RecoveryTracker {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_reads_back_as_it_is_written() {
+        for s in ["leader", "follower", "dlock-etcd-1", "m0"] {
+            let t: Target = s.parse().expect("a target");
+            assert_eq!(t.to_string(), s);
+        }
+        assert_eq!("m2".parse(), Ok(Target::Name(MemberName("m2".into()))));
+        assert!("".parse::<Target>().is_err());
     }
 }

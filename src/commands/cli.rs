@@ -6,9 +6,11 @@ use std::time::Duration;
 use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::analysis::recovery::Target;
 use crate::k8s::discover::Reach;
 use crate::model::baseline::KubeMethod;
 use crate::model::baseline::LocalMethod;
+use crate::model::clock::parse_duration;
 
 /// `-o` of `preflight` and `compare`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -41,38 +43,22 @@ pub enum Switch {
     Off,
 }
 
-// The domain's own enums, as clap lists them: the names are the ones their `FromStr` takes.
-
-impl ValueEnum for KubeMethod {
-    fn value_variants<'a>() -> &'a [Self] {
-        &KubeMethod::ALL
-    }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.as_str()))
-    }
+/// clap's list of a layer's own enum: its variants by their one name (`named!`, in
+/// src/model/mod.rs), which `FromStr` takes too.
+macro_rules! value_enum_by_name {
+    ($($t:ty),+) => {$(
+        impl ValueEnum for $t {
+            fn value_variants<'a>() -> &'a [Self] {
+                <$t>::ALL
+            }
+            fn to_possible_value(&self) -> Option<PossibleValue> {
+                Some(PossibleValue::new(self.as_str()))
+            }
+        }
+    )+};
 }
 
-impl ValueEnum for Reach {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[Reach::Dns, Reach::PodIp, Reach::PortForward]
-    }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(match self {
-            Reach::Dns => "dns",
-            Reach::PodIp => "pod-ip",
-            Reach::PortForward => "port-forward",
-        }))
-    }
-}
-
-impl ValueEnum for LocalMethod {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[LocalMethod::Sigterm, LocalMethod::Sigkill, LocalMethod::Sigstop]
-    }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        Some(PossibleValue::new(self.name()))
-    }
-}
+value_enum_by_name!(KubeMethod, LocalMethod, Reach);
 
 /// Measures etcd leader changes (raw counter sum, reset-aware increase, raft-term
 /// elections) for the dlock lock backend.
@@ -168,7 +154,7 @@ pub struct SittingArgs {
     pub conn: ConnArgs,
     /// Member to disrupt: leader, follower or a pod name (the Job's `--target`).
     #[arg(long, default_value = "follower")]
-    pub target: String,
+    pub target: Target,
     /// evict (the spec's), delete, rolling-restart or drain (the Job's `--method`; the two
     /// last and delete apply their extra RBAC file for the sitting only).
     #[arg(long, value_enum, default_value = "evict")]
@@ -326,7 +312,7 @@ pub struct MeasureArgs {
     /// Member to disrupt: leader, follower or a pod name (drain: the member whose node is
     /// drained; rolling-restart: not used, the highest ordinal goes first).
     #[arg(long, default_value = "follower")]
-    pub target: String,
+    pub target: Target,
     /// How to disrupt it: `evict` (a policy/v1 Eviction, the PDB decides: the spec's
     /// drain-equivalent), `delete` (DELETE of the pod with its grace period, as the
     /// spec's §6 `kubectl delete pod`; no PDB involved), `rolling-restart` (what `kubectl
@@ -457,7 +443,7 @@ pub struct RehearseArgs {
     /// Member to disrupt: leader, follower, or a member name (m0, m1, ...), chosen from live
     /// status at the moment of disruption.
     #[arg(long, default_value = "leader")]
-    pub target: String,
+    pub target: Target,
     /// How to fail the member: sigterm (what an eviction sends; etcd hands leadership over
     /// first), sigkill (a crash), or sigstop (a freeze for --down, then SIGCONT).
     #[arg(long, value_enum, default_value = "sigterm")]
@@ -598,16 +584,6 @@ pub fn parse_retain(s: &str) -> Result<u32, String> {
         return Err(format!("{s:?}: keep at least 1d (the files are daily)"));
     }
     u32::try_from(d.as_secs().div_ceil(DAY)).map_err(|_| format!("{s:?}: too long"))
-}
-
-/// Parses a humantime duration such as `1s`, `250ms`, `20m`.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s)
-        .map_err(|e| format!("{s:?} is not a duration ({e}); use e.g. 500ms, 1s, 20m"))?;
-    if d.is_zero() {
-        return Err(format!("{s:?}: must be greater than zero"));
-    }
-    Ok(d)
 }
 
 /// `sample --metrics-interval`: a duration or `on-change`.

@@ -174,7 +174,7 @@ pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Resu
             settle,
             interval: a.cadence.interval,
             fast_interval: a.cadence.fast_interval,
-            target: a.target.parse().map_err(Error::Usage)?,
+            target: a.target,
             probe: ProbeConfig { timeout: a.cadence.timeout, ..ProbeConfig::default() },
             out: a.out.clone(),
             recovery_timeout: a.recovery_timeout,

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use tokio::sync::Mutex;
 
-use crate::analysis::recovery::Target;
 use crate::commands::cli::RehearseArgs;
 use crate::commands::drive::{self, SittingConfig, check_target};
 use crate::io::disrupt::LocalDisruptor;
@@ -26,7 +25,7 @@ const GRACE: Duration = Duration::from_secs(30);
 
 /// `leaderwatch rehearse` from its arguments.
 pub async fn command(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
-    let target: Target = a.target.parse().map_err(Error::Usage)?;
+    let target = a.target;
     let method: LocalMethod = a.method;
     if a.cadence.fast_interval > a.cadence.interval {
         return Err(Error::Usage("--fast-interval must not be longer than --interval".to_owned()));
@@ -42,9 +41,7 @@ pub async fn command(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Res
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let out = a.out.unwrap_or_else(|| {
         PathBuf::from(format!(
-            "data/rehearsal-{}-{}-{}",
-            a.target,
-            method.name(),
+            "data/rehearsal-{target}-{method}-{}",
             clock.now().format("%Y%m%dT%H%M%SZ")
         ))
     });

@@ -7,6 +7,7 @@ use crate::Error;
 use crate::commands::cli::{ReportArgs, ReportFormat};
 use crate::commands::out;
 use crate::io::read;
+use crate::render::alert::{self, AlertFormat, NoThreshold};
 
 pub fn command(a: ReportArgs) -> Result<(), Error> {
     if a.alert_rule {
@@ -16,8 +17,8 @@ pub fn command(a: ReportArgs) -> Result<(), Error> {
             .map(|p| read::baseline(p).map(|b| (p.clone(), b)))
             .collect::<Result<Vec<_>, _>>()?;
         let format = match a.format {
-            None | Some(ReportFormat::Rules) => "rules",
-            Some(ReportFormat::Prometheus) => "prometheus",
+            None | Some(ReportFormat::Rules) => AlertFormat::Rules,
+            Some(ReportFormat::Prometheus) => AlertFormat::Prometheus,
             Some(f @ (ReportFormat::Markdown | ReportFormat::Csv)) => {
                 return Err(Error::Usage(format!(
                     "--alert-rule writes --format rules or prometheus, not {}",
@@ -25,18 +26,18 @@ pub fn command(a: ReportArgs) -> Result<(), Error> {
                 )));
             }
         };
-        let p = crate::render::alert::Params {
+        let p = alert::Params {
             window: a.window,
             disruptions: a.disruptions,
             allow_local: a.allow_local,
             scrape_interval: a.scrape_interval,
             force: a.force,
         };
-        let d = crate::render::alert::derive(&baselines, &p)?;
+        let d = alert::derive(&baselines, &p).map_err(no_threshold)?;
         for l in &d.lines {
             eprintln!("{l}");
         }
-        out(&crate::render::alert::render(&d, &p, format, &a.namespace)?)?;
+        out(&alert::render(&d, &p, format, &a.namespace)?)?;
         return Ok(());
     }
     if let Some(f @ (ReportFormat::Rules | ReportFormat::Prometheus)) = a.format {
@@ -66,4 +67,17 @@ pub fn command(a: ReportArgs) -> Result<(), Error> {
 /// A `--format` value as the user typed it.
 fn format_name(f: ReportFormat) -> String {
     f.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default()
+}
+
+/// Why no alert can be derived, in the words of `--alert-rule`'s flags.
+fn no_threshold(e: NoThreshold) -> Error {
+    Error::NoThreshold(match e {
+        NoThreshold::OnlyLocal { given } => format!(
+            "no baseline measured on a Kubernetes cluster (GKE) among the {given} given (environment.kind; the local control plane counts as local); an alert for GKE from local runs would be a guess: pass --allow-local to derive one anyway"
+        ),
+        NoThreshold::NoneComplete => "no complete baseline to derive the alert from".to_owned(),
+        NoThreshold::NoLeaderLost { used } => format!(
+            "none of the {used} baseline(s) used disrupted a leader, so a threshold from them says nothing about a leader loss (one election or more each): add a leader sitting (--target leader) or a rolling restart, or pass --force"
+        ),
+    })
 }

@@ -20,6 +20,8 @@
 
 use std::time::Duration;
 
+use crate::model::clock::parse_duration;
+
 /// Lowers `measure --idle`'s floor (see the module header).
 pub const MIN_IDLE: &str = "LEADERWATCH_TEST_MIN_IDLE";
 /// Replaces `measure --idle` (see the module header).
@@ -29,13 +31,7 @@ pub const SETTLE: &str = "LEADERWATCH_TEST_SETTLE";
 
 /// A hook's duration, as the command line writes one (`30s`, `3m`); not zero.
 fn duration(name: &str, v: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(v).map_err(|e| {
-        format!("{name}={v:?}: {v:?} is not a duration ({e}); use e.g. 500ms, 1s, 20m")
-    })?;
-    if d.is_zero() {
-        return Err(format!("{name}={v:?}: {v:?}: must be greater than zero"));
-    }
-    Ok(d)
+    parse_duration(v).map_err(|e| format!("{name}={v:?}: {e}"))
 }
 
 /// The floor `measure --idle` is held to: [`MIN_IDLE`] when set, else `default`.

@@ -1,8 +1,6 @@
 //! Members from the pods: `-n/--namespace` and `--selector` find them; their client URL is
 //! the pod's stable DNS name (in the cluster) or its IP, on the port named `etcd-client`.
 
-use std::str::FromStr;
-
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use kube::{Api, Client};
@@ -11,26 +9,15 @@ use super::forward::{Forwarder, forward};
 use super::{KubeError, KubeOptions, call};
 use crate::model::member::{Member, MemberName};
 
-/// How to reach a member from where leaderwatch runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reach {
-    /// `<pod>.<subdomain>.<ns>.svc.cluster.local` (leaderwatch runs in the cluster).
-    Dns,
-    /// The pod IP (in the cluster without DNS, or a flat network).
-    PodIp,
-    /// Built-in port-forwards to each pod (from a laptop).
-    PortForward,
-}
-
-impl FromStr for Reach {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "dns" => Ok(Reach::Dns),
-            "pod-ip" => Ok(Reach::PodIp),
-            "port-forward" => Ok(Reach::PortForward),
-            _ => Err(format!("--reach {s:?}: use dns, pod-ip or port-forward")),
-        }
+crate::model::named! {
+    /// How to reach a member from where leaderwatch runs (`--reach`).
+    Reach {
+        /// `<pod>.<subdomain>.<ns>.svc.cluster.local` (leaderwatch runs in the cluster).
+        Dns = "dns",
+        /// The pod IP (in the cluster without DNS, or a flat network).
+        PodIp = "pod-ip",
+        /// Built-in port-forwards to each pod (from a laptop).
+        PortForward = "port-forward",
     }
 }
 

@@ -1,8 +1,9 @@
 //! The in-cluster sitting's objects, from the committed manifests compiled into the binary
 //! (deploy/k8s/leaderwatch: rbac.yaml, the method's extra RBAC file, job-measure.yaml):
 //! parsed into typed objects, the Job's image and arguments set from the user's flags (the
-//! files stay the template and are never edited), applied server-side (dry run first), and
-//! the pod that brings a run directory back from the volume (src/io/pack.rs).
+//! files stay the template and are never edited) and read back from a Job in the cluster
+//! ([`JobArgs`]), applied server-side (dry run first), and the pod that brings a run
+//! directory back from the volume through its log ([`fetch`], src/io/pack.rs).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,7 +20,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::{KubeError, call};
+use crate::analysis::recovery::Target;
 use crate::model::baseline::KubeMethod;
+use crate::model::clock::parse_duration;
 
 /// The committed manifests, as the binary was built with them.
 pub const RBAC: &str = include_str!("../../deploy/k8s/leaderwatch/rbac.yaml");
@@ -137,7 +140,7 @@ pub fn extra_rbac(method: KubeMethod) -> Option<(&'static str, &'static str)> {
 #[derive(Debug, Clone)]
 pub struct JobParams {
     pub image: String,
-    pub target: String,
+    pub target: Target,
     pub method: KubeMethod,
     pub idle: Duration,
     pub settle: Duration,
@@ -175,7 +178,7 @@ pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
         return Err("job-measure.yaml: the container's first argument is not `measure`".into());
     }
     let d = |d: Duration| humantime::format_duration(d).to_string();
-    set_arg(args, "--target", Some(&p.target));
+    set_arg(args, "--target", Some(&p.target.to_string()));
     set_arg(args, "--method", Some(p.method.as_str()));
     set_arg(args, "--idle", Some(&d(p.idle)));
     set_arg(args, "--settle", Some(&d(p.settle)));
@@ -193,6 +196,42 @@ pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
         s.active_deadline_seconds = Some(s.active_deadline_seconds.unwrap_or(0).max(need));
     }
     Ok(job)
+}
+
+/// The sitting's own values as a Job in the cluster has them in its arguments (one
+/// `leaderwatch sitting` applied, perhaps from another machine): what the run is named by
+/// and what to clean up after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobArgs {
+    /// `measure`'s default, `follower`, when the Job does not say.
+    pub target: Target,
+    /// `measure`'s default, `evict`, when the Job does not say (or says something else).
+    pub method: KubeMethod,
+    pub idle: Option<Duration>,
+    pub settle: Option<Duration>,
+}
+
+impl JobArgs {
+    /// The values of [`job`]'s arguments, read back from `j`.
+    pub fn of(j: &Job) -> JobArgs {
+        let args = j
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.args.as_deref())
+            .unwrap_or_default();
+        let arg = |name: &str| {
+            let prefix = format!("{name}=");
+            args.iter().find_map(|a| a.strip_prefix(&prefix))
+        };
+        JobArgs {
+            target: arg("--target").and_then(|t| t.parse().ok()).unwrap_or(Target::Follower),
+            method: arg("--method").and_then(|m| m.parse().ok()).unwrap_or(KubeMethod::Evict),
+            idle: arg("--idle").and_then(|d| parse_duration(d).ok()),
+            settle: arg("--settle").and_then(|d| parse_duration(d).ok()),
+        }
+    }
 }
 
 /// The PVC the Job writes to (`leaderwatch-data`).
@@ -279,6 +318,104 @@ pub async fn create_pod(client: &Client, pod: &Pod, t: Duration) -> Result<(), K
     call(&what, t, api.create(&PostParams::default(), pod)).await.map(|_| ())
 }
 
+/// The fetch pod's name: one at a time.
+pub const FETCH_POD: &str = "leaderwatch-fetch";
+/// The fetch pod must have printed its archive within this (an image pull included).
+const FETCH_WITHIN: Duration = Duration::from_secs(300);
+
+/// Why a run directory did not come back.
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error(transparent)]
+    Kube(#[from] KubeError),
+    /// The fetch pod could not start, did not finish, failed, or printed a bad archive.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Brings run directory `run` of `job`'s volume back into `dest`, through the log of a
+/// [`fetch_pod`]; the pod is removed when the files are safe, kept to look at otherwise.
+pub async fn fetch(
+    client: &Client,
+    job: &Job,
+    run: &str,
+    dest: &std::path::Path,
+    t: Duration,
+) -> Result<crate::io::pack::Unpacked, FetchError> {
+    let ns = job.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    clear_fetch_pod(&pods, &ns, t).await?;
+    let pod = fetch_pod(job, FETCH_POD, run).map_err(FetchError::Failed)?;
+    create_pod(client, &pod, t).await?;
+    let phase = fetch_pod_end(&pods, &ns, t).await?;
+    let log = call(
+        "read the fetch pod's log",
+        t.max(Duration::from_secs(60)),
+        pods.logs(FETCH_POD, &kube::api::LogParams::default()),
+    )
+    .await?;
+    let r = if phase == "Failed" {
+        let last = log.lines().last().unwrap_or("");
+        Err(FetchError::Failed(format!("pod {ns}/{FETCH_POD} failed: {last}")))
+    } else {
+        crate::io::pack::unpack(&log, dest).map_err(FetchError::Failed)
+    };
+    if r.is_ok() {
+        let _ = pods.delete(FETCH_POD, &DeleteParams::default()).await;
+    }
+    r
+}
+
+/// One fetch at a time: an earlier fetch's pod is deleted, and gone within 60 s.
+async fn clear_fetch_pod(pods: &Api<Pod>, ns: &str, t: Duration) -> Result<(), FetchError> {
+    let _ = pods.delete(FETCH_POD, &DeleteParams::default()).await;
+    let began = std::time::Instant::now();
+    while call("get the fetch pod", t, pods.get_opt(FETCH_POD)).await?.is_some() {
+        if began.elapsed() > Duration::from_secs(60) {
+            return Err(FetchError::Failed(format!(
+                "an earlier pod {ns}/{FETCH_POD} is still there after 60 s"
+            )));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Ok(())
+}
+
+/// Waits for the fetch pod to end (`Succeeded` or `Failed`), [`FETCH_WITHIN`] at most:
+/// past that, what it is waiting for (an image pull, a volume) is the error.
+async fn fetch_pod_end(pods: &Api<Pod>, ns: &str, t: Duration) -> Result<String, FetchError> {
+    let began = std::time::Instant::now();
+    loop {
+        let p = call("get the fetch pod", t, pods.get(FETCH_POD)).await?;
+        let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        if phase == "Succeeded" || phase == "Failed" {
+            return Ok(phase);
+        }
+        if began.elapsed() > FETCH_WITHIN {
+            let waiting = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|c| c.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.waiting.as_ref())
+                .map(|w| {
+                    format!(
+                        " ({}: {})",
+                        w.reason.clone().unwrap_or_default(),
+                        w.message.clone().unwrap_or_default()
+                    )
+                })
+                .unwrap_or_default();
+            return Err(FetchError::Failed(format!(
+                "pod {ns}/{FETCH_POD} still {phase} after {}{waiting}; the run stays on the PVC",
+                humantime::format_duration(FETCH_WITHIN)
+            )));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -297,7 +434,7 @@ mod tests {
     fn params() -> JobParams {
         JobParams {
             image: "registry.example/p/leaderwatch@sha256:00".into(),
-            target: "leader".into(),
+            target: Target::Leader,
             method: KubeMethod::Delete,
             idle: Duration::from_secs(1800),
             settle: Duration::from_secs(600),
@@ -355,6 +492,16 @@ mod tests {
                 "--environment=GKE Autopilot, dlock-gke",
                 "--checksums"
             ]
+        );
+        assert_eq!(
+            JobArgs::of(&j),
+            JobArgs {
+                target: Target::Leader,
+                method: KubeMethod::Delete,
+                idle: Some(Duration::from_secs(1800)),
+                settle: Some(Duration::from_secs(600)),
+            },
+            "what the Job is made with reads back from it"
         );
         assert_eq!(c(&j).image.as_deref(), Some("registry.example/p/leaderwatch@sha256:00"));
         assert!(c(&j).env.expect("env").iter().any(|e| e.name == crate::io::test_hooks::MIN_IDLE));

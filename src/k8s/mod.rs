@@ -1,10 +1,12 @@
 //! The Kubernetes side: the client (no hidden retries, explicit timeouts), member
 //! discovery from the pods, the PDB-respecting eviction, and the preflight of the spec's
-//! acceptance criteria 2-6; the kubelet's `$(VAR)` expansion ([`expand`]).
+//! acceptance criteria 2-6; the kubelet's `$(VAR)` expansion ([`expand`]); the in-cluster
+//! sitting's objects and fetch ([`job`]) and following its Job ([`follow`]).
 
 pub mod discover;
 pub mod evict;
 pub mod expand;
+pub mod follow;
 pub mod forward;
 pub mod job;
 pub mod maintenance;

@@ -42,31 +42,22 @@ pub struct WindowRecord {
     pub client: Option<crate::model::canary::ClientFigures>,
 }
 
-/// The windows of a run, as samples.csv's `phase` and baseline.json's `windows[].name`
-/// name them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WindowName {
-    /// A sitting's `--idle`: the cluster left alone.
-    AtRest,
-    /// From the disruption request to the healthy list.
-    Disruption,
-    /// A sitting's `--settle`, after the recovery.
-    Settle,
-    /// The one window of a `sample` run.
-    Sample,
+named! {
+    /// The windows of a run, as samples.csv's `phase` and baseline.json's `windows[].name`
+    /// name them.
+    WindowName {
+        /// A sitting's `--idle`: the cluster left alone.
+        AtRest = "at_rest",
+        /// From the disruption request to the healthy list.
+        Disruption = "disruption",
+        /// A sitting's `--settle`, after the recovery.
+        Settle = "settle",
+        /// The one window of a `sample` run.
+        Sample = "sample",
+    }
 }
 
 impl WindowName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            WindowName::AtRest => "at_rest",
-            WindowName::Disruption => "disruption",
-            WindowName::Settle => "settle",
-            WindowName::Sample => "sample",
-        }
-    }
-
     /// A window of quiet time, where the residual rate is counted.
     pub fn is_quiet(self) -> bool {
         matches!(self, WindowName::AtRest | WindowName::Settle)
@@ -142,58 +133,23 @@ pub struct ElectionDetail {
     pub write_unavailable_one_in_flight_s: Option<f64>,
 }
 
-/// Why an election happened, in attribution's order of precedence (src/analysis/
-/// attribution.rs, docs/counting.md). On disk as `own_disruption`, `kubernetes`, ...
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Cause {
-    /// Our own disruption (a signal, or the eviction leaderwatch asked for).
-    OwnDisruption,
-    /// Kubernetes took the old leader's pod or node away.
-    Kubernetes,
-    /// The old leader's process restarted.
-    Restart,
-    /// The old leader stopped answering.
-    Unreachable,
-    /// The old leader showed stress (heartbeat failures, slow applies, slow fsyncs).
-    Stress,
-    /// Nothing in the horizon explains it.
-    Unexplained,
-}
-
-impl Cause {
-    /// Every cause, in order of precedence.
-    pub const ALL: [Cause; 6] = [
-        Cause::OwnDisruption,
-        Cause::Kubernetes,
-        Cause::Restart,
-        Cause::Unreachable,
-        Cause::Stress,
-        Cause::Unexplained,
-    ];
-
-    /// As written in baseline.json and events.csv.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cause::OwnDisruption => "own_disruption",
-            Cause::Kubernetes => "kubernetes",
-            Cause::Restart => "restart",
-            Cause::Unreachable => "unreachable",
-            Cause::Stress => "stress",
-            Cause::Unexplained => "unexplained",
-        }
-    }
-
-    /// The cause written as `s`, if it is one.
-    pub fn parse(s: &str) -> Option<Cause> {
-        Cause::ALL.into_iter().find(|c| c.as_str() == s)
-    }
-}
-
-impl std::str::FromStr for Cause {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Cause::parse(s).ok_or_else(|| format!("not a cause: {s:?}"))
+named! {
+    /// Why an election happened, in attribution's order of precedence (src/analysis/
+    /// attribution.rs, docs/counting.md): [`Cause::ALL`] is that order. On disk as
+    /// `own_disruption`, `kubernetes`, ... in baseline.json and events.csv.
+    Cause {
+        /// Our own disruption (a signal, or the eviction leaderwatch asked for).
+        OwnDisruption = "own_disruption",
+        /// Kubernetes took the old leader's pod or node away.
+        Kubernetes = "kubernetes",
+        /// The old leader's process restarted.
+        Restart = "restart",
+        /// The old leader stopped answering.
+        Unreachable = "unreachable",
+        /// The old leader showed stress (heartbeat failures, slow applies, slow fsyncs).
+        Stress = "stress",
+        /// Nothing in the horizon explains it.
+        Unexplained = "unexplained",
     }
 }
 
@@ -319,31 +275,22 @@ pub struct MemberReplacement {
     pub node: Option<String>,
 }
 
-/// How `measure` disrupts its target (`--method`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum KubeMethod {
-    /// A policy/v1 Eviction: the PDB decides (what `kubectl drain` sends per pod).
-    Evict,
-    /// A DELETE of the pod with its grace period (`kubectl delete pod`): no PDB involved.
-    Delete,
-    /// `kubectl rollout restart`: the StatefulSet controller replaces every member.
-    RollingRestart,
-    /// `kubectl drain` of the target's node: cordon, evict every pod on it.
-    Drain,
+named! {
+    /// How `measure` disrupts its target (`--method`; `maintenance.operation` in
+    /// baseline.json).
+    KubeMethod {
+        /// A policy/v1 Eviction: the PDB decides (what `kubectl drain` sends per pod).
+        Evict = "evict",
+        /// A DELETE of the pod with its grace period (`kubectl delete pod`): no PDB involved.
+        Delete = "delete",
+        /// `kubectl rollout restart`: the StatefulSet controller replaces every member.
+        RollingRestart = "rolling-restart",
+        /// `kubectl drain` of the target's node: cordon, evict every pod on it.
+        Drain = "drain",
+    }
 }
 
 impl KubeMethod {
-    /// As `--method` takes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            KubeMethod::Evict => "evict",
-            KubeMethod::Delete => "delete",
-            KubeMethod::RollingRestart => "rolling-restart",
-            KubeMethod::Drain => "drain",
-        }
-    }
-
     /// As `disruption.method` records it.
     pub fn recorded(self) -> &'static str {
         match self {
@@ -354,63 +301,23 @@ impl KubeMethod {
         }
     }
 
-    /// Every method, as `--method` lists them.
-    pub const ALL: [KubeMethod; 4] =
-        [KubeMethod::Evict, KubeMethod::Delete, KubeMethod::RollingRestart, KubeMethod::Drain];
-
     /// A routine operation over several pods, with a [`Maintenance`] record.
     pub fn is_maintenance(self) -> bool {
         matches!(self, KubeMethod::RollingRestart | KubeMethod::Drain)
     }
 }
 
-impl std::str::FromStr for KubeMethod {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "evict" => Ok(KubeMethod::Evict),
-            "delete" => Ok(KubeMethod::Delete),
-            "rolling-restart" => Ok(KubeMethod::RollingRestart),
-            "drain" => Ok(KubeMethod::Drain),
-            other => {
-                Err(format!("--method {other:?}: use evict, delete, rolling-restart or drain"))
-            }
-        }
-    }
-}
-
-/// How `rehearse` fails a member (`--method`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LocalMethod {
-    /// What the kubelet sends an evicted pod: etcd transfers leadership first. Restart
-    /// after the down time.
-    Sigterm,
-    /// A crash: no transfer, so a leader target forces a timeout election. Restart after
-    /// the down time.
-    Sigkill,
-    /// A freeze for the down time, then SIGCONT: the member comes back without a restart.
-    Sigstop,
-}
-
-impl std::str::FromStr for LocalMethod {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        match s {
-            "sigterm" => Ok(LocalMethod::Sigterm),
-            "sigkill" => Ok(LocalMethod::Sigkill),
-            "sigstop" => Ok(LocalMethod::Sigstop),
-            other => Err(format!("--method {other:?}: expected sigterm, sigkill or sigstop")),
-        }
-    }
-}
-
-impl LocalMethod {
-    pub fn name(self) -> &'static str {
-        match self {
-            LocalMethod::Sigterm => "sigterm",
-            LocalMethod::Sigkill => "sigkill",
-            LocalMethod::Sigstop => "sigstop",
-        }
+named! {
+    /// How `rehearse` fails a member (`--method`; `local-<name>` in `disruption.method`).
+    LocalMethod {
+        /// What the kubelet sends an evicted pod: etcd transfers leadership first. Restart
+        /// after the down time.
+        Sigterm = "sigterm",
+        /// A crash: no transfer, so a leader target forces a timeout election. Restart after
+        /// the down time.
+        Sigkill = "sigkill",
+        /// A freeze for the down time, then SIGCONT: the member comes back without a restart.
+        Sigstop = "sigstop",
     }
 }
 
@@ -449,12 +356,10 @@ impl DisruptionMethod {
 
     /// Every recorded name, for reading one back.
     fn all() -> impl Iterator<Item = DisruptionMethod> {
-        let local = [LocalMethod::Sigterm, LocalMethod::Sigkill, LocalMethod::Sigstop]
-            .into_iter()
-            .map(DisruptionMethod::local);
+        let local = LocalMethod::ALL.iter().map(|&m| DisruptionMethod::local(m));
         let kube = KubeMethod::ALL
-            .into_iter()
-            .flat_map(|m| [false, true].map(|dry| DisruptionMethod::kube(m, dry)));
+            .iter()
+            .flat_map(|&m| [false, true].map(|dry| DisruptionMethod::kube(m, dry)));
         local.chain(kube)
     }
 }
@@ -462,7 +367,7 @@ impl DisruptionMethod {
 impl std::fmt::Display for DisruptionMethod {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.kind {
-            MethodKind::Local(m) => write!(f, "local-{}", m.name())?,
+            MethodKind::Local(m) => write!(f, "local-{m}")?,
             MethodKind::Kube(m) => f.write_str(m.recorded())?,
         }
         if self.dry_run { f.write_str("-dry-run") } else { Ok(()) }
@@ -569,41 +474,25 @@ pub fn log_block(b: &Baseline) -> String {
     format!("{LOG_BEGIN}\n{json}\n{LOG_END}\n")
 }
 
-/// Where a sitting ran: members `rehearse` started itself, or a Kubernetes cluster
-/// (`measure`; the local control plane is one too, told apart by its label).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EnvironmentKind {
-    #[default]
-    Local,
-    Kubernetes,
-}
-
-impl EnvironmentKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EnvironmentKind::Local => "local",
-            EnvironmentKind::Kubernetes => "kubernetes",
-        }
+named! {
+    /// Where a sitting ran: members `rehearse` started itself, or a Kubernetes cluster
+    /// (`measure`; the local control plane is one too, told apart by its label).
+    #[derive(Default)]
+    EnvironmentKind {
+        #[default]
+        Local = "local",
+        Kubernetes = "kubernetes",
     }
 }
 
-/// Whether a sitting ran to its end.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Completion {
-    #[default]
-    Complete,
-    /// Interrupted, or no recovery in time: what was measured is kept.
-    Incomplete,
-}
-
-impl Completion {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Completion::Complete => "complete",
-            Completion::Incomplete => "incomplete",
-        }
+named! {
+    /// Whether a sitting ran to its end.
+    #[derive(Default)]
+    Completion {
+        #[default]
+        Complete = "complete",
+        /// Interrupted, or no recovery in time: what was measured is kept.
+        Incomplete = "incomplete",
     }
 }
 
@@ -621,5 +510,3 @@ impl Baseline {
         self.status == Completion::Complete
     }
 }
-
-display_as_str!(WindowName, Cause, Completion, EnvironmentKind, KubeMethod);

@@ -5,18 +5,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::clock::Stamp;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    Write,
-    Read,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Write => "write",
-            Kind::Read => "read",
-        }
+named! {
+    /// What an op is, as canary.csv's `kind` column names it.
+    Kind {
+        Write = "write",
+        Read = "read",
     }
 }
 

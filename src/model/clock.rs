@@ -1,6 +1,10 @@
 //! The one way leaderwatch reads the time, so that tests can drive it. A [`Stamp`] pairs
 //! the wall clock (for display and for joining with Kubernetes events) with the monotonic
-//! clock (for every duration), so that a step of the wall clock changes no duration.
+//! clock (for every duration), so that a step of the wall clock changes no duration. Also
+//! the timestamp format of every file ([`ts`]) and the one way a duration is written by
+//! hand ([`parse_duration`]: the command line's flags and the test hooks alike).
+
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
@@ -47,4 +51,15 @@ impl Clock for SystemClock {
 /// RFC 3339 UTC with milliseconds, the timestamp format of every file.
 pub fn ts(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A duration as a person writes one (`500ms`, `1s`, `20m`; humantime's syntax), not zero.
+/// The error says what was given and what would do.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s)
+        .map_err(|e| format!("{s:?} is not a duration ({e}); use e.g. 500ms, 1s, 20m"))?;
+    if d.is_zero() {
+        return Err(format!("{s:?}: must be greater than zero"));
+    }
+    Ok(d)
 }

@@ -2,57 +2,6 @@
 //! ([`EventKind`]), each with its on-disk name. The files keep their words; the code
 //! matches on variants, so a misspelt kind does not compile.
 
-use serde::{Deserialize, Serialize};
-
-/// Declares an enum whose variants each have one on-disk name: `as_str`, `FromStr` and
-/// serde's reading use it, so the files keep their words and the code gets a type.
-macro_rules! named {
-    ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $v:ident = $s:literal,)+ }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum $name { $($(#[$vm])* $v,)+ }
-
-        impl $name {
-            /// Every variant, in declaration order.
-            pub const ALL: &[$name] = &[$($name::$v,)+];
-
-            /// The name in events.csv.
-            pub fn as_str(self) -> &'static str {
-                match self { $($name::$v => $s,)+ }
-            }
-        }
-
-        impl std::str::FromStr for $name {
-            type Err = String;
-            fn from_str(s: &str) -> Result<Self, String> {
-                match s {
-                    $($s => Ok($name::$v),)+
-                    other => Err(format!("unknown {} {other:?}", stringify!($name))),
-                }
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl std::fmt::Display for $name {
-            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
-
 named! {
     /// Who saw or did what an events.csv row says.
     Source {

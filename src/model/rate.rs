@@ -19,26 +19,15 @@ pub struct Election {
     pub cause_at: Option<DateTime<Utc>>,
 }
 
-/// What a source of the rate is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SourceKind {
-    /// A baseline.json: its at_rest and settle windows.
-    Sitting,
-    /// A `sample` run directory: every run in its events.csv.
-    Sample,
-}
-
-impl SourceKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceKind::Sitting => "sitting",
-            SourceKind::Sample => "sample",
-        }
+named! {
+    /// What a source of the rate is.
+    SourceKind {
+        /// A baseline.json: its at_rest and settle windows.
+        Sitting = "sitting",
+        /// A `sample` run directory: every run in its events.csv.
+        Sample = "sample",
     }
 }
-
-display_as_str!(SourceKind);
 
 /// One source, read: its exposure, its cuts and its elections.
 #[derive(Debug, Clone, PartialEq, Serialize)]

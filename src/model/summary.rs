@@ -17,26 +17,15 @@ pub struct MemberRef {
     pub endpoint: String,
 }
 
-/// Why a `sample` run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EndedBy {
-    /// `--duration` ran out.
-    Duration,
-    /// SIGINT or SIGTERM.
-    Signal,
-}
-
-impl EndedBy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EndedBy::Duration => "duration",
-            EndedBy::Signal => "signal",
-        }
+named! {
+    /// Why a `sample` run ended.
+    EndedBy {
+        /// `--duration` ran out.
+        Duration = "duration",
+        /// SIGINT or SIGTERM.
+        Signal = "signal",
     }
 }
-
-display_as_str!(EndedBy);
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {

@@ -1,7 +1,9 @@
 //! `report --alert-rule`: an alert on `increase(leaderwatch_elections_total[15m])` whose
 //! threshold comes from measured baselines, as a managed-Prometheus `Rules` manifest or a
-//! plain Prometheus rule file. [`derive`] is pure (baselines in, threshold and its
-//! derivation out); [`render`] writes the YAML. The reasoning is in docs/exporter.md ("The threshold").
+//! plain Prometheus rule file ([`AlertFormat`]). [`derive`] is pure (baselines in,
+//! threshold and its derivation out, or [`NoThreshold`]: why none can be derived, as facts
+//! the command words with its flags); [`render`] writes the YAML. The reasoning is in
+//! docs/exporter.md ("The threshold").
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -14,6 +16,28 @@ use crate::model::baseline::{Baseline, WindowName};
 
 /// The alert's name in Prometheus.
 pub const ALERT: &str = "DlockEtcdElections";
+
+/// What [`render`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlertFormat {
+    /// A managed Prometheus (GMP) `Rules` manifest, for `kubectl apply`.
+    Rules,
+    /// A plain Prometheus rule file, for promtool or a Prometheus of one's own.
+    Prometheus,
+}
+
+/// Why no threshold can be derived from the baselines given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoThreshold {
+    /// None of the `given` was measured on the target cluster, and local ones were not
+    /// allowed ([`Params::allow_local`]).
+    OnlyLocal { given: usize },
+    /// None of those that could be used is complete.
+    NoneComplete,
+    /// None of the `used` disrupted a leader (so the threshold would say nothing about a
+    /// leader loss), and it was not forced ([`Params::force`]).
+    NoLeaderLost { used: usize },
+}
 
 /// How the threshold is to be derived.
 #[derive(Debug, Clone)]
@@ -65,16 +89,63 @@ pub fn slack(threshold: u64, window: Duration, scrape: Duration) -> f64 {
     0.5f64.max(inflation.min(0.99))
 }
 
-/// The threshold from the baselines, with its derivation. Refuses ([`Error::NoThreshold`]) when no
-/// baseline was measured on Kubernetes and `allow_local` is off, or when none is usable.
-pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, Error> {
+/// The threshold from the baselines, with its derivation. Refuses ([`NoThreshold`]) when
+/// no baseline was measured on Kubernetes and `allow_local` is off, or when none is usable.
+pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, NoThreshold> {
+    let (used, skipped) = select(baselines, p)?;
+    let per_disruption = per_disruption(&used);
+    let members = used.iter().map(|(_, b)| b.environment.members.len()).max().unwrap_or(3).max(1);
+    let disruptions = p.disruptions.unwrap_or(members as u32);
+    let (at_rest_elections, at_rest_s) = at_rest(&used);
+    let at_rest = if at_rest_s > 0.0 {
+        at_rest_elections as f64 / at_rest_s * p.window.as_secs_f64()
+    } else {
+        0.0
+    };
+    let operations = routine_operations(&used, p.window);
+    let worst_routine = operations.iter().map(|o| o.2).max();
+    let budget =
+        (per_disruption as f64 * f64::from(disruptions)).max(worst_routine.unwrap_or(0) as f64);
+    // Never below 1: a threshold of 0 would page on every election.
+    let threshold = ((budget + at_rest).ceil() as u64).max(1);
+    let mut d = Derived {
+        threshold,
+        bound: threshold as f64 + slack(threshold, p.window, p.scrape_interval),
+        per_disruption,
+        disruptions,
+        worst_routine,
+        at_rest,
+        at_rest_elections,
+        at_rest_s,
+        used: used
+            .iter()
+            .map(|(p, b)| ((*p).clone(), b.run_id.clone(), b.environment.description.clone()))
+            .collect(),
+        skipped,
+        lines: Vec::new(),
+    };
+    d.lines = steps(&d, &operations, members, p);
+    Ok(d)
+}
+
+/// A rolling restart or a drain: several pods, with a maintenance record.
+fn routine(b: &Baseline) -> bool {
+    b.disruption.as_ref().is_some_and(|d| d.maintenance.is_some())
+}
+
+/// The baselines the threshold rests on and those left out (with why): only the target
+/// cluster's when there are any, only complete ones, and at least one that took a leader
+/// down (a follower's eviction costs no election or one at most, a leader's at least one:
+/// a threshold without a leader loss would page on a sitting day of leader evictions).
+#[allow(clippy::type_complexity)]
+fn select<'a>(
+    baselines: &'a [(PathBuf, Baseline)],
+    p: &Params,
+) -> Result<(Vec<(&'a PathBuf, &'a Baseline)>, Vec<(PathBuf, String)>), NoThreshold> {
     // A sitting on the local control plane counts as local here: its elections are not GKE's.
     let kube = baselines.iter().any(|(_, b)| b.environment.on_target_cluster());
     if !kube && !p.allow_local {
-        return Err(Error::NoThreshold(format!(
-            "no baseline measured on a Kubernetes cluster (GKE) among the {} given (environment.kind; the local control plane counts as local); an alert for GKE from local runs would be a guess: pass --allow-local to derive one anyway",
-            baselines.len()
-        )));
+        return Err(NoThreshold::OnlyLocal { given: baselines.len() });
     }
     let mut used = Vec::new();
     let mut skipped = Vec::new();
@@ -104,11 +175,8 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
         }
     }
     if used.is_empty() {
-        return Err(Error::NoThreshold("no complete baseline to derive the alert from".to_owned()));
+        return Err(NoThreshold::NoneComplete);
     }
-    let routine = |b: &Baseline| b.disruption.as_ref().is_some_and(|d| d.maintenance.is_some());
-    // A follower's eviction costs no election (or one at most), a leader's at least one: the
-    // threshold must rest on a leader loss, or a sitting day of leader evictions pages.
     let leader_lost = |b: &Baseline| {
         b.disruption.as_ref().is_some_and(|d| d.target_was_leader)
             || (routine(b)
@@ -116,16 +184,16 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
                     .is_some_and(|c| !c.election_times.is_empty()))
     };
     if !p.force && !used.iter().any(|(_, b)| leader_lost(b)) {
-        return Err(Error::NoThreshold(format!(
-            "none of the {} baseline(s) used disrupted a leader, so a threshold from them says nothing about a leader loss (one election or more each): add a leader sitting (--target leader) or a rolling restart, or pass --force",
-            used.len()
-        )));
+        return Err(NoThreshold::NoLeaderLost { used: used.len() });
     }
-    let window_s = p.window.as_secs_f64();
-    // The worst single voluntary disruption measured: elections from the request to the end
-    // of settle. A routine operation (several pods) is held against the threshold below.
-    let per_disruption = used
-        .iter()
+    Ok((used, skipped))
+}
+
+/// The worst single voluntary disruption measured: elections from the request to the end
+/// of settle. A routine operation (several pods) is held against the threshold apart
+/// ([`routine_operations`]).
+fn per_disruption(used: &[(&PathBuf, &Baseline)]) -> u64 {
+    used.iter()
         .filter(|(_, b)| b.disruption.is_some() && !routine(b))
         .map(|(_, b)| {
             b.windows
@@ -135,20 +203,23 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
                 .sum::<u64>()
         })
         .max()
-        .unwrap_or(0);
-    let members = used.iter().map(|(_, b)| b.environment.members.len()).max().unwrap_or(3).max(1);
-    let disruptions = p.disruptions.unwrap_or(members as u32);
-    let (at_rest_elections, at_rest_s) = used
-        .iter()
+        .unwrap_or(0)
+}
+
+/// Elections and seconds at rest over every baseline used: the pooled at-rest rate.
+fn at_rest(used: &[(&PathBuf, &Baseline)]) -> (u64, f64) {
+    used.iter()
         .flat_map(|(_, b)| b.windows.iter().filter(|w| w.name == WindowName::AtRest))
-        .fold((0u64, 0.0f64), |(n, s), w| {
-            (n + w.elections.unwrap_or(0), s + w.duration_s.max(0.0))
-        });
-    let at_rest =
-        if at_rest_s > 0.0 { at_rest_elections as f64 / at_rest_s * window_s } else { 0.0 };
-    // Each measured rolling restart and drain: the most elections it put in one window.
-    let operations: Vec<(String, String, u64)> = used
-        .iter()
+        .fold((0u64, 0.0f64), |(n, s), w| (n + w.elections.unwrap_or(0), s + w.duration_s.max(0.0)))
+}
+
+/// Each measured rolling restart and drain: (operation, path, the most elections it put
+/// in one `window`).
+fn routine_operations(
+    used: &[(&PathBuf, &Baseline)],
+    window: Duration,
+) -> Vec<(String, String, u64)> {
+    used.iter()
         .filter(|(_, b)| routine(b))
         .filter_map(|(path, b)| {
             let c = crate::analysis::maintenance::cost(b)?;
@@ -156,18 +227,22 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
             Some((
                 op,
                 path.display().to_string(),
-                crate::analysis::maintenance::most_in_window(&c.election_times, p.window),
+                crate::analysis::maintenance::most_in_window(&c.election_times, window),
             ))
         })
-        .collect();
-    let worst_routine = operations.iter().map(|o| o.2).max();
-    let budget =
-        (per_disruption as f64 * f64::from(disruptions)).max(worst_routine.unwrap_or(0) as f64);
-    let raw = budget + at_rest;
-    // Never below 1: a threshold of 0 would page on every election.
-    let threshold = (raw.ceil() as u64).max(1);
-    let extra = slack(threshold, p.window, p.scrape_interval);
-    let bound = threshold as f64 + extra;
+        .collect()
+}
+
+/// The derivation step by step, as printed and as the rule's comments: what a reader
+/// needs to check the threshold by hand.
+fn steps(
+    d: &Derived,
+    operations: &[(String, String, u64)],
+    members: usize,
+    p: &Params,
+) -> Vec<String> {
+    let (per_disruption, disruptions, threshold, at_rest) =
+        (d.per_disruption, d.disruptions, d.threshold, d.at_rest);
     let w = humantime::format_duration(p.window);
     let disruptions_why = match p.disruptions {
         Some(_) => "--disruptions".to_owned(),
@@ -181,14 +256,14 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
         ),
         format!("disruptions the PDB allows in {w}: {disruptions} ({disruptions_why})"),
         format!(
-            "at-rest rate: {at_rest_elections} election(s) in {:.0} s at rest = {at_rest:.3} per {w}",
-            at_rest_s
+            "at-rest rate: {} election(s) in {:.0} s at rest = {at_rest:.3} per {w}",
+            d.at_rest_elections, d.at_rest_s
         ),
     ];
-    for (op, path, n) in &operations {
+    for (op, path, n) in operations {
         lines.push(format!("measured {op}: {n} election(s) in its worst {w} ({path})"));
     }
-    match worst_routine {
+    match d.worst_routine {
         Some(worst) => {
             lines.push(format!("threshold = ceil(max({per_disruption} x {disruptions}, {worst} (the worst routine operation)) + {at_rest:.3}) = {threshold} (never below 1)"));
             lines.push(format!("the worst routine operation, {worst} election(s) in {w}, stays at or below the threshold {threshold}: it does not page"));
@@ -198,33 +273,17 @@ pub fn derive(baselines: &[(PathBuf, Baseline)], p: &Params) -> Result<Derived, 
             lines.push("no rolling restart or drain among the baselines: the pass over the members is assumed, not measured (measure --method rolling-restart, drain)".to_owned());
         }
     }
-    lines.extend([
-        format!(
-            "fires when increase() > {bound:.2}: increase() extrapolates to the range's edges ({}s scrapes), so {threshold} election(s) can read slightly above {threshold}",
-            p.scrape_interval.as_secs()
-        ),
-    ]);
-    if extra > 0.5 {
+    lines.push(format!(
+        "fires when increase() > {:.2}: increase() extrapolates to the range's edges ({}s scrapes), so {threshold} election(s) can read slightly above {threshold}",
+        d.bound,
+        p.scrape_interval.as_secs()
+    ));
+    if slack(threshold, p.window, p.scrape_interval) > 0.5 {
         lines.push(format!(
             "warning: at {threshold} elections per {w} the extrapolation of increase() can reach half an election: one election more may stay silent until it is well inside the range"
         ));
     }
-    Ok(Derived {
-        threshold,
-        bound,
-        per_disruption,
-        disruptions,
-        worst_routine,
-        at_rest,
-        at_rest_elections,
-        at_rest_s,
-        used: used
-            .iter()
-            .map(|(p, b)| ((*p).clone(), b.run_id.clone(), b.environment.description.clone()))
-            .collect(),
-        skipped,
-        lines,
-    })
+    lines
 }
 
 #[derive(Serialize)]
@@ -274,9 +333,14 @@ fn prom_duration(d: Duration) -> String {
     if s.is_multiple_of(60) { format!("{}m", s / 60) } else { format!("{s}s") }
 }
 
-/// The rule file (`prometheus`) or the managed Prometheus Rules manifest (`rules`), with
-/// the derivation as comments at the top.
-pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<String, Error> {
+/// The rule file or the managed Prometheus Rules manifest, as `format` says, with the
+/// derivation as comments at the top.
+pub fn render(
+    d: &Derived,
+    p: &Params,
+    format: AlertFormat,
+    namespace: &str,
+) -> Result<String, Error> {
     let window = prom_duration(p.window);
     let baselines = d
         .used
@@ -324,8 +388,8 @@ pub fn render(d: &Derived, p: &Params, format: &str, namespace: &str) -> Result<
         }],
     };
     let body = match format {
-        "prometheus" => serde_yaml_ng::to_string(&file),
-        _ => serde_yaml_ng::to_string(&RulesManifest {
+        AlertFormat::Prometheus => serde_yaml_ng::to_string(&file),
+        AlertFormat::Rules => serde_yaml_ng::to_string(&RulesManifest {
             api_version: "monitoring.googleapis.com/v1".to_owned(),
             kind: "Rules".to_owned(),
             metadata: Metadata {
@@ -420,9 +484,7 @@ mod tests {
             d.target_was_leader = false;
         }
         let b = [follower];
-        assert!(
-            matches!(derive(&b, &params()), Err(Error::NoThreshold(m)) if m.contains("disrupted a leader") && m.contains("--force"))
-        );
+        assert_eq!(derive(&b, &params()), Err(NoThreshold::NoLeaderLost { used: 1 }));
         let d = derive(&b, &Params { force: true, ..params() }).expect("forced");
         assert_eq!(d.threshold, 1);
     }
@@ -430,9 +492,7 @@ mod tests {
     #[test]
     fn local_only_is_refused_unless_allowed() {
         let b = [baseline(EnvironmentKind::Local, (60.0, 0), 1, 0)];
-        assert!(
-            matches!(derive(&b, &params()), Err(Error::NoThreshold(m)) if m.contains("--allow-local"))
-        );
+        assert_eq!(derive(&b, &params()), Err(NoThreshold::OnlyLocal { given: 1 }));
         let d = derive(&b, &Params { allow_local: true, ..params() }).expect("allowed");
         assert_eq!((d.per_disruption, d.disruptions, d.threshold), (1, 3, 3));
     }
@@ -459,8 +519,9 @@ mod tests {
         let mut local_cluster = baseline(EnvironmentKind::Kubernetes, (1200.0, 0), 1, 1);
         local_cluster.1.environment.description =
             "local control plane, Kubernetes v1.35.4, etcd 3.6.14, 3 members".into();
-        assert!(
-            matches!(derive(&[local_cluster.clone()], &params()), Err(Error::NoThreshold(m)) if m.contains("--allow-local"))
+        assert_eq!(
+            derive(&[local_cluster.clone()], &params()),
+            Err(NoThreshold::OnlyLocal { given: 1 })
         );
         let gke = baseline(EnvironmentKind::Kubernetes, (7200.0, 2), 1, 1);
         let d = derive(&[gke, local_cluster], &params()).expect("derive");

@@ -1,5 +1,7 @@
 //! Progress of a sitting: on a terminal, a bar with the phase and the time left
 //! (indicatif); off a terminal (a pod's log), one line per phase change and every 30 s.
+//! [`StatusLine`]: lines on stderr under one updating status line, for following a sitting
+//! from outside (`leaderwatch sitting`).
 
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
@@ -91,6 +93,54 @@ impl Progress {
 
     pub fn finish(&mut self) {
         if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+    }
+}
+
+/// Off a terminal, the status line this often.
+const STATUS_EVERY: Duration = Duration::from_secs(60);
+
+/// Lines on stderr (above the status line on a terminal), and one status line: updated in
+/// place on a terminal, printed every [`STATUS_EVERY`] with `prefix` off one (a CI log).
+pub struct StatusLine {
+    bar: Option<ProgressBar>,
+    prefix: &'static str,
+    last_status: Instant,
+}
+
+impl StatusLine {
+    pub fn new(prefix: &'static str) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let b = ProgressBar::new_spinner();
+            b.enable_steady_tick(Duration::from_millis(250));
+            b
+        });
+        StatusLine { bar, prefix, last_status: Instant::now() }
+    }
+
+    pub fn line(&self, s: &str) {
+        match &self.bar {
+            Some(b) => b.println(s),
+            None => eprintln!("{s}"),
+        }
+    }
+
+    /// The one updating line on a terminal; off one, a line every [`STATUS_EVERY`].
+    pub fn status(&mut self, s: &str) {
+        match &self.bar {
+            Some(b) => b.set_message(s.to_owned()),
+            None if self.last_status.elapsed() >= STATUS_EVERY => {
+                self.last_status = Instant::now();
+                eprintln!("{}{s}", self.prefix);
+            }
+            None => {}
+        }
+    }
+
+    /// Clears the status line (the lines stay).
+    pub fn done(&self) {
+        if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
     }

@@ -528,7 +528,7 @@ fn secs(v: Option<f64>) -> String {
 /// eviction. GKE's rows stay "not yet measured" with the command until one is.
 fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> Vec<String> {
     let mut out = Vec::new();
-    for m in KubeMethod::ALL {
+    for &m in KubeMethod::ALL {
         let of_method = |f: &&&BaselineFile| {
             f.baseline.disruption.as_ref().and_then(|d| d.method.kube_method()) == Some(m)
         };

@@ -285,7 +285,7 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
         let b = r.unwrap_or_else(|e| panic!("{method:?}: {e}"));
         assert!(b.is_complete(), "{method:?}");
         let d = b.disruption.as_ref().expect("disruption");
-        assert_eq!(d.method.to_string(), format!("local-{}", method.name()));
+        assert_eq!(d.method.to_string(), format!("local-{}", method.as_str()));
         assert!(d.target_was_leader);
         assert_eq!(
             b.window(WindowName::AtRest).expect("at_rest").elections,
@@ -312,10 +312,10 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
         assert_windows_tile_the_run(out.path(), &b);
         let kinds: Vec<String> =
             events(out.path()).into_iter().map(|e| e["kind"].clone()).collect();
-        let signal = format!("{}_sent", method.name());
+        let signal = format!("{}_sent", method.as_str());
         assert!(kinds.contains(&signal), "{method:?}: {kinds:?}");
         assert_causes_and_health(out.path(), &b, &signal);
-        cost.insert(method.name(), assert_the_canary(out.path(), &b));
+        cost.insert(method.as_str(), assert_the_canary(out.path(), &b));
         if method == LocalMethod::Sigstop {
             // Frozen, not restarted: thawed, and its counter did not reset.
             assert!(
