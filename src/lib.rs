@@ -21,8 +21,10 @@
 //! The data path: `io::probe` (one member) -> `io::round` (all members) ->
 //! `commands::drive` (the loop) -> `analysis::engine` (counts, windows, elections, health)
 //! and `analysis::sitting` (phases, recovery, the baseline) -> `io::recorder` -> the run
-//! directory -> `render::report`. This file owns the crate-wide [`Error`]; main.rs maps it
-//! to the process exit codes.
+//! directory -> `render::report`. This file owns the crate-wide [`Error`], what ends a
+//! command; main.rs maps it to the process exit codes. It is the commands' own: the layers
+//! below return the facts (a [`io::exporter::BindError`], a [`io::record::RecordError`],
+//! a [`io::local::LocalError`]) and only its messages name a command-line flag.
 
 pub mod analysis;
 pub mod commands;
@@ -51,8 +53,8 @@ pub enum Error {
     #[error("{0}")]
     Target(String),
     /// The exporter cannot listen on `--metrics-addr` (taken, or not this host's).
-    #[error("--metrics-addr {addr}: {source}")]
-    Bind { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("--metrics-addr {0}")]
+    Bind(#[from] io::exporter::BindError),
     /// `report --alert-rule`: the baselines given cannot found a threshold (none from
     /// the target cluster, none complete, none that took a leader down).
     #[error("{0}")]
@@ -64,10 +66,10 @@ pub enum Error {
     #[error("internal: {0}")]
     Internal(String),
     /// The output directory could not be written (unwritable, disk full, foreign file).
-    #[error(transparent)]
+    #[error("{e}{advice}", e = .0, advice = new_out(.0))]
     Record(#[from] io::record::RecordError),
     /// The local etcd cluster could not be found, started or driven.
-    #[error(transparent)]
+    #[error("{words}", words = local(.0))]
     Local(#[from] io::local::LocalError),
     /// A sitting ended without its full result (interrupted, or no recovery in time);
     /// what it measured is written.
@@ -88,6 +90,22 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A run directory of another version: the way out is another `--out`.
+fn new_out(e: &io::record::RecordError) -> &'static str {
+    match e {
+        io::record::RecordError::Schema { .. } => "; use a new --out directory",
+        _ => "",
+    }
+}
+
+/// The local cluster's failure; no etcd found names `rehearse --etcd-bin` among the ways.
+fn local(e: &io::local::LocalError) -> String {
+    match e {
+        io::local::LocalError::NoEtcd => "no etcd binary found: set ETCD_BIN or --etcd-bin, run `make deps` (installs .tools/bin/etcd), or put etcd on PATH".to_owned(),
+        e => e.to_string(),
+    }
+}
 
 impl Error {
     /// [`Error::Input`]: `path` (named on the command line) and what is wrong with it.

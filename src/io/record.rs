@@ -134,7 +134,9 @@ pub enum RecordError {
     Io { path: PathBuf, source: io::Error },
     #[error("{path}: {source}")]
     Csv { path: PathBuf, source: csv::Error },
-    #[error("{path}: header differs from this version's ({found:?}); use a new --out directory")]
+    /// A file of an older (or another) version: its rows would not read back. The command
+    /// says which flag names another directory (lib.rs).
+    #[error("{path}: header differs from this version's ({found:?})")]
     Schema { path: PathBuf, found: String },
 }
 
