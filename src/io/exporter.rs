@@ -21,7 +21,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-use crate::io::record::HealthRow;
+use crate::io::run_dir::HealthRow;
 use crate::model::canary::Op;
 use crate::model::observation::Round;
 

@@ -1,5 +1,5 @@
-//! The run directory: `samples.csv`, `events.csv` and `health.csv`, append-only and
-//! flushed every round, and JSON written atomically. Reopening a directory repairs a torn last line
+//! The run directory ([`RunDir`]): `samples.csv`, `events.csv`, `health.csv` and
+//! `canary.csv`, append-only and flushed every round, and JSON written atomically. Reopening a directory repairs a torn last line
 //! left by a crash and appends after it; a file with another header is refused, never
 //! rewritten. Every column is documented in data/README.md.
 
