@@ -3,26 +3,30 @@
 //! Layers, each importing only those below it:
 //!
 //! - [`model`]: the plain types that are written and read (baseline.json, summary.json,
-//!   a round's observations, canary ops, events, measurements) and the timestamp format;
+//!   a round's observations, canary ops, events, a row of the tidy list of measurements)
+//!   and the timestamp format;
 //! - [`analysis`]: pure functions over them: counting, windows, health, causes, client
-//!   figures, recovery, the Poisson interval, the rate, the measurement list; the engine
-//!   that holds a run's analysis state (rounds, events and canary ops in; rows, windows
-//!   and elections out); and the protocols that say what a run does next (the sitting,
-//!   `sample`);
+//!   figures, recovery, the Poisson interval, the rate, a baseline flattened into its tidy
+//!   list of measurements; the engine that holds a run's analysis state (rounds, events
+//!   and canary ops in; rows, windows and elections out); and the protocols that say what
+//!   a run does next (the sitting, `sample`);
 //! - [`io`]: what talks to members, processes, files and the environment: probe -> round
-//!   (all members), the canary, the local cluster and disruptor, record / recorder (CSV,
-//!   JSON), the readers, the exporter, the test hooks;
+//!   (all members), the canary, the local cluster and disruptor, the run directory (CSV,
+//!   JSON) and the recorder that writes into it, the readers, the exporter, the test hooks;
 //! - [`render`]: text for people and tools: the report table, CSV, compare, the rate
 //!   table, the alert rule, progress;
-//! - [`k8s`]: the Kubernetes API (discovery, watchers, eviction, preflight, the Job);
+//! - [`k8s`]: the Kubernetes API (discovery, watchers, eviction, preflight, the Job and
+//!   following it);
 //! - [`commands`] on top: one file per subcommand, and the one loop every command that
 //!   samples runs ([`commands::drive`]).
 //!
 //! The data path: `io::probe` (one member) -> `io::round` (all members) ->
 //! `commands::drive` (the loop) -> `analysis::engine` (counts, windows, elections, health)
 //! and `analysis::sitting` (phases, recovery, the baseline) -> `io::recorder` -> the run
-//! directory -> `render::report`. This file owns the crate-wide [`Error`]; main.rs maps it
-//! to the process exit codes.
+//! directory -> `render::report`. This file owns the crate-wide [`Error`], what ends a
+//! command; main.rs maps it to the process exit codes. It is the commands' own: the layers
+//! below return the facts (a [`io::exporter::BindError`], a [`io::run_dir::RecordError`],
+//! a [`io::local::LocalError`]) and only its messages name a command-line flag.
 
 pub mod analysis;
 pub mod commands;
@@ -51,8 +55,8 @@ pub enum Error {
     #[error("{0}")]
     Target(String),
     /// The exporter cannot listen on `--metrics-addr` (taken, or not this host's).
-    #[error("--metrics-addr {addr}: {source}")]
-    Bind { addr: std::net::SocketAddr, source: std::io::Error },
+    #[error("--metrics-addr {0}")]
+    Bind(#[from] io::exporter::BindError),
     /// `report --alert-rule`: the baselines given cannot found a threshold (none from
     /// the target cluster, none complete, none that took a leader down).
     #[error("{0}")]
@@ -64,10 +68,10 @@ pub enum Error {
     #[error("internal: {0}")]
     Internal(String),
     /// The output directory could not be written (unwritable, disk full, foreign file).
-    #[error(transparent)]
-    Record(#[from] io::record::RecordError),
+    #[error("{e}{advice}", e = .0, advice = new_out(.0))]
+    Record(#[from] io::run_dir::RecordError),
     /// The local etcd cluster could not be found, started or driven.
-    #[error(transparent)]
+    #[error("{words}", words = local(.0))]
     Local(#[from] io::local::LocalError),
     /// A sitting ended without its full result (interrupted, or no recovery in time);
     /// what it measured is written.
@@ -88,6 +92,22 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A run directory of another version: the way out is another `--out`.
+fn new_out(e: &io::run_dir::RecordError) -> &'static str {
+    match e {
+        io::run_dir::RecordError::Schema { .. } => "; use a new --out directory",
+        _ => "",
+    }
+}
+
+/// The local cluster's failure; no etcd found names `rehearse --etcd-bin` among the ways.
+fn local(e: &io::local::LocalError) -> String {
+    match e {
+        io::local::LocalError::NoEtcd => "no etcd binary found: set ETCD_BIN or --etcd-bin, run `make deps` (installs .tools/bin/etcd), or put etcd on PATH".to_owned(),
+        e => e.to_string(),
+    }
+}
 
 impl Error {
     /// [`Error::Input`]: `path` (named on the command line) and what is wrong with it.

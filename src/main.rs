@@ -40,7 +40,7 @@ fn exit_code(e: &Error) -> i32 {
         | Error::Input { .. }
         | Error::Probe(_)
         | Error::Target(_)
-        | Error::Bind { .. }
+        | Error::Bind(_)
         | Error::NoThreshold(_) => exit::USAGE,
         Error::Internal(_) => exit::FAILURE,
         Error::Record(_) | Error::Stdout(_) => exit::OUTPUT,

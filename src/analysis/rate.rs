@@ -15,8 +15,8 @@ use serde::Serialize;
 use crate::analysis::attribution::OWN;
 use crate::model::baseline::{Baseline, Cause};
 use crate::model::event::{EventKind, EventRow};
-use crate::model::measurement::Measurement;
-use crate::model::rate::{Bound, Election, Source, SourceKind};
+use crate::model::rate::{Bound, Election, RateInput, RateInputKind};
+use crate::model::tidy_row::Measurement;
 
 /// A disruption in progress is cut from this event to its member's next `back` or
 /// `health_true`, or this long after it if none follows.
@@ -68,7 +68,7 @@ pub struct Rate {
 #[derive(Debug, Clone, Serialize)]
 pub struct SourceSummary {
     pub path: PathBuf,
-    pub kind: SourceKind,
+    pub kind: RateInputKind,
     pub environment: String,
     pub exposure_s: f64,
     pub cut_s: f64,
@@ -128,7 +128,7 @@ fn inside(t: DateTime<Utc>, v: &[(DateTime<Utc>, DateTime<Utc>)]) -> bool {
 
 /// Pools the sources: quiet exposure, residual elections by category, and the rate per
 /// hour and per day with its two-sided interval at `confidence`. Pure.
-pub fn pool(sources: &[Source], confidence: f64) -> Rate {
+pub fn pool(sources: &[RateInput], confidence: f64) -> Rate {
     let mut quiet_all = 0.0;
     let mut cut_all = 0.0;
     let mut elections: BTreeMap<String, u64> =
@@ -224,7 +224,7 @@ pub fn cuts_from(rows: &[EventRow]) -> Vec<(DateTime<Utc>, DateTime<Utc>, String
 
 /// A sitting's source: its quiet windows, its elections, and the cuts of the events.csv
 /// rows beside it (`None`: there was no events.csv, so nothing could be cut).
-pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) -> Source {
+pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) -> RateInput {
     let mut notes = Vec::new();
     if !b.is_complete() {
         notes.push(format!(
@@ -271,9 +271,9 @@ pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) ->
             Vec::new()
         }
     };
-    Source {
+    RateInput {
         path: path.to_owned(),
-        kind: SourceKind::Sitting,
+        kind: RateInputKind::Sitting,
         environment: b.environment.description.clone(),
         spans,
         cuts,
@@ -359,10 +359,10 @@ mod tests {
         spans: &[(i64, i64)],
         cuts: &[(i64, i64)],
         elections: &[(i64, Cause, Option<i64>)],
-    ) -> Source {
-        Source {
+    ) -> RateInput {
+        RateInput {
             path: "x".into(),
-            kind: SourceKind::Sample,
+            kind: RateInputKind::Sample,
             environment: "test".into(),
             spans: spans.iter().map(|(a, b)| (t(*a), t(*b))).collect(),
             cuts: cuts.iter().map(|(a, b)| (t(*a), t(*b), "cut".to_owned())).collect(),

@@ -8,10 +8,10 @@ use crate::io::read;
 pub fn command(a: CompareArgs) -> Result<(), Error> {
     let (ba, bb) = (read::baseline(&a.a)?, read::baseline(&a.b)?);
     let (ma, mb) = (
-        crate::analysis::measurements::measurements(&a.a, &ba),
-        crate::analysis::measurements::measurements(&a.b, &bb),
+        crate::analysis::flatten::measurements(&a.a, &ba),
+        crate::analysis::flatten::measurements(&a.b, &bb),
     );
-    let diffs = crate::analysis::measurements::compare(&ma, &mb);
+    let diffs = crate::analysis::flatten::compare(&ma, &mb);
     if a.output == Output::Json {
         out(&format!("{}\n", serde_json::to_string_pretty(&diffs).unwrap_or_default()))?;
     } else {

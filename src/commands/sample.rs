@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::analysis::sampling::{Sampling, SamplingPlan};
 use crate::commands::cli::{MetricsInterval, SampleArgs};
 use crate::commands::drive::{Drive, NoDisruptor, RunSetup};
-use crate::io::probe::{ProbeConfig, TlsFiles};
+use crate::io::probe::{ProbeConfig, TlsFile, TlsFiles, TlsFilesError};
 use crate::io::round::{Rounds, Sampler, probers};
 use crate::model::baseline::WindowName;
 use crate::model::clock::{Clock, SystemClock};
@@ -75,8 +75,27 @@ pub async fn command(a: SampleArgs, shutdown: impl Future<Output = ()>) -> Resul
         metrics_addr: a.metrics_addr,
         rotation: Some(crate::io::rotate::Rotation { retain_days: a.retain }),
     };
+    cfg.probe.tls.check().map_err(tls_files)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     run(cfg, clock, shutdown).await.map(|_| ())
+}
+
+/// What is wrong with the TLS files, in the words of `--cacert`, `--cert` and `--key`.
+fn tls_files(e: TlsFilesError) -> Error {
+    let flag = |f: TlsFile| match f {
+        TlsFile::Ca => "--cacert",
+        TlsFile::Cert => "--cert",
+        TlsFile::Key => "--key",
+    };
+    Error::Probe(match e {
+        TlsFilesError::Unreadable { file, path, problem } => {
+            format!("{} {}: {problem}", flag(file), path.display())
+        }
+        TlsFilesError::NotPem { file, path } => {
+            format!("{} {}: not a PEM file", flag(file), path.display())
+        }
+        TlsFilesError::Unpaired => "--cert and --key must be given together".to_owned(),
+    })
 }
 
 /// Runs the sampler until `cfg.duration` or `shutdown`, whichever comes first.

@@ -340,7 +340,7 @@ async fn fetch(
         .unwrap_or_default();
     let dest = a.out_dir.join(format!("{}-{}-{}-{when}", a.label, args.target, args.method));
     std::fs::create_dir_all(&a.out_dir).map_err(|source| {
-        Error::Record(crate::io::record::RecordError::Io { path: a.out_dir.clone(), source })
+        Error::Record(crate::io::run_dir::RecordError::Io { path: a.out_dir.clone(), source })
     })?;
     let got = job::fetch(&s.client, j, &run, &dest, s.t).await.map_err(|e| match e {
         FetchError::Kube(e) => Error::Kube(e),

@@ -21,7 +21,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
-use crate::io::record::HealthRow;
+use crate::io::run_dir::HealthRow;
 use crate::model::canary::Op;
 use crate::model::observation::Round;
 
@@ -361,12 +361,23 @@ fn answer(req: &Request<Incoming>, shared: &Shared) -> Response<Full<Bytes>> {
     resp
 }
 
+/// An address the exporter cannot listen on (taken, or not this host's).
+#[derive(Debug, thiserror::Error)]
+#[error("{addr}: {source}")]
+pub struct BindError {
+    pub addr: SocketAddr,
+    pub source: std::io::Error,
+}
+
 /// Binds `addr`, serves scrapes, and returns the exporter for the recorder with the bound
 /// address (port 0 picks a free one). `/healthz` goes stale after ten missed `interval`s
-/// (30 s at least). A taken or foreign address is [`crate::Error::Bind`]: nothing has run yet.
-pub async fn start(addr: SocketAddr, interval: Duration) -> crate::Result<(Exporter, SocketAddr)> {
+/// (30 s at least). A taken or foreign address is a [`BindError`]: nothing has run yet.
+pub async fn start(
+    addr: SocketAddr,
+    interval: Duration,
+) -> Result<(Exporter, SocketAddr), BindError> {
     let (e, shared) = Exporter::new((interval * 10).max(Duration::from_secs(30)));
-    let bound = serve(addr, shared).await.map_err(|source| crate::Error::Bind { addr, source })?;
+    let bound = serve(addr, shared).await.map_err(|source| BindError { addr, source })?;
     tracing::info!("serving http://{bound}/metrics and /healthz");
     Ok((e, bound))
 }
@@ -382,7 +393,7 @@ pub async fn serve(addr: SocketAddr, shared: Shared) -> std::io::Result<SocketAd
                 Ok(s) => s,
                 Err(e) => {
                     // Out of file descriptors and the like: wait, do not spin.
-                    tracing::warn!("--metrics-addr: accept: {e}");
+                    tracing::warn!("exporter: accept: {e}");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -398,7 +409,7 @@ pub async fn serve(addr: SocketAddr, shared: Shared) -> std::io::Result<SocketAd
                     .header_read_timeout(HEADER_TIMEOUT)
                     .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
                 if let Err(e) = conn.await {
-                    tracing::debug!("--metrics-addr: connection: {e}");
+                    tracing::debug!("exporter: connection: {e}");
                 }
             });
         }

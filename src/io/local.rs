@@ -19,8 +19,9 @@ use crate::model::member::{Member, MemberName};
 
 #[derive(Debug, thiserror::Error)]
 pub enum LocalError {
+    /// None given, none in ETCD_BIN, .tools/bin or PATH. The command adds its flag (lib.rs).
     #[error(
-        "no etcd binary found: set ETCD_BIN or --etcd-bin, run `make deps` (installs .tools/bin/etcd), or put etcd on PATH"
+        "no etcd binary found: set ETCD_BIN, run `make deps` (installs .tools/bin/etcd), or put etcd on PATH"
     )]
     NoEtcd,
     #[error("etcd binary {0}: not an executable file")]

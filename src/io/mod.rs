@@ -1,6 +1,6 @@
 //! What talks to the world: etcd members (probe, round, the canary), processes (the local
-//! cluster and its disruptor), files (record, rotate, the recorder that writes the engine's rows
-//! to them, the readers) and the exporter's HTTP server. Built on [`crate::analysis`] and
+//! cluster and its disruptor), files (the run directory, rotate, the recorder that writes the
+//! engine's rows to them, the readers) and the exporter's HTTP server. Built on [`crate::analysis`] and
 //! [`crate::model`].
 
 pub mod canary;
@@ -14,8 +14,8 @@ pub mod pack;
 pub mod probe;
 pub mod read;
 pub mod readme;
-pub mod record;
 pub mod recorder;
 pub mod rotate;
 pub mod round;
+pub mod run_dir;
 pub mod test_hooks;

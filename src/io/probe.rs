@@ -44,23 +44,63 @@ struct TlsMaterial {
     cert_and_key: Option<(Vec<u8>, Vec<u8>)>,
 }
 
-fn read_pem(what: &str, path: &Path) -> Result<Vec<u8>, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("--{what} {}: {e}", path.display()))?;
+/// One of the [`TlsFiles`], by what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsFile {
+    Ca,
+    Cert,
+    Key,
+}
+
+impl std::fmt::Display for TlsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TlsFile::Ca => "CA bundle",
+            TlsFile::Cert => "client certificate",
+            TlsFile::Key => "client key",
+        })
+    }
+}
+
+/// What is wrong with the TLS files given (the command says it with its flags).
+#[derive(Debug, thiserror::Error)]
+pub enum TlsFilesError {
+    #[error("{file} {}: {problem}", path.display())]
+    Unreadable { file: TlsFile, path: PathBuf, problem: String },
+    #[error("{file} {}: not a PEM file", path.display())]
+    NotPem { file: TlsFile, path: PathBuf },
+    /// A client certificate without its key, or a key without its certificate.
+    #[error("a client certificate and its key go together")]
+    Unpaired,
+}
+
+fn read_pem(file: TlsFile, path: &Path) -> Result<Vec<u8>, TlsFilesError> {
+    let bytes = std::fs::read(path).map_err(|e| TlsFilesError::Unreadable {
+        file,
+        path: path.to_owned(),
+        problem: e.to_string(),
+    })?;
     if !bytes.windows(11).any(|w| w == b"-----BEGIN ") {
-        return Err(format!("--{what} {}: not a PEM file", path.display()));
+        return Err(TlsFilesError::NotPem { file, path: path.to_owned() });
     }
     Ok(bytes)
 }
 
 impl TlsFiles {
-    fn load(&self) -> Result<TlsMaterial, String> {
-        let ca = self.cacert.as_deref().map(|p| read_pem("cacert", p)).transpose()?;
+    fn load(&self) -> Result<TlsMaterial, TlsFilesError> {
+        let ca = self.cacert.as_deref().map(|p| read_pem(TlsFile::Ca, p)).transpose()?;
         let cert_and_key = match (&self.cert, &self.key) {
-            (Some(c), Some(k)) => Some((read_pem("cert", c)?, read_pem("key", k)?)),
+            (Some(c), Some(k)) => Some((read_pem(TlsFile::Cert, c)?, read_pem(TlsFile::Key, k)?)),
             (None, None) => None,
-            _ => return Err("--cert and --key must be given together".to_owned()),
+            _ => return Err(TlsFilesError::Unpaired),
         };
         Ok(TlsMaterial { ca, cert_and_key })
+    }
+
+    /// The files can be read, are PEM, and the certificate comes with its key: what the
+    /// probers check again before any round, for a command to say first with its flags.
+    pub fn check(&self) -> Result<(), TlsFilesError> {
+        self.load().map(|_| ())
     }
 }
 
@@ -101,7 +141,7 @@ pub struct Prober {
 /// The TLS client settings every prober shares, checked before any round: `None` when no
 /// TLS file is given and no member is https:// (then no TLS code runs at all).
 pub fn http_tls(cfg: &ProbeConfig, members: &[Member]) -> Result<Option<TlsConfig>, String> {
-    let tls = cfg.tls.load()?;
+    let tls = cfg.tls.load().map_err(|e| e.to_string())?;
     if tls.ca.is_none() && tls.cert_and_key.is_none() && !members.iter().any(Member::is_tls) {
         return Ok(None);
     }
@@ -113,7 +153,7 @@ pub fn http_tls(cfg: &ProbeConfig, members: &[Member]) -> Result<Option<TlsConfi
 pub(crate) fn etcd_options(cfg: &ProbeConfig, member: &Member) -> Result<ConnectOptions, String> {
     let mut o = ConnectOptions::new().with_connect_timeout(cfg.timeout).with_timeout(cfg.timeout);
     if member.is_tls() {
-        let tls = cfg.tls.load()?;
+        let tls = cfg.tls.load().map_err(|e| e.to_string())?;
         let mut t = TlsOptions::new();
         if let Some(ca) = tls.ca {
             t = t.ca_certificate(Certificate::from_pem(ca));

@@ -10,11 +10,11 @@ use chrono::{DateTime, Utc};
 
 use crate::Error;
 use crate::analysis::rate::{cuts_from, election_of, pool, sitting_source};
-use crate::io::record::{EVENTS, EVENTS_HEADER};
+use crate::io::run_dir::{EVENTS, EVENTS_HEADER};
 use crate::model::baseline::{BASELINE, Baseline, Cause, SCHEMA_VERSION};
 use crate::model::clock::ts;
 use crate::model::event::{EventKind, EventRow};
-use crate::model::rate::{BaselineFile, Election, Residual, Source, SourceKind};
+use crate::model::rate::{BaselineFile, Election, RateInput, RateInputKind, Residual};
 
 /// Reads and checks one baseline.json: this version's schema only.
 pub fn baseline(path: &Path) -> Result<Baseline, Error> {
@@ -81,7 +81,7 @@ pub fn events(path: &Path) -> Result<(Vec<EventRow>, usize), Error> {
 }
 
 /// A sitting's quiet windows, elections and (from the events.csv beside it) cuts.
-pub fn from_sitting(path: &Path, b: &Baseline) -> Result<Source, Error> {
+pub fn from_sitting(path: &Path, b: &Baseline) -> Result<RateInput, Error> {
     let beside = path.parent().map(|d| d.join(EVENTS)).filter(|p| p.exists());
     let rows = match beside {
         Some(p) => Some(events(&p)?.0),
@@ -90,7 +90,7 @@ pub fn from_sitting(path: &Path, b: &Baseline) -> Result<Source, Error> {
     Ok(sitting_source(path, b, rows.as_deref()))
 }
 
-fn from_sample(dir: &Path) -> Result<Source, Error> {
+fn from_sample(dir: &Path) -> Result<RateInput, Error> {
     let (rows, bad) = events(&dir.join(EVENTS))?;
     let mut notes = Vec::new();
     if bad > 0 {
@@ -161,9 +161,9 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
     }
     let environment =
         if endpoints.is_empty() { "sample".to_owned() } else { format!("sample of {endpoints}") };
-    Ok(Source {
+    Ok(RateInput {
         path: dir.to_owned(),
-        kind: SourceKind::Sample,
+        kind: RateInputKind::Sample,
         environment,
         spans,
         cuts: cuts_from(&rows),
@@ -174,7 +174,7 @@ fn from_sample(dir: &Path) -> Result<Source, Error> {
 
 /// Reads every PATH (see [`source`]); a directory that is neither a sitting nor a sample
 /// stands for the runs directly inside it (`rate data/`).
-pub fn sources(paths: &[PathBuf]) -> Result<Vec<Source>, Error> {
+pub fn sources(paths: &[PathBuf]) -> Result<Vec<RateInput>, Error> {
     let mut out = Vec::new();
     for p in paths {
         let is_run = |d: &Path| d.join(BASELINE).exists() || d.join(EVENTS).exists();
@@ -210,12 +210,12 @@ fn last_row(dir: &Path, id: &str, since: DateTime<Utc>) -> Option<DateTime<Utc>>
         .filter_map(|e| {
             let name = e.file_name().to_string_lossy().into_owned();
             let (live, day, _) = crate::io::rotate::parse_closed(&name)?;
-            (live == crate::io::record::SAMPLES && day >= since.date_naive())
+            (live == crate::io::run_dir::SAMPLES && day >= since.date_naive())
                 .then(|| (day, e.path()))
         })
         .collect();
     files.sort();
-    let live = dir.join(crate::io::record::SAMPLES);
+    let live = dir.join(crate::io::run_dir::SAMPLES);
     let tag = format!(",{id},");
     for path in std::iter::once(live).chain(files.into_iter().rev().map(|(_, p)| p)) {
         let Ok(f) = std::fs::File::open(&path) else { continue };
@@ -245,7 +245,7 @@ fn last_row(dir: &Path, id: &str, since: DateTime<Utc>) -> Option<DateTime<Utc>>
 
 /// Reads PATH: a baseline.json (a sitting), or a directory holding one, or a `sample`
 /// run directory (events.csv without baseline.json).
-pub fn source(path: &Path) -> Result<Source, Error> {
+pub fn source(path: &Path) -> Result<RateInput, Error> {
     if path.is_dir() {
         if path.join(BASELINE).exists() {
             let p = path.join(BASELINE);
@@ -285,7 +285,7 @@ pub fn residual(dir: &Path, confidence: f64) -> Result<Residual, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::record::RunDir;
+    use crate::io::run_dir::RunDir;
     use crate::model::event::{ElectionColumns, Event};
 
     /// Regression: the election row was written as a sentence and parsed back by hand, and

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use crate::Error;
-use crate::io::record::write_atomic;
+use crate::io::run_dir::write_atomic;
 
 /// Rewrites `readme` with `new_text(text, its directory)` (the directory the README's
 /// links are relative to), atomically. Returns whether the file changed; an `Err` of

@@ -1,5 +1,5 @@
 //! The recorder: where a run's rows go. It writes what the engine
-//! (src/analysis/engine.rs) made to the run directory (src/io/record.rs) and to the
+//! (src/analysis/engine.rs) made to the run directory (src/io/run_dir.rs) and to the
 //! exporter, logging each event as it is written. It keeps no state of its own beyond
 //! the open files: every row is flushed as it is written, so a crash or a signal loses
 //! nothing already measured.
@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::analysis::engine::{RoundRows, Rows};
 use crate::io::exporter::Exporter;
-use crate::io::record::{CanaryRow, HealthRow, RecordError, RunDir};
+use crate::io::run_dir::{CanaryRow, HealthRow, RecordError, RunDir};
 use crate::model::canary::Op;
 use crate::model::clock::Clock;
 use crate::model::event::{Event, EventKind, Source};
@@ -72,7 +72,7 @@ impl Recorder {
         self.dir.run_id()
     }
 
-    /// `sample`'s daily files (record.rs, rotate.rs), from `now` on.
+    /// `sample`'s daily files (run_dir.rs, rotate.rs), from `now` on.
     pub fn rotate_daily(
         &mut self,
         rotation: crate::io::rotate::Rotation,

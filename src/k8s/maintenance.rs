@@ -434,16 +434,47 @@ impl Disruptor for Drain {
     }
 
     async fn disrupt(self, member: MemberName, report: Reporter) -> Result<()> {
+        let started = Instant::now();
+        let (node, here, members) = self.cordon(&member, &report).await?;
+        let uids = self.evict_all(&node, here, &report).await?;
+        if self.scope.dry_run {
+            return Ok(());
+        }
+        let mut track = Replacements::new(&members, std::slice::from_ref(&member.0), None);
+        self.wait_gone(&node, &uids, &mut track, started, &report).await?;
+        self.wait_back(&member, &node, &mut track, &report).await
+    }
+}
+
+/// Every evicted pod by namespace and name, with its uid: gone once no pod of that name
+/// has that uid.
+type Evicted = BTreeMap<(String, String), Option<String>>;
+
+/// A pod's eviction, asked once.
+enum Asked {
+    Accepted,
+    /// 404: it went by itself.
+    Gone,
+    /// 429: its PDB refused it for now (the message).
+    Blocked(String),
+}
+
+impl Drain {
+    /// Cordons the member's node, unless it holds another member too (a drain would then
+    /// take two down by our hand). Returns the node, the pods on it, and the members' pods.
+    async fn cordon(
+        &self,
+        member: &MemberName,
+        report: &Reporter,
+    ) -> Result<(String, Vec<Pod>, Vec<Pod>)> {
         let sc = &self.scope;
         let t = sc.kube.request_timeout;
-        let started = Instant::now();
         let pod = call("get pod", t, sc.pods().get(&member.0)).await?;
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).ok_or_else(|| {
             Error::Preflight(format!("{member} is not scheduled on a node: nothing to drain"))
         })?;
-        let all_pods: Api<Pod> = Api::all(sc.client.clone());
-        let on_node = |node: &str| ListParams::default().fields(&format!("spec.nodeName={node}"));
-        let here = call("list pods on the node", t, all_pods.list(&on_node(&node))).await?.items;
+        let here =
+            call("list pods on the node", t, self.all_pods().list(&on_node(&node))).await?.items;
         // Never two members down by our hand: a node with two members is not drained.
         let members = super::discover::pods(&sc.client, &sc.kube).await?;
         let member_names: Vec<String> =
@@ -461,20 +492,26 @@ impl Disruptor for Drain {
                 ours.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
             )));
         }
-        let nodes: Api<Node> = Api::all(sc.client.clone());
-        set_unschedulable(&nodes, &node, true, sc.dry_run, t).await?;
+        set_unschedulable(&self.nodes(), &node, true, sc.dry_run, t).await?;
         if !sc.dry_run
             && let Ok(mut g) = self.cordoned.lock()
         {
             *g = Some(node.clone());
         }
-        let all = MemberName(String::new());
-        report.event(&all, EventKind::NodeCordoned, format!("{node} (unschedulable){}", sc.dry()));
+        report.event(
+            &MemberName(String::new()),
+            EventKind::NodeCordoned,
+            format!("{node} (unschedulable){}", sc.dry()),
+        );
+        Ok((node, here, members))
+    }
 
-        // Evict every pod on it; a blocked one (429: its PDB) is asked again every 5 s.
+    /// Evicts every pod on the node (DaemonSet and mirror pods excepted); a blocked one
+    /// (429: its PDB) is asked again every `retry_every`, until the scope's timeout.
+    async fn evict_all(&self, node: &str, here: Vec<Pod>, report: &Reporter) -> Result<Evicted> {
+        let sc = &self.scope;
         let mut pending: Vec<Pod> = here.into_iter().filter(evictable).collect();
-        let uids: BTreeMap<(String, String), Option<String>> =
-            pending.iter().map(|p| (key(p), p.metadata.uid.clone())).collect();
+        let uids: Evicted = pending.iter().map(|p| (key(p), p.metadata.uid.clone())).collect();
         let mut attempt = 0u32;
         let first = Instant::now();
         while !pending.is_empty() {
@@ -482,41 +519,25 @@ impl Disruptor for Drain {
             let mut blocked = Vec::new();
             for p in pending {
                 let (ns, name) = key(&p);
-                let api: Api<Pod> = Api::namespaced(sc.client.clone(), &ns);
-                let body = super::evict::eviction(&ns, &name, sc.dry_run);
-                let pp = PostParams { dry_run: sc.dry_run, field_manager: None };
                 let who = MemberName(name.clone());
-                match tokio::time::timeout(
-                    t,
-                    api.create_subresource::<_, kube::core::Status>("eviction", &name, &pp, &body),
-                )
-                .await
-                {
-                    Ok(Ok(_)) => report.event(
+                match self.evict(&ns, &name).await? {
+                    Asked::Accepted => report.event(
                         &who,
                         EventKind::EvictionAccepted,
                         format!("{ns}/{name} from node {node}, attempt {attempt}{}", sc.dry()),
                     ),
-                    Ok(Err(kube::Error::Api(s))) if s.code == 404 => report.event(
+                    Asked::Gone => report.event(
                         &who,
                         EventKind::OldPodGone,
                         format!("{ns}/{name} already gone"),
                     ),
-                    Ok(Err(kube::Error::Api(s))) if s.code == 429 => {
+                    Asked::Blocked(message) => {
                         report.event(
                             &who,
                             EventKind::EvictionBlocked,
-                            format!("{ns}/{name} attempt {attempt}: {}", s.message),
+                            format!("{ns}/{name} attempt {attempt}: {message}"),
                         );
                         blocked.push(p);
-                    }
-                    Ok(Err(e)) => return Err(api_error("create pods/eviction", e).into()),
-                    Err(_) => {
-                        return Err(KubeError::Timeout {
-                            what: "create pods/eviction".into(),
-                            timeout: t,
-                        }
-                        .into());
                     }
                 }
             }
@@ -534,13 +555,44 @@ impl Disruptor for Drain {
                 tokio::time::sleep(self.retry_every).await;
             }
         }
-        if sc.dry_run {
-            return Ok(());
-        }
+        Ok(uids)
+    }
 
-        // The drain is over when every evicted pod is gone (kubectl drain waits for that);
-        // the member's replacement is followed until Ready.
-        let mut track = Replacements::new(&members, std::slice::from_ref(&member.0), None);
+    /// One Eviction of pod `ns/name`, through the PDB (a dry run when the scope says so).
+    async fn evict(&self, ns: &str, name: &str) -> Result<Asked> {
+        let sc = &self.scope;
+        let t = sc.kube.request_timeout;
+        let api: Api<Pod> = Api::namespaced(sc.client.clone(), ns);
+        let body = super::evict::eviction(ns, name, sc.dry_run);
+        let pp = PostParams { dry_run: sc.dry_run, field_manager: None };
+        match tokio::time::timeout(
+            t,
+            api.create_subresource::<_, kube::core::Status>("eviction", name, &pp, &body),
+        )
+        .await
+        {
+            Ok(Ok(_)) => Ok(Asked::Accepted),
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 => Ok(Asked::Gone),
+            Ok(Err(kube::Error::Api(s))) if s.code == 429 => Ok(Asked::Blocked(s.message)),
+            Ok(Err(e)) => Err(api_error("create pods/eviction", e).into()),
+            Err(_) => {
+                Err(KubeError::Timeout { what: "create pods/eviction".into(), timeout: t }.into())
+            }
+        }
+    }
+
+    /// The drain is over when every evicted pod is gone (kubectl drain waits for that);
+    /// the member's replacement is followed meanwhile.
+    async fn wait_gone(
+        &self,
+        node: &str,
+        uids: &Evicted,
+        track: &mut Replacements,
+        started: Instant,
+        report: &Reporter,
+    ) -> Result<()> {
+        let sc = &self.scope;
+        let t = sc.kube.request_timeout;
         let lp = ListParams::default().labels(&sc.kube.selector);
         let gone = |items: &[Pod]| {
             uids.iter()
@@ -552,21 +604,22 @@ impl Disruptor for Drain {
         );
         loop {
             let step = async {
-                let items =
-                    call("list pods on the node", t, all_pods.list(&on_node(&node))).await?.items;
+                let items = call("list pods on the node", t, self.all_pods().list(&on_node(node)))
+                    .await?
+                    .items;
                 let m = call("list pods", t, sc.pods().list(&lp)).await?.items;
-                track.observe(&m, &report);
+                track.observe(&m, report);
                 Ok::<_, KubeError>(gone(&items))
             };
             match step.await {
                 Ok(true) => break,
                 Ok(false) => {}
-                Err(e) => wait.tolerate(e, &report)?,
+                Err(e) => wait.tolerate(e, report)?,
             }
             wait.next(|| "the evicted pods".to_owned()).await?;
         }
         report.event(
-            &all,
+            &MemberName(String::new()),
             EventKind::NodeDrained,
             format!(
                 "{node}: {} pods evicted and gone in {:.1} s",
@@ -574,9 +627,22 @@ impl Disruptor for Drain {
                 started.elapsed().as_secs_f64()
             ),
         );
+        Ok(())
+    }
 
-        // The member back: on another node of its zone if there is one, else on this one
-        // once it is uncordoned after --down.
+    /// The member back: on another node of its zone if there is one, else on this one
+    /// once it is uncordoned after `down`. The node is uncordoned either way.
+    async fn wait_back(
+        &self,
+        member: &MemberName,
+        node: &str,
+        track: &mut Replacements,
+        report: &Reporter,
+    ) -> Result<()> {
+        let sc = &self.scope;
+        let t = sc.kube.request_timeout;
+        let lp = ListParams::default().labels(&sc.kube.selector);
+        let nodes = self.nodes();
         let drained = Instant::now();
         let mut wait = Wait::new(
             format!("{member} Ready again after the drain of {node}"),
@@ -585,23 +651,36 @@ impl Disruptor for Drain {
         loop {
             match call("list pods", t, sc.pods().list(&lp)).await {
                 Ok(l) => {
-                    track.observe(&l.items, &report);
+                    track.observe(&l.items, report);
                     if track.all(Stage::Ready) {
                         break;
                     }
                 }
-                Err(e) => wait.tolerate(e, &report)?,
+                Err(e) => wait.tolerate(e, report)?,
             }
             if drained.elapsed() >= self.down {
                 let why = format!(
                     "after --down {} with {member} not back (no other node in its zone took it)",
                     humantime::format_duration(self.down)
                 );
-                uncordon(&self.cordoned, &nodes, t, &report, &why).await;
+                uncordon(&self.cordoned, &nodes, t, report, &why).await;
             }
             wait.next(|| track.waiting()).await?;
         }
-        uncordon(&self.cordoned, &nodes, t, &report, "the member is Ready on another node").await;
+        uncordon(&self.cordoned, &nodes, t, report, "the member is Ready on another node").await;
         Ok(())
     }
+
+    fn all_pods(&self) -> Api<Pod> {
+        Api::all(self.scope.client.clone())
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.scope.client.clone())
+    }
+}
+
+/// The pods on `node`, as a list's field selector.
+fn on_node(node: &str) -> ListParams {
+    ListParams::default().fields(&format!("spec.nodeName={node}"))
 }

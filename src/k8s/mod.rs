@@ -37,7 +37,7 @@ pub enum KubeError {
     #[error("Kubernetes config: {0}")]
     Config(String),
     #[error(
-        "Kubernetes API {what}: forbidden ({message}); deploy/k8s/leaderwatch/rbac.yaml grants what a sitting needs, with rbac-maintenance.yaml for --method delete or rolling-restart, rbac-drain.yaml for drain and rbac-port-forward.yaml for --reach port-forward"
+        "Kubernetes API {what}: forbidden ({message}); deploy/k8s/leaderwatch/rbac.yaml grants what a sitting needs, with rbac-maintenance.yaml for a delete or a rolling restart, rbac-drain.yaml for a drain and rbac-port-forward.yaml for reaching the members by port-forward"
     )]
     Forbidden { what: String, message: String },
     #[error("Kubernetes API {what}: {message}")]

@@ -120,7 +120,7 @@ pub(crate) fn owning_statefulset(pods: &[Pod], kube: &KubeOptions) -> Result<Str
             let all: Vec<String> =
                 owners.iter().map(|(s, p)| format!("{s} ({})", p.join(", "))).collect();
             Err(format!(
-                "the pods matching {} belong to {} StatefulSets: {}; narrow --selector to one",
+                "the pods matching {} belong to {} StatefulSets: {}; narrow the selector to one",
                 kube.selector,
                 owners.len(),
                 all.join(", ")

@@ -77,7 +77,7 @@ pub fn parse_members(specs: &[String]) -> Result<Vec<Member>, String> {
         }
     }
     if members.is_empty() {
-        return Err("no --endpoint given: at least one NAME=URL is needed".to_owned());
+        return Err("no member given: at least one NAME=URL is needed".to_owned());
     }
     Ok(members)
 }

@@ -1,6 +1,7 @@
-//! What the residual rate is made of and what it says: each source read
-//! ([`Source`]: its quiet spans, cuts and elections) and the figure `sample` keeps in
-//! summary.json ([`Residual`]). Pooling is src/analysis/rate.rs.
+//! What the residual rate is made of and what it says: each input read (a baseline.json
+//! or a `sample` run directory, [`RateInput`]: its quiet spans, cuts and elections) and
+//! the figure `sample` keeps in summary.json ([`Residual`]). Pooling is
+//! src/analysis/rate.rs. (An events.csv row's source is another thing: model/kind.rs.)
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,8 +21,8 @@ pub struct Election {
 }
 
 named! {
-    /// What a source of the rate is.
-    SourceKind {
+    /// What an input of the rate is.
+    RateInputKind {
         /// A baseline.json: its at_rest and settle windows.
         Sitting = "sitting",
         /// A `sample` run directory: every run in its events.csv.
@@ -29,11 +30,11 @@ named! {
     }
 }
 
-/// One source, read: its exposure, its cuts and its elections.
+/// One input of the rate, read: its exposure, its cuts and its elections.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Source {
+pub struct RateInput {
     pub path: PathBuf,
-    pub kind: SourceKind,
+    pub kind: RateInputKind,
     /// Where it ran (a sitting's environment; a sample's member endpoints).
     pub environment: String,
     /// The time it watched a cluster at rest: at_rest and settle windows, sample runs.
@@ -73,5 +74,5 @@ pub struct Residual {
 pub struct BaselineFile {
     pub path: std::path::PathBuf,
     pub baseline: crate::model::baseline::Baseline,
-    pub rate: Source,
+    pub rate: RateInput,
 }

@@ -1,5 +1,5 @@
 //! The rows of canary.csv and health.csv as the engine (src/analysis/engine.rs) makes
-//! them; src/io/record.rs writes them.
+//! them; src/io/run_dir.rs writes them.
 
 use chrono::{DateTime, Utc};
 

@@ -1,4 +1,4 @@
-//! Everything rendered from the measurement list (src/analysis/measurements.rs) and the
+//! Everything rendered from the measurement list (src/analysis/flatten.rs) and the
 //! rate: the observation-window tables followed by the member-health table (`report`, and
 //! `report --update` between `<!-- baseline:begin -->` and `<!-- baseline:end -->`), the
 //! tidy CSV (`report --format csv`) and `compare`'s table. Every count is shown as its
@@ -13,10 +13,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::Error;
-use crate::analysis::measurements::{Difference, is_election_figure, measurements};
+use crate::analysis::flatten::{Difference, is_election_figure, measurements};
 use crate::model::baseline::{EnvironmentKind, KubeMethod};
-use crate::model::measurement::{BYTES, CLIENT, Measurement, RECOVERY, SECONDS};
 use crate::model::rate::BaselineFile;
+use crate::model::tidy_row::{BYTES, CLIENT, Measurement, RECOVERY, SECONDS};
 
 pub const BEGIN: &str = "<!-- baseline:begin -->";
 pub const END: &str = "<!-- baseline:end -->";
@@ -219,7 +219,7 @@ fn rate_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> Vec<Stri
     }
     let mut out = Vec::new();
     for (env, group) in by_env {
-        let sources: Vec<crate::model::rate::Source> =
+        let sources: Vec<crate::model::rate::RateInput> =
             group.iter().map(|f| f.rate.clone()).collect();
         let r = crate::analysis::rate::pool(&sources, 0.95);
         let (Some(day), Some(from), Some(to)) = (r.per_day.as_ref(), r.from, r.to) else {
@@ -647,7 +647,7 @@ pub fn render_csv(baselines: &[BaselineFile]) -> Result<String, Error> {
         }
     }
     // The residual rate over the same baselines' quiet windows (window `quiet`).
-    let sources: Vec<crate::model::rate::Source> =
+    let sources: Vec<crate::model::rate::RateInput> =
         baselines.iter().map(|f| f.rate.clone()).collect();
     for m in crate::analysis::rate::measurements(&crate::analysis::rate::pool(&sources, 0.95)) {
         w.serialize(m).map_err(|e| Error::Internal(format!("csv export: {e}")))?;

@@ -1,6 +1,6 @@
 //! `leaderwatch report` and `compare` rendering, without etcd: a baseline with member
 //! health and elections with causes, and one without either, rendered from the one list of
-//! measurements (src/analysis/measurements.rs, rendered by src/render/report.rs). Fixtures: tests/fixtures/baseline-schema3-sigstop.json (a
+//! measurements (src/analysis/flatten.rs, rendered by src/render/report.rs). Fixtures: tests/fixtures/baseline-schema3-sigstop.json (a
 //! real `rehearse --method sigstop` of the leader, etcd 3.5.1) and
 //! tests/fixtures/baseline-sigkill-no-causes.json (the leader sigkill rehearsal of
 //! 2026-11-30, recorded before health and causes, migrated to schema 3).
@@ -8,13 +8,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use leaderwatch::analysis::measurements::{CAUSES, compare, measurements};
+use leaderwatch::analysis::flatten::{CAUSES, compare, measurements};
 use leaderwatch::io::read;
 use leaderwatch::model::baseline::{
     Baseline, Cause, ElectionDetail, EnvironmentKind, EventRef, Flag, WindowName,
 };
-use leaderwatch::model::measurement::Measurement;
 use leaderwatch::model::rate::BaselineFile;
+use leaderwatch::model::tidy_row::Measurement;
 use leaderwatch::render::report;
 
 fn fixture(name: &str) -> PathBuf {

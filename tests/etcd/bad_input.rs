@@ -135,7 +135,7 @@ async fn a_full_disk_names_the_path_exits_3_and_keeps_earlier_rows() {
     let text = std::fs::read_to_string(copy.path().join("samples.csv")).expect("samples.csv");
     let complete = text.matches('\n').count().saturating_sub(1);
     assert!(complete > 10, "rows were written before the disk filled: {complete}");
-    let _reopened = leaderwatch::io::record::RunDir::open(copy.path(), "check").expect("reopen");
+    let _reopened = leaderwatch::io::run_dir::RunDir::open(copy.path(), "check").expect("reopen");
     let rows = support::samples(copy.path()); // panics on any unparseable row
     assert_eq!(rows.len(), complete, "every complete row is intact");
 }

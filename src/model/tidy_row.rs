@@ -1,5 +1,6 @@
-//! One figure of one run, as `report --format csv` writes it and the tables and `compare`
-//! read it. The list is made by src/analysis/measurements.rs.
+//! One row of the tidy list ([`Measurement`]): one figure of one run, as `report --format
+//! csv` writes it and the tables and `compare` read it. A baseline is flattened into that
+//! list by src/analysis/flatten.rs.
 
 use chrono::{DateTime, Utc};
 
@@ -15,7 +16,7 @@ pub const RECOVERY: &str = "recovery";
 /// The `window` of the row "client writes unavailable during the disruption".
 pub const CLIENT: &str = "client";
 
-/// One figure of one baseline. `analysis::measurements::measurements` lists them; the window table, the health
+/// One figure of one baseline. `analysis::flatten::measurements` lists them; the window table, the health
 /// table, the CSV and `compare` only format, group or match that list.
 ///
 /// Serialized, it is one row of `report --format csv`, columns in this order:

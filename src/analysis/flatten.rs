@@ -1,6 +1,7 @@
-//! A baseline -> one flat list of figures ([`measurements`]), each a
-//! [`Measurement`]: the window table, the health table, the CSV and `compare` only format,
-//! group or match that list. And [`compare`]: two lists side by side. Pure.
+//! A baseline flattened into the tidy list of its figures ([`measurements`]), each a
+//! [`Measurement`] (one row, src/model/tidy_row.rs): the window table, the health table,
+//! the CSV and `compare` only format, group or match that list. And [`compare`]: two lists
+//! side by side. Pure.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -14,7 +15,7 @@ use crate::model::baseline::{
 };
 use crate::model::canary::ClientFigures;
 use crate::model::event::EventKind;
-use crate::model::measurement::{BYTES, CLIENT, COUNT, Measurement, RECOVERY, SECONDS, TERMS};
+use crate::model::tidy_row::{BYTES, CLIENT, COUNT, Measurement, RECOVERY, SECONDS, TERMS};
 
 /// An election's possible causes (src/analysis/attribution.rs), in its order of precedence; each is
 /// an `elections_<cause>` figure.

@@ -1,5 +1,5 @@
-//! The run directory: `samples.csv`, `events.csv` and `health.csv`, append-only and
-//! flushed every round, and JSON written atomically. Reopening a directory repairs a torn last line
+//! The run directory ([`RunDir`]): `samples.csv`, `events.csv`, `health.csv` and
+//! `canary.csv`, append-only and flushed every round, and JSON written atomically. Reopening a directory repairs a torn last line
 //! left by a crash and appends after it; a file with another header is refused, never
 //! rewritten. Every column is documented in data/README.md.
 
@@ -134,7 +134,9 @@ pub enum RecordError {
     Io { path: PathBuf, source: io::Error },
     #[error("{path}: {source}")]
     Csv { path: PathBuf, source: csv::Error },
-    #[error("{path}: header differs from this version's ({found:?}); use a new --out directory")]
+    /// A file of an older (or another) version: its rows would not read back. The command
+    /// says which flag names another directory (lib.rs).
+    #[error("{path}: header differs from this version's ({found:?})")]
     Schema { path: PathBuf, found: String },
 }
 
