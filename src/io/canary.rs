@@ -232,9 +232,9 @@ pub struct Canary {
     rx: UnboundedReceiver<Op>,
 }
 
-/// One line from an etcd client error (as every field on disk is: src/io/run_dir.rs).
+/// One line from an etcd client error (as every field on disk is: src/io/columns.rs).
 fn one_line(e: &etcd_client::Error) -> String {
-    crate::io::run_dir::one_line(&e.to_string())
+    crate::io::columns::one_line(&e.to_string())
 }
 
 impl Canary {

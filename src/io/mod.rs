@@ -4,6 +4,7 @@
 //! [`crate::model`].
 
 pub mod canary;
+pub mod columns;
 pub mod disrupt;
 pub mod exporter;
 pub mod grpc;

@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 
 use crate::Error;
 use crate::analysis::rate::{cuts_from, election_of, pool, sitting_source};
-use crate::io::run_dir::{EVENTS, EVENTS_HEADER};
+use crate::io::columns::EVENTS_HEADER;
+use crate::io::run_dir::EVENTS;
 use crate::model::baseline::{BASELINE, Baseline, Cause, SCHEMA_VERSION};
 use crate::model::clock::ts;
 use crate::model::event::{EventKind, EventRow};

@@ -1,7 +1,8 @@
 //! The run directory ([`RunDir`]): `samples.csv`, `events.csv`, `health.csv` and
-//! `canary.csv`, append-only and flushed every round, and JSON written atomically. Reopening a directory repairs a torn last line
-//! left by a crash and appends after it; a file with another header is refused, never
-//! rewritten. Every column is documented in data/README.md.
+//! `canary.csv`, append-only and flushed every round (their columns: src/io/columns.rs),
+//! and JSON written atomically. Reopening a directory repairs a torn last line left by a
+//! crash and appends after it; a file with another header is refused, never rewritten;
+//! `sample`'s daily files are rolled and housekept here (src/io/rotate.rs).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -10,122 +11,19 @@ use std::path::{Path, PathBuf};
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
+use crate::io::columns::{
+    CANARY_HEADER, EVENTS_HEADER, HEALTH_HEADER, SAMPLES_HEADER, canary_record, event_record,
+    health_row, sample_row, silent_row,
+};
 use crate::io::rotate::Rotation;
-use crate::model::clock::ts;
 use crate::model::event::{Event, EventKind, Source};
-use crate::model::observation::{Observation, Part, Round, Silent};
+use crate::model::observation::Round;
 pub use crate::model::rows::{CanaryRow, HealthRow};
 
 pub const SAMPLES: &str = "samples.csv";
 pub const EVENTS: &str = "events.csv";
 pub const HEALTH: &str = "health.csv";
 pub const CANARY: &str = "canary.csv";
-
-pub const CANARY_HEADER: [&str; 10] = [
-    "started",
-    "run_id",
-    "window",
-    "kind",
-    "delay_ms",
-    "latency_ms",
-    "ok",
-    "error",
-    "member",
-    "done",
-];
-
-pub const SAMPLES_HEADER: [&str; 30] = [
-    "ts",
-    "run_id",
-    "round",
-    "phase",
-    "member",
-    "endpoint",
-    "reachable",
-    "health",
-    "health_reason",
-    "leader_changes_seen_total",
-    "has_leader",
-    "is_leader",
-    "process_start_time",
-    "member_id",
-    "leader_id",
-    "raft_term",
-    "raft_index",
-    "raft_applied_index",
-    "db_size_bytes",
-    "etcd_version",
-    "heartbeat_send_failures_total",
-    "slow_apply_total",
-    "wal_fsync_sum_s",
-    "wal_fsync_count",
-    "metrics_ms",
-    "health_ms",
-    "status_ms",
-    "probe_ms",
-    "error",
-    "age_ms",
-];
-
-pub const EVENTS_HEADER: [&str; 10] = [
-    "ts",
-    "run_id",
-    "source",
-    "member",
-    "kind",
-    "detail",
-    "term_from",
-    "term_to",
-    "cause",
-    "cause_ts",
-];
-
-pub const HEALTH_HEADER: [&str; 20] = [
-    "ts",
-    "run_id",
-    "window",
-    "member",
-    "interval_start",
-    "interval_s",
-    "wal_fsyncs",
-    "wal_fsync_p50_s",
-    "wal_fsync_p99_s",
-    "backend_commits",
-    "backend_commit_p99_s",
-    "peer_rtt_p99_max_s",
-    "heartbeat_send_failures",
-    "slow_applies",
-    "proposals_failed",
-    "slow_read_indexes",
-    "db_size_bytes",
-    "quota_bytes",
-    "restarts",
-    "over",
-];
-
-#[derive(Serialize)]
-struct HealthCsvRow<'a> {
-    ts: String,
-    run_id: &'a str,
-    window: &'a str,
-    member: &'a str,
-    interval_start: String,
-    interval_s: String,
-    wal_fsyncs: Option<f64>,
-    wal_fsync_p50_s: Option<f64>,
-    wal_fsync_p99_s: Option<f64>,
-    backend_commits: Option<f64>,
-    backend_commit_p99_s: Option<f64>,
-    peer_rtt_p99_max_s: Option<f64>,
-    heartbeat_send_failures: Option<f64>,
-    slow_applies: Option<f64>,
-    proposals_failed: Option<f64>,
-    slow_read_indexes: Option<f64>,
-    db_size_bytes: Option<f64>,
-    quota_bytes: Option<f64>,
-    restarts: u32,
-    over: String,
-}
 
 /// Errors of the run directory; each names the path.
 #[derive(Debug, thiserror::Error)]
@@ -142,135 +40,6 @@ pub enum RecordError {
 
 fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RecordError + '_ {
     move |source| RecordError::Io { path: path.to_owned(), source }
-}
-
-#[derive(Serialize)]
-struct SampleRow<'a> {
-    ts: String,
-    run_id: &'a str,
-    round: u64,
-    phase: &'a str,
-    member: &'a str,
-    endpoint: &'a str,
-    reachable: bool,
-    health: Option<bool>,
-    health_reason: String,
-    leader_changes_seen_total: Option<f64>,
-    has_leader: Option<u8>,
-    is_leader: Option<u8>,
-    process_start_time: Option<f64>,
-    member_id: Option<String>,
-    leader_id: Option<String>,
-    raft_term: Option<u64>,
-    raft_index: Option<u64>,
-    raft_applied_index: Option<u64>,
-    db_size_bytes: Option<i64>,
-    etcd_version: String,
-    heartbeat_send_failures_total: Option<f64>,
-    slow_apply_total: Option<f64>,
-    wal_fsync_sum_s: Option<f64>,
-    wal_fsync_count: Option<f64>,
-    metrics_ms: String,
-    health_ms: String,
-    status_ms: String,
-    probe_ms: String,
-    error: String,
-    age_ms: String,
-}
-
-/// Fields never contain line breaks, so that every record is exactly one line and the
-/// torn-line repair (cut after the last newline) can never split a quoted field.
-pub fn one_line(s: &str) -> String {
-    s.replace(['\n', '\r'], " ")
-}
-
-fn ms(v: f64) -> String {
-    format!("{v:.1}")
-}
-
-fn sample_row<'a>(
-    o: &'a Observation,
-    round: &Round,
-    run_id: &'a str,
-    phase: &'a str,
-) -> SampleRow<'a> {
-    let m = o.metrics.ok();
-    let h = o.health.ok();
-    let s = o.status.ok();
-    SampleRow {
-        ts: ts(o.ts),
-        run_id,
-        round: round.index,
-        phase,
-        member: &o.member.0,
-        endpoint: &o.endpoint,
-        reachable: o.reachable(),
-        health: h.map(|h| h.healthy),
-        health_reason: one_line(h.map_or("", |h| h.reason.as_str())),
-        leader_changes_seen_total: m.and_then(|m| m.leader_changes_seen_total),
-        has_leader: m.and_then(|m| m.has_leader).map(u8::from),
-        is_leader: m.and_then(|m| m.is_leader).map(u8::from),
-        process_start_time: m.and_then(|m| m.process_start_time),
-        member_id: s.map(|s| format!("{:x}", s.member_id)),
-        leader_id: s.map(|s| format!("{:x}", s.leader_id)),
-        raft_term: s.map(|s| s.raft_term),
-        raft_index: s.map(|s| s.raft_index),
-        raft_applied_index: s.map(|s| s.raft_applied_index),
-        db_size_bytes: s.map(|s| s.db_size_bytes),
-        etcd_version: one_line(s.map_or("", |s| s.version.as_str())),
-        heartbeat_send_failures_total: m.and_then(|m| m.heartbeat_send_failures_total),
-        slow_apply_total: m.and_then(|m| m.slow_apply_total),
-        wal_fsync_sum_s: m.and_then(|m| m.wal_fsync_sum),
-        wal_fsync_count: m.and_then(|m| m.wal_fsync_count),
-        metrics_ms: ms(o.metrics.ms()),
-        // Empty when the answer was kept, not read (src/analysis/cadence.rs).
-        health_ms: if matches!(o.health, Part::Kept { .. }) {
-            String::new()
-        } else {
-            ms(o.health.ms())
-        },
-        status_ms: ms(o.status.ms()),
-        probe_ms: ms(o.probe_ms()),
-        error: one_line(&o.error_summary()),
-        age_ms: ms(round.age_s(o) * 1000.0),
-    }
-}
-
-/// The row of a member whose probe was still in flight when the round closed.
-fn silent_row<'a>(s: &'a Silent, round: &Round, run_id: &'a str, phase: &'a str) -> SampleRow<'a> {
-    let age_ms = s.in_flight.as_secs_f64() * 1000.0;
-    SampleRow {
-        ts: ts(round.started.utc),
-        run_id,
-        round: round.index,
-        phase,
-        member: &s.member.0,
-        endpoint: &s.endpoint,
-        reachable: false,
-        health: None,
-        health_reason: String::new(),
-        leader_changes_seen_total: None,
-        has_leader: None,
-        is_leader: None,
-        process_start_time: None,
-        member_id: None,
-        leader_id: None,
-        raft_term: None,
-        raft_index: None,
-        raft_applied_index: None,
-        db_size_bytes: None,
-        etcd_version: String::new(),
-        heartbeat_send_failures_total: None,
-        slow_apply_total: None,
-        wal_fsync_sum_s: None,
-        wal_fsync_count: None,
-        metrics_ms: String::new(),
-        health_ms: String::new(),
-        status_ms: String::new(),
-        probe_ms: String::new(),
-        error: format!("silent: no answer within the round (probe in flight for {age_ms:.0} ms)"),
-        age_ms: ms(age_ms),
-    }
 }
 
 /// One append-only CSV file.
@@ -580,22 +349,9 @@ impl RunDir {
             return Ok(());
         }
         for e in events {
-            let el = e.election.as_ref();
-            let row = [
-                ts(e.ts),
-                self.run_id.clone(),
-                e.source.to_string(),
-                e.member.clone(),
-                e.kind.to_string(),
-                one_line(&e.detail),
-                el.map_or(String::new(), |c| c.term_from.to_string()),
-                el.map_or(String::new(), |c| c.term_to.to_string()),
-                el.map_or(String::new(), |c| c.cause.as_str().to_owned()),
-                el.and_then(|c| c.cause_ts).map_or(String::new(), ts),
-            ];
             self.events
                 .w
-                .write_record(&row)
+                .write_record(event_record(e, &self.run_id))
                 .map_err(|source| RecordError::Csv { path: self.events.path.clone(), source })?;
         }
         self.events.flush()
@@ -605,41 +361,8 @@ impl RunDir {
     pub fn append_health(&mut self, rows: &[HealthRow]) -> Result<(), RecordError> {
         let Some(first) = rows.first() else { return Ok(()) };
         self.roll(HEALTH, first.ts.date_naive(), first.ts)?;
-        let opt = |v: Option<f64>| v.filter(|v| v.is_finite());
         for r in rows {
-            let h = &r.health;
-            let row = HealthCsvRow {
-                ts: ts(r.ts),
-                run_id: &self.run_id,
-                window: &r.window,
-                member: &r.member,
-                interval_start: ts(r.interval_start),
-                interval_s: format!("{:.3}", r.interval_s),
-                wal_fsyncs: h.wal_fsyncs,
-                wal_fsync_p50_s: opt(h.wal_fsync_p50_s),
-                wal_fsync_p99_s: opt(h.wal_fsync_p99_s),
-                backend_commits: h.backend_commits,
-                backend_commit_p99_s: opt(h.backend_commit_p99_s),
-                peer_rtt_p99_max_s: h
-                    .peer_rtt_p99_s
-                    .values()
-                    .filter_map(|v| opt(*v))
-                    .reduce(f64::max),
-                heartbeat_send_failures: h.heartbeat_send_failures,
-                slow_applies: h.slow_applies,
-                proposals_failed: h.proposals_failed,
-                slow_read_indexes: h.slow_read_indexes,
-                db_size_bytes: h.db_size_bytes,
-                quota_bytes: h.quota_bytes,
-                restarts: h.restarts,
-                over: one_line(
-                    &h.over
-                        .iter()
-                        .map(|f| format!("{} {} > {}", f.figure, f.value, f.threshold))
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                ),
-            };
+            let row = health_row(r, &self.run_id);
             self.health
                 .w
                 .serialize(row)
@@ -667,19 +390,7 @@ impl RunDir {
         self.roll(CANARY, first.date_naive(), first)?;
         let Some(f) = self.canary.as_mut() else { return Ok(()) };
         for r in rows {
-            let o = &r.op;
-            let rec = [
-                ts(o.started.utc),
-                self.run_id.clone(),
-                r.window.clone(),
-                o.kind.as_str().to_owned(),
-                ms(o.delay_ms()),
-                ms(o.latency_ms()),
-                o.ok.to_string(),
-                one_line(&o.error),
-                r.member.clone(),
-                ts(o.done.utc),
-            ];
+            let rec = canary_record(r, &self.run_id);
             f.w.write_record(&rec)
                 .map_err(|source| RecordError::Csv { path: f.path.clone(), source })?;
         }

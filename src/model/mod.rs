@@ -1,5 +1,6 @@
 //! The bottom layer: plain types, most of them serde, that the files on disk are made of
-//! and that every layer above passes around. Nothing here imports anything above it.
+//! and that every layer above passes around, and `named!`: an enum whose every variant
+//! has one name (on disk, on the command line). Nothing here imports anything above it.
 
 /// Declares an enum whose variants each have one name, the one the files (and, for a
 /// flag's value, the command line) use: `as_str`, `Display`, `FromStr` and serde's reading

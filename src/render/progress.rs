@@ -102,7 +102,7 @@ impl Progress {
 const STATUS_EVERY: Duration = Duration::from_secs(60);
 
 /// Lines on stderr (above the status line on a terminal), and one status line: updated in
-/// place on a terminal, printed every [`STATUS_EVERY`] with `prefix` off one (a CI log).
+/// place on a terminal, printed once a minute with `prefix` off one (a CI log).
 pub struct StatusLine {
     bar: Option<ProgressBar>,
     prefix: &'static str,
@@ -126,7 +126,7 @@ impl StatusLine {
         }
     }
 
-    /// The one updating line on a terminal; off one, a line every [`STATUS_EVERY`].
+    /// The one updating line on a terminal; off one, a line once a minute.
     pub fn status(&mut self, s: &str) {
         match &self.bar {
             Some(b) => b.set_message(s.to_owned()),

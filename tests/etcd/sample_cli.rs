@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
-use leaderwatch::io::run_dir::SAMPLES_HEADER;
+use leaderwatch::io::columns::SAMPLES_HEADER;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use support::{cluster, events, leaderwatch, samples, sleep};
