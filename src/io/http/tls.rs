@@ -25,11 +25,11 @@ pub fn tls_config(
         Some(pem) => {
             let mut roots = rustls::RootCertStore::empty();
             for c in CertificateDer::pem_slice_iter(pem) {
-                let c = c.map_err(|e| format!("--cacert: {e}"))?;
-                roots.add(c).map_err(|e| format!("--cacert: {e}"))?;
+                let c = c.map_err(|e| format!("the CA bundle: {e}"))?;
+                roots.add(c).map_err(|e| format!("the CA bundle: {e}"))?;
             }
             if roots.is_empty() {
-                return Err("--cacert: no certificate in the file".to_owned());
+                return Err("the CA bundle: no certificate in the file".to_owned());
             }
             versions.with_root_certificates(roots)
         }
@@ -44,9 +44,12 @@ pub fn tls_config(
         Some((cert, key)) => {
             let chain = CertificateDer::pem_slice_iter(cert)
                 .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| format!("--cert: {e}"))?;
-            let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("--key: {e}"))?;
-            builder.with_client_auth_cert(chain, key).map_err(|e| format!("--cert/--key: {e}"))?
+                .map_err(|e| format!("the client certificate: {e}"))?;
+            let key =
+                PrivateKeyDer::from_pem_slice(key).map_err(|e| format!("the client key: {e}"))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("the client certificate and key: {e}"))?
         }
         None => builder.with_no_client_auth(),
     };
