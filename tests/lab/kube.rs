@@ -1188,19 +1188,7 @@ fn without_rbac_port_forward_yaml_preflight_names_the_file(kc: &Path) {
 
 /// The etcd members' pod UIDs by name: a recreated member has a new one.
 fn member_uids(lab: &Lab) -> BTreeMap<String, String> {
-    let pods = lab.json(&[
-        "-n",
-        "dlock",
-        "get",
-        "pods",
-        "-l",
-        "app.kubernetes.io/name=dlock-etcd",
-        "-o",
-        "json",
-    ]);
-    pods["items"]
-        .as_array()
-        .expect("pods")
+    lab.member_pods()
         .iter()
         .map(|p| {
             (

@@ -177,9 +177,8 @@ impl Lab {
         self.ok(&a)
     }
 
-    /// The etcd pods' client URLs at their addresses from the API (pods without one yet are
-    /// left out).
-    pub fn client_urls(&self) -> Vec<String> {
+    /// The etcd member pods, as the API lists them.
+    pub fn member_pods(&self) -> Vec<Value> {
         let pods = self.json(&[
             "-n",
             "dlock",
@@ -190,9 +189,13 @@ impl Lab {
             "-o",
             "json",
         ]);
-        pods["items"]
-            .as_array()
-            .expect("pods")
+        pods["items"].as_array().expect("pods").clone()
+    }
+
+    /// The etcd pods' client URLs at their addresses from the API (pods without one yet are
+    /// left out).
+    pub fn client_urls(&self) -> Vec<String> {
+        self.member_pods()
             .iter()
             .filter_map(|p| p["status"]["podIP"].as_str())
             .map(|ip| format!("http://{ip}:2379"))
