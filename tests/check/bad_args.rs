@@ -9,116 +9,58 @@ fn run_bad(args: &[&str]) -> (i32, String) {
     (out.status.code().unwrap_or(-1), err)
 }
 
+/// `(command line, exit code, what stderr must name)`; `{out}` is the run directory the
+/// command must not create, `{taken}` a port already bound, `{ep}` a member nobody answers.
+const BAD: [(&str, i32, &str); 11] = [
+    ("measure --idle 5m --out {out}", 2, "at least 20m"),
+    (
+        "rehearse --target m1 --idle 1s --etcd-bin /nonexistent/etcd --out {out}",
+        4,
+        "/nonexistent/etcd",
+    ),
+    ("sample --endpoint m0 --out {out}", 2, "NAME=URL"),
+    ("sample --endpoint m0=ftp://x:1 --out {out}", 2, "http:// or https://"),
+    ("sample --endpoint {ep} --interval soon --out {out}", 2, "not a duration"),
+    (
+        "sample --endpoint {ep} --metrics-interval 500ms --out {out}",
+        2,
+        "--metrics-interval 500ms is shorter than --interval 1s",
+    ),
+    ("sample --endpoint {ep} --cert /nonexistent.pem --out {out}", 2, "--cert and --key"),
+    (
+        "sample --endpoint m0=https://127.0.0.1:1 --cacert /nonexistent.pem --out {out}",
+        2,
+        "/nonexistent.pem",
+    ),
+    ("sample --endpoint {ep} --retain 12h --out {out}", 2, "keep at least 1d"),
+    ("sample --endpoint {ep} --metrics-addr localhost --out {out}", 2, "--metrics-addr"),
+    ("sample --endpoint {ep} --metrics-addr {taken} --out {out}", 2, "Address already in use"),
+];
+
 #[test]
 fn bad_input_is_one_line_and_a_documented_exit_code() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = dir.path().join("o");
     let out = out.to_str().expect("utf8");
-    // A port already taken, for --metrics-addr.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let taken = taken.local_addr().expect("addr").to_string();
-    let cases: [(&[&str], i32, &str); 11] = [
-        (&["measure", "--idle", "5m", "--out", out], 2, "at least 20m"),
-        (
-            &[
-                "rehearse",
-                "--target",
-                "m1",
-                "--idle",
-                "1s",
-                "--etcd-bin",
-                "/nonexistent/etcd",
-                "--out",
-                out,
-            ],
-            4,
-            "/nonexistent/etcd",
-        ),
-        (&["sample", "--endpoint", "m0", "--out", out], 2, "NAME=URL"),
-        (&["sample", "--endpoint", "m0=ftp://x:1", "--out", out], 2, "http:// or https://"),
-        (
-            &["sample", "--endpoint", "m0=http://127.0.0.1:1", "--interval", "soon", "--out", out],
-            2,
-            "not a duration",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=http://127.0.0.1:1",
-                "--metrics-interval",
-                "500ms",
-                "--out",
-                out,
-            ],
-            2,
-            "--metrics-interval 500ms is shorter than --interval 1s",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=http://127.0.0.1:1",
-                "--cert",
-                "/nonexistent.pem",
-                "--out",
-                out,
-            ],
-            2,
-            "--cert and --key",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=https://127.0.0.1:1",
-                "--cacert",
-                "/nonexistent.pem",
-                "--out",
-                out,
-            ],
-            2,
-            "/nonexistent.pem",
-        ),
-        (
-            &["sample", "--endpoint", "m0=http://127.0.0.1:1", "--retain", "12h", "--out", out],
-            2,
-            "keep at least 1d",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=http://127.0.0.1:1",
-                "--metrics-addr",
-                "localhost",
-                "--out",
-                out,
-            ],
-            2,
-            "--metrics-addr",
-        ),
-        (
-            &[
-                "sample",
-                "--endpoint",
-                "m0=http://127.0.0.1:1",
-                "--metrics-addr",
-                &taken,
-                "--out",
-                out,
-            ],
-            2,
-            "Address already in use",
-        ),
-    ];
-    for (args, code, needle) in cases {
-        let (got, err) = run_bad(args);
-        assert_eq!(got, code, "{args:?}: {err}");
-        assert!(err.contains(needle), "{args:?}: {err}");
-        assert!(!dir.path().join("o").exists(), "{args:?}: refused before anything was written");
+    for (line, code, needle) in BAD {
+        let line = line
+            .replace("{out}", out)
+            .replace("{taken}", &taken)
+            .replace("{ep}", "m0=http://127.0.0.1:1");
+        let args: Vec<&str> = line.split_whitespace().collect();
+        let (got, err) = run_bad(&args);
+        assert_eq!(got, code, "{line}: {err}");
+        assert!(err.contains(needle), "{line}: {err}");
+        assert!(err.trim().lines().count() == 1, "{line}: one line: {err}");
+        assert!(!dir.path().join("o").exists(), "{line}: refused before anything was written");
     }
-    // An --out that cannot be a directory: exit 3, naming the path.
+}
+
+#[test]
+fn an_out_that_cannot_be_a_directory_is_exit_3_naming_the_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("plain-file");
     std::fs::write(&file, "x").expect("write");
     let (got, err) = run_bad(&[
@@ -132,8 +74,6 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
     assert!(err.contains("plain-file") && err.lines().count() == 1, "{err}");
 }
 
-/// `sample --canary` writes and reads into canary.csv and removes its key on a clean exit;
-/// killed with SIGKILL (no clean-up at all), its key is gone within the lease TTL.
 #[test]
 fn an_unknown_target_or_method_is_refused_before_any_cluster_starts() {
     let dir = tempfile::tempdir().expect("tempdir");

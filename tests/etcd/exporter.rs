@@ -231,8 +231,20 @@ async fn exposition_is_strict_openmetrics_and_a_real_prometheus_scrapes_and_quer
     assert_eq!(status, 200);
     assert_eq!(ctype, leaderwatch::io::exporter::CONTENT_TYPE);
 
+    assert_strict_openmetrics(&body);
+    // /healthz answers while rounds are recorded.
+    let health = url.replace("/metrics", "/healthz");
+    assert_eq!(get(&health).await.0, 200);
+    a_real_prometheus_scrapes_and_queries(&url).await;
+    let mut child = child;
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// The exposition parses as strict OpenMetrics (the reference parser) and has every family.
+fn assert_strict_openmetrics(body: &str) {
     let families =
-        openmetrics_parse(&body).unwrap_or_else(|e| panic!("not valid OpenMetrics: {e}\n{body}"));
+        openmetrics_parse(body).unwrap_or_else(|e| panic!("not valid OpenMetrics: {e}\n{body}"));
     for want in [
         "leaderwatch_elections counter",
         "leaderwatch_leader_transitions counter",
@@ -259,11 +271,10 @@ async fn exposition_is_strict_openmetrics_and_a_real_prometheus_scrapes_and_quer
         openmetrics_parse("# TYPE x counter\nx 1\n# EOF\n").is_err(),
         "accepted a counter sample without _total"
     );
-    // /healthz answers while rounds are recorded.
-    let health = url.replace("/metrics", "/healthz");
-    assert_eq!(get(&health).await.0, 200);
+}
 
-    // A real Prometheus scrapes it every second and answers a query.
+/// A real Prometheus scrapes `url` every second and answers queries on what it scraped.
+async fn a_real_prometheus_scrapes_and_queries(url: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let target = url.trim_start_matches("http://").trim_end_matches("/metrics");
     std::fs::write(
@@ -282,18 +293,17 @@ async fn exposition_is_strict_openmetrics_and_a_real_prometheus_scrapes_and_quer
             .spawn()
             .expect("prometheus (Debian package; make deps installs it)"),
     );
-    let query = |q: &str| format!("http://127.0.0.1:{port}/api/v1/query?query={q}");
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().expect("client");
+    let query = |q: &str| {
+        let req = http.get(format!("http://127.0.0.1:{port}/api/v1/query?query={q}"));
+        async move {
+            let text = req.send().await.ok()?.text().await.ok()?;
+            serde_json::from_str::<serde_json::Value>(&text).ok()
+        }
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
     let result = loop {
-        if let Ok(Ok(r)) = tokio::time::timeout(
-            Duration::from_secs(2),
-            reqwest::get(query("leaderwatch_elections_total")),
-        )
-        .await
-            && let Ok(v) = r
-                .text()
-                .await
-                .map(|t| serde_json::from_str::<serde_json::Value>(&t).unwrap_or_default())
+        if let Some(v) = query("leaderwatch_elections_total").await
             && v["data"]["result"].as_array().is_some_and(|a| !a.is_empty())
         {
             break v;
@@ -307,17 +317,6 @@ async fn exposition_is_strict_openmetrics_and_a_real_prometheus_scrapes_and_quer
     let sample = &result["data"]["result"][0];
     assert_eq!(sample["metric"]["job"], "leaderwatch");
     assert_eq!(sample["value"][1], "0", "no election while sampling: {result}");
-    let up: serde_json::Value = serde_json::from_str(
-        &reqwest::get(query("sum(leaderwatch_member_up)"))
-            .await
-            .expect("query")
-            .text()
-            .await
-            .expect("body"),
-    )
-    .expect("json");
+    let up = query("sum(leaderwatch_member_up)").await.expect("sum(leaderwatch_member_up)");
     assert_eq!(up["data"]["result"][0]["value"][1], "3", "{up}");
-    let mut child = child;
-    let _ = child.kill();
-    let _ = child.wait();
 }

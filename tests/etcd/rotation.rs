@@ -15,6 +15,7 @@ use std::time::Duration;
 use chrono::{DateTime, NaiveDate, Utc};
 use leaderwatch::io::rotate::Rotation;
 use leaderwatch::model::clock::Clock;
+use leaderwatch::model::summary::Summary;
 use support::{cluster, events, sample_config, sleep, start_sampler_with};
 
 /// The system clock moved by an offset the test sets (the monotonic clock is untouched).
@@ -59,60 +60,94 @@ fn names(dir: &Path) -> BTreeSet<String> {
         .collect()
 }
 
+/// The three days the runs touch: the day the clock starts on, the next (run 1 crosses into
+/// it), and the day after (run 3's restart).
+struct Days {
+    d0: NaiveDate,
+    d1: NaiveDate,
+    d2: NaiveDate,
+}
+
+/// Files of earlier runs the housekeeping must sort: one past the retention (30 days before
+/// the last run's day), one inside it, and a file that is not ours.
+struct Earlier {
+    old: String,
+    kept: String,
+    foreign: String,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rotation_loses_and_repeats_no_row_across_midnight_and_restarts() {
     let f = cluster().await;
     let dir = f.out.path().to_owned();
-    // 1.5 s before the next midnight UTC.
+    let clock = clock_before_midnight(Duration::from_millis(1500));
+    let d0: NaiveDate = clock.now().date_naive();
+    let days = Days { d0, d1: d0 + chrono::Days::new(1), d2: d0 + chrono::Days::new(2) };
+    let earlier = Earlier {
+        old: format!("samples-{}.csv.gz", days.d2 - chrono::Days::new(31)),
+        kept: format!("samples-{}.csv.gz", days.d0 - chrono::Days::new(10)),
+        foreign: "notes-2020-01-01.csv".to_owned(),
+    };
+    for n in [&earlier.old, &earlier.kept, &earlier.foreign] {
+        std::fs::write(dir.join(n), b"earlier").expect("write");
+    }
+
+    let runs = three_runs(&f, &clock).await;
+
+    let files = names(&dir);
+    files_are_the_days_and_the_kept(&files, &days, &earlier);
+    let seen = every_row_once_in_its_day(&dir, &days);
+    every_round_of_every_run_once(&f, &runs, &seen);
+    health_rotates_the_same_way(&dir, &files, &days);
+    events_say_what_housekeeping_did(&dir, &days, &earlier);
+}
+
+/// A system clock that reads `before` short of the next midnight UTC now.
+fn clock_before_midnight(before: Duration) -> Arc<Shifted> {
     let midnight = (Utc::now().date_naive() + chrono::Days::new(1))
         .and_hms_opt(0, 0, 0)
         .expect("midnight")
         .and_utc();
-    let clock = Arc::new(Shifted {
-        offset_ms: AtomicI64::new(
-            (midnight - chrono::Duration::milliseconds(1500) - Utc::now()).num_milliseconds(),
-        ),
-    });
-    let d0: NaiveDate = clock.now().date_naive();
-    let (d1, d2) = (d0 + chrono::Days::new(1), d0 + chrono::Days::new(2));
-    // Files of earlier runs: one past the retention (30 days before the last run's day),
-    // one inside it, and a file that is not ours.
-    let old = format!("samples-{}.csv.gz", d2 - chrono::Days::new(31));
-    let kept = format!("samples-{}.csv.gz", d0 - chrono::Days::new(10));
-    for n in [&old, &kept, &"notes-2020-01-01.csv".to_owned()] {
-        std::fs::write(dir.join(n), b"earlier").expect("write");
-    }
+    let before = chrono::Duration::from_std(before).expect("duration");
+    Arc::new(Shifted {
+        offset_ms: AtomicI64::new((midnight - before - Utc::now()).num_milliseconds()),
+    })
+}
 
+/// 1: across midnight, inside one run; 2: a restart on the same day resumes the live file;
+/// 3: a restart a day later, which closes the live file of the day before first.
+async fn three_runs(f: &support::Fixture, clock: &Arc<Shifted>) -> [Summary; 3] {
     let run = |clock: &Arc<Shifted>| {
-        let mut cfg = sample_config(&f, Duration::from_millis(200), Duration::from_secs(1));
+        let mut cfg = sample_config(f, Duration::from_millis(200), Duration::from_secs(1));
         cfg.rotation = Some(Rotation { retain_days: 30 });
         start_sampler_with(cfg, clock.clone())
     };
-    // 1: across midnight, inside one run.
-    let r = run(&clock);
+    let r = run(clock);
     sleep(3200).await;
     let s1 = r.stop().await;
-    // 2: a restart on the same day resumes the live file.
-    let r = run(&clock);
+    let r = run(clock);
     sleep(1000).await;
     let s2 = r.stop().await;
-    // 3: a restart a day later: the live file of the day before is closed first.
     clock.offset_ms.fetch_add(86_400_000, Ordering::SeqCst);
-    let r = run(&clock);
+    let r = run(clock);
     sleep(1000).await;
     let s3 = r.stop().await;
+    [s1, s2, s3]
+}
 
-    let files = names(&dir);
+fn files_are_the_days_and_the_kept(files: &BTreeSet<String>, days: &Days, earlier: &Earlier) {
+    let Days { d0, d1, .. } = days;
     for want in [
         format!("samples-{d0}.csv.gz"),
         format!("samples-{d1}.csv.gz"),
         "samples.csv".to_owned(),
-        kept.clone(),
-        "notes-2020-01-01.csv".to_owned(),
+        earlier.kept.clone(),
+        earlier.foreign.clone(),
     ] {
         assert!(files.contains(&want), "{want} in {files:?}");
     }
-    assert!(!files.contains(&old), "{old} (31 days before the live day) deleted: {files:?}");
+    let old = &earlier.old;
+    assert!(!files.contains(old), "{old} (31 days before the live day) deleted: {files:?}");
     // Regression: two days closed at one start (samples and health) once left the second
     // uncompressed, its pass dropped while the first ran.
     let closed_raw = |n: &String| {
@@ -122,9 +157,15 @@ async fn rotation_loses_and_repeats_no_row_across_midnight_and_restarts() {
         !files.iter().any(|n| n.ends_with(".tmp") || closed_raw(n)),
         "no temporary or uncompressed closed file: {files:?}"
     );
+}
 
-    // Every row once, in the file of the day its round started.
-    let mut seen: BTreeMap<(String, u64, String), String> = BTreeMap::new();
+/// (run id, round, member) → the file the row is in.
+type Seen = BTreeMap<(String, u64, String), String>;
+
+/// Every row once, in the file of the day its round started.
+fn every_row_once_in_its_day(dir: &Path, days: &Days) -> Seen {
+    let Days { d0, d1, d2 } = *days;
+    let mut seen = Seen::new();
     for (file, day) in [
         (format!("samples-{d0}.csv.gz"), d0),
         (format!("samples-{d1}.csv.gz"), d1),
@@ -151,7 +192,11 @@ async fn rotation_loses_and_repeats_no_row_across_midnight_and_restarts() {
             }
         }
     }
-    for s in [&s1, &s2, &s3] {
+    seen
+}
+
+fn every_round_of_every_run_once(f: &support::Fixture, runs: &[Summary; 3], seen: &Seen) {
+    for s in runs {
         for m in f.cluster.members() {
             let rounds: Vec<u64> = seen
                 .keys()
@@ -167,23 +212,28 @@ async fn rotation_loses_and_repeats_no_row_across_midnight_and_restarts() {
             );
         }
     }
-    assert_eq!(seen.len() as u64, (s1.rounds + s2.rounds + s3.rounds) * 3, "no row lost");
+    let total: u64 = runs.iter().map(|s| s.rounds).sum();
+    assert_eq!(seen.len() as u64, total * 3, "no row lost");
     let across: BTreeSet<&String> =
-        seen.iter().filter(|((r, _, _), _)| r == &s1.run_id).map(|(_, f)| f).collect();
+        seen.iter().filter(|((r, _, _), _)| r == &runs[0].run_id).map(|(_, f)| f).collect();
     assert_eq!(across.len(), 2, "run 1 crossed midnight: its rows are in two files");
+}
 
-    // health.csv rotates the same way: its rows so far were written after midnight (at the
-    // end of runs 1 and 2), so day 1 is closed and the live file has only the last day.
-    assert!(files.contains(&format!("health-{d1}.csv.gz")), "{files:?}");
+/// health.csv's rows so far were written after midnight (at the end of runs 1 and 2), so
+/// day 1 is closed and the live file has only the last day.
+fn health_rotates_the_same_way(dir: &Path, files: &BTreeSet<String>, days: &Days) {
+    assert!(files.contains(&format!("health-{}.csv.gz", days.d1)), "{files:?}");
     for row in read_rows(&dir.join("health.csv")) {
         assert_eq!(
             row["ts"].get(..10),
-            Some(d2.to_string().as_str()),
+            Some(days.d2.to_string().as_str()),
             "live health.csv holds the last day only"
         );
     }
+}
 
-    let ev = events(&dir);
+fn events_say_what_housekeeping_did(dir: &Path, days: &Days, earlier: &Earlier) {
+    let ev = events(dir);
     let kinds = |k: &str| {
         ev.iter().filter(|e| e["kind"] == k).map(|e| e["detail"].clone()).collect::<Vec<_>>()
     };
@@ -193,9 +243,9 @@ async fn rotation_loses_and_repeats_no_row_across_midnight_and_restarts() {
         "{:?}",
         kinds("rotated")
     );
-    assert!(kinds("deleted").iter().any(|d| d.starts_with(&old)), "{:?}", kinds("deleted"));
+    assert!(kinds("deleted").iter().any(|d| d.starts_with(&earlier.old)), "{:?}", kinds("deleted"));
     assert!(
-        kinds("compressed").iter().any(|d| d.starts_with(&format!("samples-{d0}.csv"))),
+        kinds("compressed").iter().any(|d| d.starts_with(&format!("samples-{}.csv", days.d0))),
         "{:?}",
         kinds("compressed")
     );
