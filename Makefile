@@ -26,7 +26,7 @@ ETCD_MOD    := lab/go/etcd
 export ETCD_BIN ?= $(TOOLS)/bin/etcd
 export PATH := $(TOOLS)/bin:$(PATH)
 
-.PHONY: help deps deps-apt deps-py deps-etcd build image image-apt test-image test check test-etcd test-lab test-manifests test-shell test-notebook figures bench order-file fuzz crosscheck rehearse clean-tools
+.PHONY: help deps deps-apt deps-py deps-etcd build install test-dockerfile image image-apt test-image test check test-etcd test-lab test-manifests test-shell test-notebook figures bench order-file fuzz crosscheck rehearse clean-tools
 
 help:
 	@echo "make rehearse   install what is missing, build, run leaderwatch rehearse on a local 3-member etcd"
@@ -38,6 +38,8 @@ help:
 	@echo "make deps       only install what is missing (protoc, shellcheck, promtool; the .tools/ venv;"
 	@echo "                etcd + etcdctl 3.6.14 and the tests' independent writer lw-etcd-writer, built from"
 	@echo "                lab/go/etcd with Go >= 1.25 and the module proxy)"
+	@echo "make install    cargo install --locked --path . (leaderwatch on the PATH, ~/.cargo/bin; runs from any directory)"
+	@echo "make test-dockerfile  deploy/Dockerfile's build stage compiles from exactly the files it copies (in make test)"
 	@echo "make image      the container image, daemonless (umoci, Debian packages): OCI layout target/image/oci"
 	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, instructions per round, Prometheus side by side, observer cost, disk use, 3/5/7 members, the image"
 	@echo "make order-file rewrite build/sampler.order, the sampler's functions the release link puts first (lower RSS), from a callgrind run"
@@ -118,6 +120,13 @@ etcd-binaries-missing:
 build: deps-apt
 	$(CARGO) build --release --locked
 
+# leaderwatch on the PATH (cargo's bin directory, ~/.cargo/bin): `leaderwatch sitting` then
+# runs from any directory and finds this checkout's data/ and README (docs/gke-sitting.md).
+# Elsewhere than Debian, protoc must be there first (etcd-client's build script needs it).
+.PHONY: install
+install: deps-apt
+	$(CARGO) install --locked --path .
+
 # The container image, built without a daemon or a pull (deploy/image/build.sh): the release
 # binary and Debian 12's base-files, netbase, tzdata, ca-certificates, libc6 and libgcc-s1
 # as a one-layer OCI image layout in target/image/oci (umoci), checked by skopeo, which also
@@ -149,6 +158,13 @@ test-image-build: image-apt deps-apt
 	@mkdir -p $(TEST_IMAGE_DIR)
 	strip -o $(TEST_IMAGE_DIR)/leaderwatch target/debug/leaderwatch
 	$(SUDO) DEB_CACHE=$(TOOLS)/debs deploy/image/build.sh $(TEST_IMAGE_DIR)/leaderwatch $(TEST_IMAGE_DIR)
+
+# deploy/Dockerfile's build stage compiles from exactly the files it copies (no engine
+# needed: deploy/image/check-dockerfile.sh lays them out and runs cargo check there, and
+# shows that leaving the sitting's manifests out fails). make test runs it beside the lab.
+.PHONY: test-dockerfile
+test-dockerfile: deps-apt
+	deploy/image/check-dockerfile.sh
 
 # The image under runc as the kubelet runs it (tests/lab/image.rs; root, runc, umoci).
 test-image: test-image-build deps
@@ -183,7 +199,8 @@ test-beside-lab: kube-tools test-image-build deps
 	@# Every build first (on a fresh machine, Kubernetes' Go builds take minutes), so no
 	@# compiler shares the cores with a timed test.
 	$(CARGO) test --locked --no-run --test etcd --test lab
-	@( $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook ) \
+	@( $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook \
+	  && $(MAKE) --no-print-directory test-dockerfile ) \
 	  >target/test-beside-lab.log 2>&1 & b=$$!; \
 	$(MAKE) --no-print-directory test-lab; l=$$?; \
 	wait $$b; e=$$?; \

@@ -23,10 +23,22 @@ tag=${3:-$version}
 for t in umoci skopeo; do command -v $t >/dev/null || die "$t not found (Debian package $t; make image installs it)"; done
 [ "$(id -u)" = 0 ] || die "run as root: the image's files must be owned by root"
 
+# The image says the architecture its binary is for (the ELF header's machine), and the
+# Debian packages beside it must be for the same one: an image labelled amd64 that holds
+# arm64 files fails on the node with "exec format error".
+case $(od -An -tx1 -j18 -N2 "$bin" | tr -d ' \n') in
+  3e00) arch=amd64 ;;
+  b700) arch=arm64 ;;
+  *) die "$bin: not an x86-64 or aarch64 ELF executable" ;;
+esac
+debs_arch=$(dpkg --print-architecture)
+[ "$arch" = "$debs_arch" ] || die "$bin is $arch but this machine's Debian packages are $debs_arch: build the image on an $arch machine (or with deploy/Dockerfile and --platform linux/$arch)"
+
 # Every timestamp in the image is the last commit's (or 0 outside git): the same binary
 # gives the same digest.
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 0)}
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
+commit=${LEADERWATCH_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)}
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -40,13 +52,14 @@ umoci insert --image "$layout:$tag" --history.created "$created" \
   --history.created_by "deploy/image/rootfs.sh (Debian: base-files netbase tzdata ca-certificates libc6 libgcc-s1; leaderwatch $version)" \
   "$out/rootfs" /
 # As deploy/Dockerfile: USER 65532:65532, ENTRYPOINT ["/usr/local/bin/leaderwatch"].
-umoci config --image "$layout:$tag" --no-history --created "$created" --os linux --architecture amd64 \
+umoci config --image "$layout:$tag" --no-history --created "$created" --os linux --architecture "$arch" \
   --config.user 65532:65532 \
   --config.entrypoint /usr/local/bin/leaderwatch \
   --config.env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   --config.env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
   --config.label "org.opencontainers.image.title=leaderwatch" \
   --config.label "org.opencontainers.image.version=$version" \
+  --config.label "org.opencontainers.image.revision=$commit" \
   --config.label "org.opencontainers.image.licenses=Apache-2.0" \
   --config.label "org.opencontainers.image.created=$created"
 umoci gc --layout "$layout"
@@ -60,6 +73,7 @@ unpacked=$(du -sb "$out/rootfs" | cut -f1)
 binary=$(stat -c %s "$bin")
 cat >"$out/image.env" <<EOF
 IMAGE_TAG=$tag
+IMAGE_ARCH=$arch
 IMAGE_DIGEST=$digest
 IMAGE_COMPRESSED_BYTES=$compressed
 IMAGE_UNPACKED_BYTES=$unpacked

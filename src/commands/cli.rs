@@ -10,6 +10,7 @@ use crate::analysis::recovery::Target;
 use crate::k8s::discover::Reach;
 use crate::model::baseline::KubeMethod;
 use crate::model::baseline::LocalMethod;
+use crate::model::build::Build;
 use crate::model::clock::parse_duration;
 
 /// `-o` of `preflight` and `compare`.
@@ -63,7 +64,7 @@ value_enum_by_name!(KubeMethod, LocalMethod, Reach);
 /// Measures etcd leader changes (raw counter sum, reset-aware increase, raft-term
 /// elections) for the dlock lock backend.
 #[derive(Debug, Parser)]
-#[command(name = "leaderwatch", version, about, long_about = None)]
+#[command(name = "leaderwatch", version = crate::model::build::LONG_VERSION, about, long_about = None)]
 pub struct Cli {
     /// Log filter (tracing EnvFilter syntax), e.g. `info` or `leaderwatch=debug`.
     #[arg(long, env = "LEADERWATCH_LOG", default_value = "info", global = true)]
@@ -118,23 +119,33 @@ pub enum Command {
 const SITTING_EXAMPLES: &str = "\
 Steps:
   1. checks: the cluster's version, the dlock namespace, a server-side dry run of every
-     object, the image reference, the preflight's API checks (members, zones, PVCs, PDB);
+     object, the image reference (a tag is warned about: pin the digest), the preflight's
+     API checks (members, zones, PVCs, PDB);
   2. applies rbac.yaml (and rbac-maintenance.yaml or rbac-drain.yaml when --method needs
-     it), the PVC and the Job, with --target --method --idle --settle --environment in its
+     it), the PVC and the Job, with --target --method --idle --settle --environment and
+     this binary's build (--expect-build: an image of another build refuses to run) in its
      arguments (the committed files are the template and are never edited);
-  3. follows the Job: its phase, the time left, its events and log lines. Ctrl-C detaches
-     (exit 9); the sitting goes on, and `leaderwatch sitting --attach` follows it again;
+  3. follows the Job: its phase, the time left, its events and log lines. A pod that
+     cannot start (image pull, admission, no node) ends it with the cause and the Job
+     deleted; API errors are retried for --reconnect-for, then it detaches (exit 9), as
+     Ctrl-C does; the sitting goes on, and `leaderwatch sitting --attach` follows it again;
   4. when the Job ends, brings its whole run directory back through the API (a pod that
      mounts the volume read-only prints it to its log), every file checked against the
-     checksums the Job wrote, into OUT-DIR/LABEL-TARGET-METHOD-UTC;
-  5. renders the table of --readme from OUT-DIR/*/baseline.json and prints the T-056 note;
+     checksums the Job wrote, into OUT-DIR/LABEL-TARGET-METHOD-UTC; a Job that wrote no run
+     directory (its preflight failed, another build) says why and is deleted;
+  5. renders the table of --readme from OUT-DIR/*/baseline.json (dry runs left out) and
+     prints the T-056 note;
   6. deletes the Job and its pod (not with --keep), and the extra RBAC; the PVC stays
      unless --cleanup-pvc. A failed fetch keeps everything: --fetch tries again.
+OUT-DIR and --readme default to data/ and deploy/k8s/etcd/README.md of the leaderwatch
+checkout it runs in or was installed from (`cargo install --path .`).
 
 Examples:
-  # GKE: the spec's sitting (a follower evicted), with the image you pushed
-  leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke \\
-    --image europe-west1-docker.pkg.dev/PROJECT/dlock/leaderwatch:0.1.0
+  # GKE, first: everything but the eviction (a server-side dry run), with the digest you pushed
+  leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --dry-run \\
+    --image europe-west1-docker.pkg.dev/PROJECT/dlock/leaderwatch@sha256:DIGEST
+  # the spec's sitting (a follower evicted)
+  leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --image IMAGE@sha256:DIGEST
   # a leader eviction on GKE, then follow a sitting you detached from
   leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --image IMAGE --target leader
   leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --attach
@@ -143,7 +154,9 @@ Examples:
     --environment \"local control plane (lw-lab), Kubernetes v1.35.4, etcd 3.6.14, in-cluster Job\"
 Exit codes: 0 complete and fetched, 2 bad input, 3 the local run directory not writable,
 5 the sitting was incomplete (fetched), 6 Kubernetes API unusable, 7 preflight failed (nothing
-applied), 8 a step failed (named; what is on the PVC is kept), 9 detached (Ctrl-C).";
+applied, or in the Job: deleted), 8 a step failed (named; what is on the PVC is kept; a pod that
+could not start or a Job that wrote nothing: deleted), 9 detached (Ctrl-C, or the API away
+longer than --reconnect-for).";
 
 #[derive(Debug, Args)]
 pub struct SittingArgs {
@@ -168,15 +181,23 @@ pub struct SittingArgs {
     /// Cluster label recorded in baseline.json and every table.
     #[arg(long, default_value = "GKE Autopilot, dlock-gke")]
     pub environment: String,
-    /// First part of the local run directory's name: LABEL-TARGET-METHOD-UTC.
+    /// First part of the local run directory's name: LABEL-TARGET-METHOD-UTC (a dry run's
+    /// ends in -dry-run).
     #[arg(long, default_value = "gke")]
     pub label: String,
-    /// Where the run directory lands.
-    #[arg(long, default_value = "data")]
-    pub out_dir: PathBuf,
-    /// The README whose table is rendered from OUT-DIR/*/baseline.json (skipped if absent).
-    #[arg(long, default_value = "deploy/k8s/etcd/README.md")]
-    pub readme: PathBuf,
+    /// Where the run directory lands [default: data/ of the leaderwatch checkout this runs
+    /// in (or was installed from), else ./data].
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+    /// The README whose table is rendered from OUT-DIR/*/baseline.json [default:
+    /// deploy/k8s/etcd/README.md of that checkout; said, not skipped, when there is none].
+    #[arg(long)]
+    pub readme: Option<PathBuf>,
+    /// Everything but the disruption: the checks, the apply, the Job with the eviction sent
+    /// as a server-side dry run, the follow, the fetch and the report. Nothing is evicted;
+    /// the first thing to run on a new cluster.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Follow the sitting already in the cluster (after a Ctrl-C), then fetch.
     #[arg(long, conflicts_with = "fetch")]
     pub attach: bool,
@@ -189,6 +210,11 @@ pub struct SittingArgs {
     /// Delete the PVC with the results too (only after they were fetched).
     #[arg(long)]
     pub cleanup_pvc: bool,
+    /// While following, requests that fail (a laptop asleep, a VPN down, a token that did
+    /// not refresh) are tried again for this long; then it detaches (exit 9) with the
+    /// `--attach` command. The sitting goes on in the cluster either way.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub reconnect_for: Duration,
 }
 
 #[derive(Debug, Args)]
@@ -353,6 +379,10 @@ pub struct MeasureArgs {
     /// checks its copy against).
     #[arg(long)]
     pub checksums: bool,
+    /// The build that made this Job (`leaderwatch sitting` sets it): a binary of another
+    /// build refuses to run, before anything is evicted (exit 2).
+    #[arg(long, value_name = "VERSION+COMMIT", value_parser = Build::parse)]
+    pub expect_build: Option<Build>,
 }
 
 const REHEARSE_EXAMPLES: &str = "\

@@ -19,6 +19,7 @@ use crate::k8s::maintenance::{Drain, RollingRestart, Scope};
 use crate::k8s::preflight::{self, PreflightOptions};
 use crate::k8s::{KubeOptions, timing, watch};
 use crate::model::baseline::{Baseline, Environment, EnvironmentKind, KubeMethod};
+use crate::model::build::{Agreement, Build};
 use crate::model::clock::Clock;
 use crate::model::clock::SystemClock;
 use crate::model::member::MemberName;
@@ -161,8 +162,33 @@ fn common_prefix(names: &[&str]) -> String {
     first[..n].to_owned()
 }
 
+/// The image must run the code of the `leaderwatch sitting` that wrote its arguments.
+fn check_build(this: &Build, want: &Build) -> Result<()> {
+    match this.agrees(want) {
+        Agreement::Same => Ok(()),
+        Agreement::CommitUnknown => {
+            eprintln!(
+                "warning: this image is leaderwatch {this}, the sitting's is {want}: one does not know its commit, so they may differ"
+            );
+            Ok(())
+        }
+        Agreement::Differs => Err(Error::Usage(format!(
+            "{BUILD_MISMATCH}: this image is leaderwatch {this}, the sitting that made the Job is {want}; nothing was evicted. Build and push the image from the sitting's checkout (docs/gke-sitting.md), or run the sitting from the image's commit"
+        ))),
+    }
+}
+
+/// How a refused build's line starts (`leaderwatch sitting` finds it in the Job's log).
+pub const BUILD_MISMATCH: &str = "build mismatch";
+
 /// `leaderwatch measure` from its arguments: the sitting, then its table (also on the log).
 pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
+    // The first line of a sitting Job's log: `leaderwatch sitting` reads the image's build there.
+    let this = Build::this();
+    eprintln!("{}", this.line());
+    if let Some(want) = &a.expect_build {
+        check_build(&this, want)?;
+    }
     let kube = a.kube.options();
     let (idle, settle) = crate::io::test_hooks::windows(a.idle, a.settle).map_err(Error::Usage)?;
     let cfg = MeasureConfig {

@@ -19,10 +19,11 @@ use kube::api::Api;
 
 use crate::Error;
 use crate::commands::cli::SittingArgs;
-use crate::k8s::follow::{self, Followed, JobRef};
+use crate::k8s::follow::{self, Followed, JobLog, JobRef};
 use crate::k8s::job::{self, FetchError, JobArgs, JobParams, Object};
 use crate::k8s::{self, KubeOptions, call};
 use crate::model::baseline::{BASELINE, KubeMethod};
+use crate::model::build::Build;
 use crate::render::progress::StatusLine;
 
 fn step(step: &'static str, message: impl Into<String>) -> Error {
@@ -66,6 +67,61 @@ fn extra_objects(method: KubeMethod) -> Result<Vec<Object>, Error> {
     }
 }
 
+/// Where the results go: the run directories and the README whose table they fill.
+struct Paths {
+    out_dir: PathBuf,
+    /// `None`: no README (not run in a checkout, none given); said once, at the start.
+    readme: Option<PathBuf>,
+}
+
+/// The README under a leaderwatch checkout.
+const README: &str = "deploy/k8s/etcd/README.md";
+
+/// The flags, else the leaderwatch checkout the command runs in (the working directory or
+/// one above it), else the one it was built from (`cargo install --path .` keeps that),
+/// else `./data` and no README. A `--readme` that is not a file is bad input.
+fn paths(a: &SittingArgs) -> Result<Paths, Error> {
+    let checkout = std::env::current_dir()
+        .ok()
+        .and_then(|cwd| cwd.ancestors().find(|d| d.join(README).is_file()).map(Path::to_owned))
+        .or_else(|| {
+            let built = Path::new(env!("CARGO_MANIFEST_DIR"));
+            built.join(README).is_file().then(|| built.to_owned())
+        });
+    let readme = match (&a.readme, &checkout) {
+        (Some(r), _) if !r.is_file() => {
+            return Err(Error::Usage(format!("--readme {}: no such file", r.display())));
+        }
+        (Some(r), _) => Some(r.clone()),
+        (None, Some(c)) => Some(c.join(README)),
+        (None, None) => None,
+    };
+    let out_dir = match (&a.out_dir, &checkout) {
+        (Some(o), _) => o.clone(),
+        (None, Some(c)) => c.join("data"),
+        (None, None) => PathBuf::from("data"),
+    };
+    match &readme {
+        Some(r) => {
+            eprintln!("sitting: results into {}, the table of {}", out_dir.display(), r.display())
+        }
+        None => eprintln!(
+            "sitting: results into {}; no README table (not in a leaderwatch checkout: --readme PATH fills one)",
+            out_dir.display()
+        ),
+    }
+    Ok(Paths { out_dir, readme })
+}
+
+/// A tag is said before anything is applied: the digest pins what the nodes run.
+fn warn_on_a_tag(image: &str) {
+    if !job::pinned(image) {
+        eprintln!(
+            "sitting: warning: --image {image} is a tag, which can move: the Job pulls it on start (imagePullPolicy Always); pin the digest the push printed (...@sha256:...)"
+        );
+    }
+}
+
 /// The image reference as a registry can take it.
 fn check_image(image: &str) -> Result<(), Error> {
     if image.is_empty() || image.chars().any(char::is_whitespace) || !image.contains('/') {
@@ -89,8 +145,10 @@ fn render_readme(readme: &Path, out_dir: &Path) -> Result<(), Error> {
         .filter(|p| p.is_file())
         .collect();
     paths.sort();
-    let baselines =
+    let mut baselines =
         paths.iter().map(|p| crate::io::read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
+    // A dry run evicted nothing: it is no row of the observation window.
+    baselines.retain(|f| !f.baseline.disruption.as_ref().is_some_and(|d| d.method.dry_run));
     let changed = crate::io::readme::rewrite(readme, |text, dir| {
         crate::render::report::updated(text, dir, &baselines)
     })?;
@@ -107,15 +165,20 @@ fn render_readme(readme: &Path, out_dir: &Path) -> Result<(), Error> {
 /// `leaderwatch sitting` from its arguments: the steps of its help, in order.
 pub async fn command(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let mut shutdown = Box::pin(shutdown);
+    let paths = paths(&a)?;
     let s = Cluster::connect(&a).await?;
     if !a.attach && !a.fetch {
         let objects = check(&a, &s).await?;
         apply(&s, &objects).await?;
     }
-    let (j, pod) = follow_or_find(&a, &s, shutdown.as_mut()).await?;
+    let (j, pod, log) = follow_or_find(&a, &s, shutdown.as_mut()).await?;
     let args = JobArgs::of(&j);
-    let dest = fetch(&a, &s, &j, pod.as_ref(), &args).await?;
-    let outcome = results(&a, &dest, pod.as_ref())?;
+    if let Some(e) = no_run_directory(pod.as_ref(), &log) {
+        clean_up(&a, &s, &j, args.method).await?;
+        return Err(e.with_clean_up(&a, &s));
+    }
+    let dest = fetch(&a, &paths, &s, &j, pod.as_ref(), &args).await?;
+    let outcome = results(&paths, &dest, pod.as_ref())?;
     clean_up(&a, &s, &j, args.method).await?;
     outcome
 }
@@ -172,6 +235,7 @@ impl Cluster {
 async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
     let image = a.image.clone().unwrap_or_default();
     check_image(&image)?;
+    warn_on_a_tag(&image);
     let nss: Api<Namespace> = Api::all(s.client.clone());
     if call("get namespace", s.t, nss.get_opt(&s.ns)).await?.is_none() {
         return Err(step(
@@ -187,6 +251,8 @@ async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
         idle: a.idle,
         settle: a.settle,
         environment: a.environment.clone(),
+        build: Build::this(),
+        dry_run: a.dry_run,
         env: crate::io::test_hooks::forwarded(),
     };
     let the_job = Object::Job(Box::new(job::job(&s.m.job, &p).map_err(|e| step("manifests", e))?));
@@ -252,13 +318,15 @@ async fn apply(s: &Cluster, objects: &[Object]) -> Result<(), Error> {
     Ok(())
 }
 
-/// Step 3: the Job in the cluster, followed to its end (or, `--fetch`, found ended), and
-/// its pod. Ctrl-C is [`Error::Detached`], with the command that follows it again.
+/// Step 3: the Job in the cluster, followed to its end (or, `--fetch`, found ended), its
+/// pod and what its log said. Ctrl-C, or an API that stays away, is [`Error::Detached`]
+/// with the command that follows it again; a pod that cannot start removes the Job (it ran
+/// nothing) and says why.
 async fn follow_or_find<F: Future<Output = ()>>(
     a: &SittingArgs,
     s: &Cluster,
     shutdown: Pin<&mut F>,
-) -> Result<(Job, Option<Pod>), Error> {
+) -> Result<(Job, Option<Pod>, JobLog), Error> {
     let (ns, name) = (&s.ns, &s.name);
     let Some(j) = call("get the Job", s.t, s.jobs().get_opt(name)).await? else {
         return Err(step(
@@ -278,7 +346,8 @@ async fn follow_or_find<F: Future<Output = ()>>(
             ));
         }
         let pod = follow::job_pod(&s.job_ref()).await?;
-        return Ok((j, pod));
+        let log = follow::log_tail(&s.job_ref(), pod.as_ref()).await;
+        return Ok((j, pod, log));
     }
     let args = JobArgs::of(&j);
     let planned =
@@ -289,15 +358,71 @@ async fn follow_or_find<F: Future<Output = ()>>(
         .filter_map(|p| p.metadata.name.clone())
         .collect();
     let mut out = StatusLine::new("sitting: ");
-    match follow::follow(&s.job_ref(), &members, planned, &mut out, shutdown).await? {
-        Followed::Ended { job, pod, condition, reason } => {
+    let r = a.reconnect_for;
+    match follow::follow(&s.job_ref(), &members, planned, r, &mut out, shutdown).await? {
+        Followed::Ended { job, pod, condition, reason, log } => {
             eprintln!("sitting: the Job ended: {condition} {reason}");
-            Ok((*job, pod.map(|p| *p)))
+            Ok((*job, pod.map(|p| *p), log))
         }
         Followed::Detached => Err(Error::Detached(format!(
             "detached; the sitting goes on in the cluster (Job {ns}/{name}). Follow it again: leaderwatch sitting --attach{}",
             again(a)
         ))),
+        Followed::Lost { error, down_for } => Err(Error::Detached(format!(
+            "the Kubernetes API did not answer for {} ({error}); the sitting goes on in the cluster (Job {ns}/{name}). Follow it again: leaderwatch sitting --attach{}",
+            humantime::format_duration(Duration::from_secs(down_for.as_secs())),
+            again(a)
+        ))),
+        Followed::Stuck { trouble, .. } => {
+            clean_up(a, s, &j, args.method).await?;
+            let e = NoRun { cause: format!("{}: {}", trouble.cause, trouble.kind.advice()) };
+            Err(e.with_clean_up(a, s))
+        }
+    }
+}
+
+/// The Job ran nothing worth fetching: it ended before it wrote a run directory, or its
+/// pod never started.
+struct NoRun {
+    cause: String,
+}
+
+impl NoRun {
+    /// The one line: the cause, and what was removed (or kept, with `--keep`).
+    fn with_clean_up(self, a: &SittingArgs, s: &Cluster) -> Error {
+        let done = if a.keep {
+            format!("Job {}/{} kept (--keep): delete it before the next sitting", s.ns, s.name)
+        } else {
+            format!("deleted Job {}/{}; nothing was disrupted", s.ns, s.name)
+        };
+        step("job", format!("{}; {done}", self.cause))
+    }
+}
+
+/// Whether the ended Job wrote no run directory: its container never ran, or `measure`
+/// stopped before it opened one (bad arguments, another build: exit 2; its preflight
+/// failed: exit 7). Then `--fetch` could never succeed.
+fn no_run_directory(pod: Option<&Pod>, log: &JobLog) -> Option<NoRun> {
+    let tail = || match log.last.as_slice() {
+        [] => String::from("(no log)"),
+        lines => lines.join(" | "),
+    };
+    let Some(p) = pod else {
+        return Some(NoRun { cause: "the Job ended without a pod".into() });
+    };
+    if let Some(why) = follow::never_ran(p) {
+        let arch = if why.contains("exec format error") {
+            ": the image is for another CPU architecture than the node (build it for linux/amd64: docs/gke-sitting.md)"
+        } else {
+            ""
+        };
+        return Some(NoRun { cause: format!("the Job's container never ran ({why}){arch}") });
+    }
+    match follow::exit_code(p) {
+        Some(c @ (2 | 7)) => Some(NoRun {
+            cause: format!("the Job ended (exit {c}) before it wrote a run directory: {}", tail()),
+        }),
+        _ => None,
     }
 }
 
@@ -317,6 +442,7 @@ fn again(a: &SittingArgs) -> String {
 /// checked. A failure keeps the Job and the PVC, and says how to try again.
 async fn fetch(
     a: &SittingArgs,
+    paths: &Paths,
     s: &Cluster,
     j: &Job,
     pod: Option<&Pod>,
@@ -338,9 +464,11 @@ async fn fetch(
         .and_then(|t| follow::utc(&t.0))
         .map(|t| t.format("%Y%m%dT%H%M%SZ").to_string())
         .unwrap_or_default();
-    let dest = a.out_dir.join(format!("{}-{}-{}-{when}", a.label, args.target, args.method));
-    std::fs::create_dir_all(&a.out_dir).map_err(|source| {
-        Error::Record(crate::io::run_dir::RecordError::Io { path: a.out_dir.clone(), source })
+    let dry = if args.dry_run { "-dry-run" } else { "" };
+    let out_dir = &paths.out_dir;
+    let dest = out_dir.join(format!("{}-{}-{}{dry}-{when}", a.label, args.target, args.method));
+    std::fs::create_dir_all(out_dir).map_err(|source| {
+        Error::Record(crate::io::run_dir::RecordError::Io { path: out_dir.clone(), source })
     })?;
     let got = job::fetch(&s.client, j, &run, &dest, s.t).await.map_err(|e| match e {
         FetchError::Kube(e) => Error::Kube(e),
@@ -369,7 +497,7 @@ async fn fetch(
 /// the command before the clean-up (the run's files could not be read or the README not
 /// written: the Job stays to look at); the inner one is the sitting's own outcome
 /// (incomplete, or no baseline.json at all), returned after the clean-up.
-fn results(a: &SittingArgs, dest: &Path, pod: Option<&Pod>) -> Result<Result<(), Error>, Error> {
+fn results(paths: &Paths, dest: &Path, pod: Option<&Pod>) -> Result<Result<(), Error>, Error> {
     let path = dest.join(BASELINE);
     if !path.is_file() {
         return Ok(Err(step(
@@ -382,8 +510,8 @@ fn results(a: &SittingArgs, dest: &Path, pod: Option<&Pod>) -> Result<Result<(),
         )));
     }
     let f = crate::io::read::baseline_file(&path)?;
-    if a.readme.is_file() {
-        render_readme(&a.readme, &a.out_dir)?;
+    if let Some(readme) = &paths.readme {
+        render_readme(readme, &paths.out_dir)?;
     }
     println!("{}", crate::render::report::render(std::slice::from_ref(&f), None));
     println!();

@@ -1,7 +1,9 @@
 //! Following a Job from outside the cluster until it ends: its phase and the time left on
 //! one status line, the events about it, its pod and the members (an eviction, a
-//! replacement pod), and its pod's log line by line (`leaderwatch sitting`, step 3). Reads
-//! only: nothing here changes the Job, and giving up on following leaves it running.
+//! replacement pod), and its pod's log line by line (`leaderwatch sitting`, step 3); API
+//! errors that can clear are retried, a pod that cannot start ends it (the decisions are
+//! in [`trouble`]). Reads only: nothing here changes the Job, and giving up on following
+//! leaves it running.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -17,7 +19,11 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 use tokio::task::JoinHandle;
 
 use super::{KubeError, call};
+use crate::model::build::{Agreement, Build};
 use crate::render::progress::StatusLine;
+
+pub mod trouble;
+use trouble::{Reconnect, Retry, Trouble, Watch};
 
 /// How often the Job, its pod and their events are read while following.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -32,11 +38,29 @@ pub struct JobRef<'a> {
 
 /// How following ended.
 pub enum Followed {
-    /// The Job ended: the Job as last read, its pod, and its end condition and reason.
-    Ended { job: Box<Job>, pod: Option<Box<Pod>>, condition: String, reason: String },
+    /// The Job ended: the Job as last read, its pod, its end condition and reason, and
+    /// what its log said.
+    Ended { job: Box<Job>, pod: Option<Box<Pod>>, condition: String, reason: String, log: JobLog },
     /// The caller's shutdown came first: the Job goes on in the cluster.
     Detached,
+    /// The API did not answer for `down_for`: the Job goes on in the cluster.
+    Lost { error: KubeError, down_for: Duration },
+    /// The Job's pod cannot start (past the trouble's grace): nothing of the sitting ran.
+    Stuck { trouble: Trouble, log: JobLog },
 }
+
+/// What the Job's log said that the sitting acts on.
+#[derive(Debug, Default, Clone)]
+pub struct JobLog {
+    /// The image's build, from its first line ([`Build::line`]); `None` from an image too
+    /// old to say it, or before the log was read.
+    pub build: Option<Build>,
+    /// Its last lines, oldest first.
+    pub last: Vec<String>,
+}
+
+/// How many of the log's last lines are kept for a failure's message.
+const LAST_LINES: usize = 5;
 
 /// An API timestamp as chrono's.
 pub fn utc(t: &k8s_openapi::jiff::Timestamp) -> Option<chrono::DateTime<chrono::Utc>> {
@@ -77,6 +101,46 @@ pub fn exit_code(p: &Pod) -> Option<i32> {
         .map(|t| t.exit_code)
 }
 
+/// Why the pod's container never ran, if it did not: it ended without running the program
+/// (`StartError`, `ContainerCannotRun`: an `exec format error` is an image of another CPU
+/// architecture), or the pod failed with no container started.
+pub fn never_ran(p: &Pod) -> Option<String> {
+    let status = p.status.as_ref()?;
+    let c = status.container_statuses.as_ref().and_then(|c| c.first());
+    let terminated = c.and_then(|c| c.state.as_ref()?.terminated.as_ref());
+    match terminated {
+        Some(t) if matches!(t.reason.as_deref(), Some("StartError" | "ContainerCannotRun")) => {
+            Some(format!(
+                "{}: {}",
+                t.reason.as_deref().unwrap_or_default(),
+                t.message.as_deref().unwrap_or_default().trim()
+            ))
+        }
+        Some(_) => None,
+        None if status.phase.as_deref() == Some("Failed") => Some(format!(
+            "pod Failed: {} {}",
+            status.reason.as_deref().unwrap_or_default(),
+            status.message.as_deref().unwrap_or_default().trim()
+        )),
+        None => None,
+    }
+}
+
+/// The last lines of the Job's finished pod's log (the `--fetch` path, which did not
+/// follow it); empty when it cannot be read.
+pub async fn log_tail(j: &JobRef<'_>, pod: Option<&Pod>) -> JobLog {
+    let Some(name) = pod.and_then(|p| p.metadata.name.as_deref()) else {
+        return JobLog::default();
+    };
+    let api: Api<Pod> = Api::namespaced(j.client.clone(), j.ns);
+    let lp = LogParams { tail_lines: Some(LAST_LINES as i64), ..LogParams::default() };
+    let last = match call("read the Job's log", j.timeout, api.logs(name, &lp)).await {
+        Ok(text) => text.lines().map(str::to_owned).collect(),
+        Err(_) => Vec::new(),
+    };
+    JobLog { build: None, last }
+}
+
 /// Its container has started (running, or already ended): its log can be read.
 fn started(p: &Pod) -> bool {
     p.status
@@ -89,58 +153,133 @@ fn started(p: &Pod) -> bool {
 }
 
 /// Follows the Job until it ends, printing into `out` what happens to it, its pod and the
-/// `members`; `planned` (the windows' lengths) gives the time left. Ends early, with
-/// [`Followed::Detached`], when `shutdown` resolves.
+/// `members`; `planned` (the windows' lengths) gives the time left. Requests that fail
+/// for a reason that can clear are tried again ([`Reconnect`]) for up to `reconnect_for`.
+/// Ends early when `shutdown` resolves ([`Followed::Detached`]), when the API has not
+/// answered for `reconnect_for` ([`Followed::Lost`]), or when the pod cannot start
+/// ([`Followed::Stuck`]).
 pub async fn follow<F: Future<Output = ()>>(
     j: &JobRef<'_>,
     members: &[String],
     planned: Duration,
+    reconnect_for: Duration,
     out: &mut StatusLine,
     mut shutdown: Pin<&mut F>,
 ) -> Result<Followed, KubeError> {
-    let jobs: Api<Job> = Api::namespaced(j.client.clone(), j.ns);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let mut seen = Seen { events: HashSet::new(), log: None, tx, rx };
+    let mut seen = Seen::new();
+    let mut watch = Watch::default();
+    let mut reconnect = Reconnect::new(reconnect_for);
     let began = Instant::now();
     loop {
-        let job = call("get the Job", j.timeout, jobs.get(j.name)).await?;
-        let pod = job_pod(j).await?;
-        seen.print_new(j, &job, pod.as_ref(), members, out).await?;
-        if let Some((condition, reason)) = finished(&job) {
-            seen.last_lines(out).await;
-            out.done();
-            return Ok(Followed::Ended {
-                job: Box::new(job),
-                pod: pod.map(Box::new),
-                condition,
-                reason,
-            });
-        }
-        out.status(&status(j, &job, pod.as_ref(), planned, began));
+        let wait = match seen.poll(j, members, out).await {
+            Ok((job, pod)) => {
+                if let Some(d) = reconnect.answered(Instant::now()) {
+                    out.line(&format!("reconnected: the API answers again after {}", secs(d)));
+                }
+                if let Some((condition, reason)) = finished(&job) {
+                    seen.last_lines(out).await;
+                    out.done();
+                    let log = seen.job_log();
+                    let (job, pod) = (Box::new(job), pod.map(Box::new));
+                    return Ok(Followed::Ended { job, pod, condition, reason, log });
+                }
+                let now = trouble::trouble(pod.as_ref(), &seen.pod_events, &seen.job_events);
+                if let Some(trouble) = watch.observe(now.as_ref(), Instant::now()) {
+                    seen.stop_log();
+                    out.done();
+                    return Ok(Followed::Stuck { trouble, log: seen.job_log() });
+                }
+                out.status(&status(j, &job, pod.as_ref(), planned, began));
+                POLL
+            }
+            Err(e) if !e.transient() => {
+                seen.stop_log();
+                out.done();
+                return Err(e);
+            }
+            Err(error) => match reconnect.failed(Instant::now()) {
+                Retry::GiveUp { down_for } => {
+                    seen.stop_log();
+                    out.done();
+                    return Ok(Followed::Lost { error, down_for });
+                }
+                Retry::After { wait, first, down_for } => {
+                    if first {
+                        out.line(&format!("reconnecting: {error}"));
+                    }
+                    out.status(&format!(
+                        "reconnecting: no answer from the API for {} (gives up after {}); next try in {}",
+                        secs(down_for),
+                        secs(reconnect_for),
+                        secs(wait)
+                    ));
+                    wait
+                }
+            },
+        };
         tokio::select! {
             _ = shutdown.as_mut() => {
                 out.done();
-                if let Some(h) = seen.log.take() {
-                    h.abort();
-                }
+                seen.stop_log();
                 return Ok(Followed::Detached);
             }
-            _ = tokio::time::sleep(POLL) => {}
+            _ = tokio::time::sleep(wait) => {}
         }
     }
 }
 
-/// What following has printed already, and the pod's log as it arrives.
+/// `90s` as people read it.
+fn secs(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs())).to_string()
+}
+
+/// What following has printed already, the pod's log as it arrives, and what the events
+/// said (for [`trouble::trouble`]).
 struct Seen {
     /// Each event printed, by uid and count (a repeated event prints again).
     events: HashSet<String>,
+    /// The events about the Job and about its pod, oldest first.
+    job_events: Vec<trouble::Seen>,
+    pod_events: Vec<trouble::Seen>,
     /// The task following the pod's log, once its container started.
     log: Option<JoinHandle<()>>,
-    tx: UnboundedSender<String>,
-    rx: UnboundedReceiver<String>,
+    tx: UnboundedSender<LogMsg>,
+    rx: UnboundedReceiver<LogMsg>,
+    /// What the log said so far.
+    job_log: JobLog,
+    /// The log's first line was read (the image's build, if it says one).
+    first_line: bool,
 }
 
 impl Seen {
+    fn new() -> Self {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        Seen {
+            events: HashSet::new(),
+            job_events: Vec::new(),
+            pod_events: Vec::new(),
+            log: None,
+            tx,
+            rx,
+            job_log: JobLog::default(),
+            first_line: false,
+        }
+    }
+
+    /// One look: the Job, its pod, and what is new about them (printed).
+    async fn poll(
+        &mut self,
+        j: &JobRef<'_>,
+        members: &[String],
+        out: &StatusLine,
+    ) -> Result<(Job, Option<Pod>), KubeError> {
+        let jobs: Api<Job> = Api::namespaced(j.client.clone(), j.ns);
+        let job = call("get the Job", j.timeout, jobs.get(j.name)).await?;
+        let pod = job_pod(j).await?;
+        self.print_new(j, &job, pod.as_ref(), members, out).await?;
+        Ok((job, pod))
+    }
+
     /// The events about the Job, the members and the pod not printed yet, and the pod's
     /// log lines that arrived; starts following the log once the container started.
     async fn print_new(
@@ -158,19 +297,67 @@ impl Seen {
             .chain(pod_name.as_deref());
         for name in about {
             for e in new_events(j, name, since, &mut self.events).await? {
-                out.line(&e);
+                out.line(&e.line);
+                if name == j.name {
+                    self.job_events.push(e.seen);
+                } else if Some(name) == pod_name.as_deref() {
+                    self.pod_events.push(e.seen);
+                }
             }
         }
         if let (Some(p), Some(name)) = (pod, pod_name)
             && self.log.is_none()
             && started(p)
         {
-            self.log = Some(follow_log(j.client.clone(), j.ns.to_owned(), name, self.tx.clone()));
+            let t = j.timeout;
+            let follow = LogFollow { client: j.client.clone(), ns: j.ns.to_owned(), pod: name, t };
+            self.log = Some(follow.spawn(self.tx.clone()));
         }
-        while let Ok(l) = self.rx.try_recv() {
-            out.line(&format!("  | {l}"));
-        }
+        self.drain(out);
         Ok(())
+    }
+
+    /// The log's lines that arrived, printed and kept.
+    fn drain(&mut self, out: &StatusLine) {
+        while let Ok(m) = self.rx.try_recv() {
+            let l = match m {
+                LogMsg::Line(l) => l,
+                LogMsg::Trouble(t) => {
+                    out.line(&format!("log: {t}; trying again"));
+                    continue;
+                }
+            };
+            out.line(&format!("  | {l}"));
+            if !self.first_line {
+                self.first_line = true;
+                self.job_log.build = Build::from_line(&l);
+                self.say_build(out);
+            }
+            if self.job_log.last.len() == LAST_LINES {
+                self.job_log.last.remove(0);
+            }
+            self.job_log.last.push(l);
+        }
+    }
+
+    /// The image's build beside this one: a Job of another build refuses to run (it was
+    /// given this one's as `--expect-build`), and here is why.
+    fn say_build(&self, out: &StatusLine) {
+        let this = Build::this();
+        match &self.job_log.build {
+            Some(b) => match b.agrees(&this) {
+                Agreement::Same => {}
+                Agreement::CommitUnknown => out.line(&format!(
+                    "warning: the image is leaderwatch {b}, this sitting is {this}: one does not know its commit, so they may differ"
+                )),
+                Agreement::Differs => out.line(&format!(
+                    "the image is leaderwatch {b}, this sitting is {this}: the Job refuses to run a build other than the sitting's"
+                )),
+            },
+            None => out.line(&format!(
+                "the image does not say its build (older than leaderwatch {this}?): it will not take --expect-build"
+            )),
+        }
     }
 
     /// The log's last lines (the result), once the Job ended: waits up to 10 s for the
@@ -179,9 +366,17 @@ impl Seen {
         if let Some(h) = self.log.take() {
             let _ = tokio::time::timeout(Duration::from_secs(10), h).await;
         }
-        while let Ok(l) = self.rx.try_recv() {
-            out.line(&format!("  | {l}"));
+        self.drain(out);
+    }
+
+    fn stop_log(&mut self) {
+        if let Some(h) = self.log.take() {
+            h.abort();
         }
+    }
+
+    fn job_log(&self) -> JobLog {
+        self.job_log.clone()
     }
 }
 
@@ -216,13 +411,19 @@ fn status(
     )
 }
 
+/// An event not printed before: its line, and its reason and message.
+struct NewEvent {
+    line: String,
+    seen: trouble::Seen,
+}
+
 /// Events about `name` not printed yet, none from before `since` (the Job's creation).
 async fn new_events(
     j: &JobRef<'_>,
     name: &str,
     since: Option<k8s_openapi::jiff::Timestamp>,
     seen: &mut HashSet<String>,
-) -> Result<Vec<String>, KubeError> {
+) -> Result<Vec<NewEvent>, KubeError> {
     let api: Api<Event> = Api::namespaced(j.client.clone(), j.ns);
     let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
     let mut items = call("list events", j.timeout, api.list(&lp)).await?.items;
@@ -237,56 +438,95 @@ async fn new_events(
         let key =
             format!("{}/{}", e.metadata.uid.clone().unwrap_or_default(), e.count.unwrap_or(1));
         if seen.insert(key) {
-            out.push(format!(
-                "event {} {}: {} {}",
-                e.involved_object.kind.as_deref().unwrap_or("?"),
-                e.involved_object.name.as_deref().unwrap_or("?"),
-                e.reason.as_deref().unwrap_or(""),
-                e.message.as_deref().unwrap_or("").trim()
-            ));
+            let reason = e.reason.clone().unwrap_or_default();
+            let message = e.message.clone().unwrap_or_default().trim().to_owned();
+            out.push(NewEvent {
+                line: format!(
+                    "event {} {}: {reason} {message}",
+                    e.involved_object.kind.as_deref().unwrap_or("?"),
+                    e.involved_object.name.as_deref().unwrap_or("?"),
+                ),
+                seen: trouble::Seen { reason, message },
+            });
         }
     }
     Ok(out)
 }
 
-/// Follows the pod's log into `tx`, line by line, from where it left off when the stream
-/// breaks (the kubelet's timestamps, or a count of lines where it gives none, skip what was
-/// printed); ends when the container has ended. A log that cannot be read (the request
-/// refused, the stream broken) is tried again every [`POLL`], without a word.
-fn follow_log(
+/// What the log follower sends: a line of the log, or why it cannot read it now.
+enum LogMsg {
+    Line(String),
+    Trouble(String),
+}
+
+/// The pod whose log is followed.
+struct LogFollow {
     client: Client,
     ns: String,
     pod: String,
-    tx: UnboundedSender<String>,
-) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let api: Api<Pod> = Api::namespaced(client, &ns);
-        let mut last: Option<String> = None;
-        // Without timestamps, a new stream starts from the top again: skip what was sent.
-        let mut sent_unstamped = 0usize;
-        loop {
-            let lp = LogParams { follow: true, timestamps: true, ..LogParams::default() };
-            if let Ok(stream) = api.log_stream(&pod, &lp).await {
-                let mut lines = stream.lines();
-                let mut unstamped = 0usize;
-                while let Some(Ok(l)) = lines.next().await {
-                    let Some(text) = new_line(&l, &mut last, &mut unstamped, &mut sent_unstamped)
-                    else {
-                        continue;
-                    };
-                    if tx.send(text.to_owned()).is_err() {
-                        return;
+    /// The bound on opening the stream and on each other request.
+    t: Duration,
+}
+
+/// A stream that has said nothing for this long is opened again (a connection can die
+/// without a word; the timestamps skip what was printed).
+const LOG_IDLE: Duration = Duration::from_secs(120);
+
+impl LogFollow {
+    /// Follows the pod's log into `tx`, line by line, from where it left off when the
+    /// stream breaks (the kubelet's timestamps, or a count of lines where it gives none,
+    /// skip what was printed); ends when the container has ended. A log that cannot be
+    /// read is said once per distinct reason and tried again every [`POLL`].
+    fn spawn(self, tx: UnboundedSender<LogMsg>) -> JoinHandle<()> {
+        tokio::spawn(async move {
+            let api: Api<Pod> = Api::namespaced(self.client, &self.ns);
+            let pod = self.pod;
+            let mut last: Option<String> = None;
+            // Without timestamps, a new stream starts from the top again: skip what was sent.
+            let mut sent_unstamped = 0usize;
+            let mut said: Option<String> = None;
+            let mut trouble = |what: String| {
+                if said.as_deref() != Some(&what) {
+                    let _ = tx.send(LogMsg::Trouble(what.clone()));
+                    said = Some(what);
+                }
+            };
+            loop {
+                let lp = LogParams { follow: true, timestamps: true, ..LogParams::default() };
+                match call("read the Job's log", self.t, api.log_stream(&pod, &lp)).await {
+                    Ok(stream) => {
+                        let mut lines = stream.lines();
+                        let mut unstamped = 0usize;
+                        loop {
+                            let l = match tokio::time::timeout(LOG_IDLE, lines.next()).await {
+                                Ok(Some(Ok(l))) => l,
+                                Ok(Some(Err(e))) => {
+                                    trouble(format!("the Job's log broke off: {e}"));
+                                    break;
+                                }
+                                Ok(None) | Err(_) => break,
+                            };
+                            let Some(text) =
+                                new_line(&l, &mut last, &mut unstamped, &mut sent_unstamped)
+                            else {
+                                continue;
+                            };
+                            if tx.send(LogMsg::Line(text.to_owned())).is_err() {
+                                return;
+                            }
+                        }
                     }
+                    Err(e) => trouble(e.to_string()),
+                }
+                // The stream ended: the container ended, or the connection broke.
+                match call("get the Job's pod", self.t, api.get(&pod)).await {
+                    Ok(p) if exit_code(&p).is_some() => return,
+                    Err(e) if e.status() == Some(404) => return,
+                    _ => tokio::time::sleep(POLL).await,
                 }
             }
-            // The stream ended: the container ended, or the connection broke.
-            match api.get(&pod).await {
-                Ok(p) if exit_code(&p).is_some() => return,
-                Err(kube::Error::Api(s)) if s.code == 404 => return,
-                _ => tokio::time::sleep(POLL).await,
-            }
-        }
-    })
+        })
+    }
 }
 
 /// A log line's text if it was not sent before: after the last timestamp sent, or (a

@@ -22,6 +22,7 @@ use serde::de::DeserializeOwned;
 use super::{KubeError, call};
 use crate::analysis::recovery::Target;
 use crate::model::baseline::KubeMethod;
+use crate::model::build::Build;
 use crate::model::clock::parse_duration;
 
 /// The committed manifests, as the binary was built with them.
@@ -145,8 +146,19 @@ pub struct JobParams {
     pub idle: Duration,
     pub settle: Duration,
     pub environment: String,
+    /// The build of the `leaderwatch sitting` that writes these arguments: the image must
+    /// be the same (`measure --expect-build`).
+    pub build: Build,
+    /// Everything but the disruption: the eviction is a server-side dry run.
+    pub dry_run: bool,
     /// Added to the container's environment (the test-only idle floor, when set here).
     pub env: Vec<(String, String)>,
+}
+
+/// A reference pinned by digest (`...@sha256:...`): the bytes a node runs are the ones
+/// pushed. A tag can move under a node that pulled it before.
+pub fn pinned(image: &str) -> bool {
+    image.contains("@sha256:")
 }
 
 /// `--name=value` replaced in `args`, or appended.
@@ -173,6 +185,9 @@ pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
         .and_then(|s| s.containers.first_mut())
         .ok_or("job-measure.yaml: the Job has no container")?;
     c.image = Some(p.image.clone());
+    // A tag is looked up on every start (a node may hold an older image under it); a
+    // digest names the bytes, and a node that has them need not ask.
+    c.image_pull_policy = Some(if pinned(&p.image) { "IfNotPresent" } else { "Always" }.into());
     let args = c.args.get_or_insert_with(Vec::new);
     if args.first().map(String::as_str) != Some("measure") {
         return Err("job-measure.yaml: the container's first argument is not `measure`".into());
@@ -184,6 +199,10 @@ pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
     set_arg(args, "--settle", Some(&d(p.settle)));
     set_arg(args, "--environment", Some(&p.environment));
     set_arg(args, "--checksums", None);
+    set_arg(args, "--expect-build", Some(&p.build.to_string()));
+    if p.dry_run {
+        set_arg(args, "--dry-run", None);
+    }
     let env = c.env.get_or_insert_with(Vec::new);
     for (k, v) in &p.env {
         env.push(EnvVar { name: k.clone(), value: Some(v.clone()), ..EnvVar::default() });
@@ -209,6 +228,10 @@ pub struct JobArgs {
     pub method: KubeMethod,
     pub idle: Option<Duration>,
     pub settle: Option<Duration>,
+    /// The disruption is a server-side dry run (`--dry-run`).
+    pub dry_run: bool,
+    /// The build the Job expects its image to be (`--expect-build`), when it says.
+    pub build: Option<Build>,
 }
 
 impl JobArgs {
@@ -230,6 +253,8 @@ impl JobArgs {
             method: arg("--method").and_then(|m| m.parse().ok()).unwrap_or(KubeMethod::Evict),
             idle: arg("--idle").and_then(|d| parse_duration(d).ok()),
             settle: arg("--settle").and_then(|d| parse_duration(d).ok()),
+            dry_run: args.iter().any(|a| a == "--dry-run"),
+            build: arg("--expect-build").and_then(|b| Build::parse(b).ok()),
         }
     }
 }
@@ -361,14 +386,17 @@ pub async fn fetch(
         crate::io::pack::unpack(&log, dest).map_err(FetchError::Failed)
     };
     if r.is_ok() {
-        let _ = pods.delete(FETCH_POD, &DeleteParams::default()).await;
+        // Left behind, the next fetch removes it first.
+        let _ =
+            call("delete the fetch pod", t, pods.delete(FETCH_POD, &DeleteParams::default())).await;
     }
     r
 }
 
 /// One fetch at a time: an earlier fetch's pod is deleted, and gone within 60 s.
 async fn clear_fetch_pod(pods: &Api<Pod>, ns: &str, t: Duration) -> Result<(), FetchError> {
-    let _ = pods.delete(FETCH_POD, &DeleteParams::default()).await;
+    // Not there is the usual case; one that stays is the error below.
+    let _ = call("delete the fetch pod", t, pods.delete(FETCH_POD, &DeleteParams::default())).await;
     let began = std::time::Instant::now();
     while call("get the fetch pod", t, pods.get_opt(FETCH_POD)).await?.is_some() {
         if began.elapsed() > Duration::from_secs(60) {
@@ -439,6 +467,8 @@ mod tests {
             idle: Duration::from_secs(1800),
             settle: Duration::from_secs(600),
             environment: "GKE Autopilot, dlock-gke".into(),
+            build: Build { version: "0.1.0".into(), commit: "abc".into() },
+            dry_run: false,
             env: vec![(crate::io::test_hooks::MIN_IDLE.into(), "1m".into())],
         }
     }
@@ -490,7 +520,8 @@ mod tests {
                 "--out=/data/$(POD_NAME)",
                 "--method=delete",
                 "--environment=GKE Autopilot, dlock-gke",
-                "--checksums"
+                "--checksums",
+                "--expect-build=0.1.0+abc"
             ]
         );
         assert_eq!(
@@ -500,6 +531,8 @@ mod tests {
                 method: KubeMethod::Delete,
                 idle: Some(Duration::from_secs(1800)),
                 settle: Some(Duration::from_secs(600)),
+                dry_run: false,
+                build: Some(Build { version: "0.1.0".into(), commit: "abc".into() }),
             },
             "what the Job is made with reads back from it"
         );
@@ -510,7 +543,7 @@ mod tests {
             (serde_json::to_value(&t).expect("json"), serde_json::to_value(&j).expect("json"));
         for v in [&mut a, &mut b] {
             let c = &mut v["spec"]["template"]["spec"]["containers"][0];
-            for k in ["args", "image", "env"] {
+            for k in ["args", "image", "env", "imagePullPolicy"] {
                 c[k] = serde_json::Value::Null;
             }
         }
@@ -519,6 +552,24 @@ mod tests {
             job(&t, &JobParams { idle: Duration::from_secs(3 * 3600), ..params() }).expect("job");
         assert_eq!(long.spec.and_then(|s| s.active_deadline_seconds), Some(3 * 3600 + 600 + 1800));
         assert_eq!(claim_of(&j).as_deref(), Some("leaderwatch-data"));
+    }
+
+    #[test]
+    fn a_tag_is_pulled_on_every_start_a_digest_once_and_a_dry_run_says_so() {
+        let policy = |j: &Job| {
+            j.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("spec").containers[0]
+                .image_pull_policy
+                .clone()
+        };
+        let t = template();
+        let pinned = job(&t, &params()).expect("job");
+        assert_eq!(policy(&pinned).as_deref(), Some("IfNotPresent"));
+        let tagged =
+            job(&t, &JobParams { image: "r.example/p/lw:0.1.0".into(), ..params() }).expect("job");
+        assert_eq!(policy(&tagged).as_deref(), Some("Always"));
+        let dry = job(&t, &JobParams { dry_run: true, ..params() }).expect("job");
+        assert!(JobArgs::of(&dry).dry_run);
+        assert!(!JobArgs::of(&pinned).dry_run);
     }
 
     #[test]

@@ -46,6 +46,31 @@ pub enum KubeError {
     Timeout { what: String, timeout: Duration },
 }
 
+impl KubeError {
+    /// The HTTP status the API server answered, when it answered one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            KubeError::Forbidden { .. } => Some(403),
+            KubeError::Api { message, .. } => message.strip_prefix("HTTP ")?.get(..3)?.parse().ok(),
+            KubeError::Config(_) | KubeError::Timeout { .. } => None,
+        }
+    }
+
+    /// Worth asking again: no answer, a connection that broke, the server's own trouble
+    /// (5xx), too many requests, or credentials that failed (an expired token that the next
+    /// request refreshes). A config error, a refusal (403) or a bad request stay as they are.
+    pub fn transient(&self) -> bool {
+        match self {
+            KubeError::Timeout { .. } => true,
+            KubeError::Config(_) | KubeError::Forbidden { .. } => false,
+            KubeError::Api { .. } => match self.status() {
+                None => true,
+                Some(code) => code >= 500 || matches!(code, 401 | 408 | 429),
+            },
+        }
+    }
+}
+
 /// Builds the client: kubeconfig (`--kubeconfig`, `--context`) or in-cluster, with kube's
 /// default retry OFF (it would retry a PDB-blocked eviction's 429 for up to 1000 s, hidden).
 /// The first line of a config error: the YAML parser's caret diagram is noise in one line.
@@ -104,5 +129,27 @@ pub fn api_error(what: &str, e: kube::Error) -> KubeError {
             what: what.to_owned(),
             message: crate::io::http::exchange::error_chain(&other),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_errors_that_can_clear_by_themselves_are_transient() {
+        let api = |m: &str| KubeError::Api { what: "get the Job".into(), message: m.into() };
+        let timeout = KubeError::Timeout { what: "x".into(), timeout: Duration::from_secs(1) };
+        assert!(timeout.transient());
+        assert!(api("error trying to connect: tcp connect error: Connection refused").transient());
+        assert!(api("HTTP 503: the server is currently unable").transient());
+        assert!(api("HTTP 401: Unauthorized").transient());
+        assert!(api("HTTP 429: too many requests").transient());
+        assert!(!api("HTTP 404: jobs.batch \"leaderwatch-measure\" not found").transient());
+        assert!(!api("HTTP 400: bad").transient());
+        assert!(!KubeError::Forbidden { what: "x".into(), message: "no".into() }.transient());
+        assert!(!KubeError::Config("x".into()).transient());
+        assert_eq!(api("HTTP 404: gone").status(), Some(404));
+        assert_eq!(api("HTTP error").status(), None);
     }
 }

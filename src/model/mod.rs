@@ -55,6 +55,7 @@ macro_rules! named {
 pub(crate) use named;
 
 pub mod baseline;
+pub mod build;
 pub mod canary;
 pub mod clock;
 pub mod counts;

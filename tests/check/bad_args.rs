@@ -11,7 +11,7 @@ fn run_bad(args: &[&str]) -> (i32, String) {
 
 /// `(command line, exit code, what stderr must name)`; `{out}` is the run directory the
 /// command must not create, `{taken}` a port already bound, `{ep}` a member nobody answers.
-const BAD: [(&str, i32, &str); 11] = [
+const BAD: [(&str, i32, &str); 13] = [
     ("measure --idle 5m --out {out}", 2, "at least 20m"),
     (
         "rehearse --target m1 --idle 1s --etcd-bin /nonexistent/etcd --out {out}",
@@ -35,6 +35,13 @@ const BAD: [(&str, i32, &str); 11] = [
     ("sample --endpoint {ep} --retain 12h --out {out}", 2, "keep at least 1d"),
     ("sample --endpoint {ep} --metrics-addr localhost --out {out}", 2, "--metrics-addr"),
     ("sample --endpoint {ep} --metrics-addr {taken} --out {out}", 2, "Address already in use"),
+    // Said before any cluster is asked (the kubeconfig does not exist either).
+    (
+        "sitting --image r.example/p/lw@sha256:00 --readme /nonexistent/README.md --kubeconfig {out}",
+        2,
+        "--readme /nonexistent/README.md: no such file",
+    ),
+    ("measure --expect-build 0.1.0 --out {out}", 2, "is not VERSION+COMMIT"),
 ];
 
 #[test]
@@ -53,7 +60,9 @@ fn bad_input_is_one_line_and_a_documented_exit_code() {
         let (got, err) = run_bad(&args);
         assert_eq!(got, code, "{line}: {err}");
         assert!(err.contains(needle), "{line}: {err}");
-        assert!(err.trim().lines().count() == 1, "{line}: one line: {err}");
+        // The log's progress lines (timestamped) aside, the error is one line.
+        let said = err.lines().filter(|l| !l.starts_with("20") && !l.trim().is_empty()).count();
+        assert_eq!(said, 1, "{line}: one line: {err}");
         assert!(!dir.path().join("o").exists(), "{line}: refused before anything was written");
     }
 }
@@ -113,4 +122,31 @@ fn a_bad_kubeconfig_is_one_line_and_exit_6() {
             "{err}"
         );
     }
+}
+
+/// The sitting's Job is given the laptop's build; an image of another commit says its own
+/// build first, then refuses before it opens a run directory or reaches a cluster.
+#[test]
+fn a_measure_of_another_build_refuses_before_anything_and_names_both() {
+    use leaderwatch::model::build::Build;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("o");
+    let this = Build::this();
+    let other = format!("{}+0000000000000000000000000000000000000000", this.version);
+    let (code, err) = run_bad(&["measure", "--expect-build", &other, "--out", out_str(&out)]);
+    let first = err.lines().next().unwrap_or_default();
+    assert_eq!(Build::from_line(first), Some(this.clone()), "the first line is the build: {err}");
+    if this.commit == "unknown" {
+        // Built without git: it cannot tell, and says so (then fails on the cluster).
+        assert!(err.contains("may differ"), "{err}");
+    } else {
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("build mismatch") && err.contains(&other), "{err}");
+        assert!(err.contains(&this.to_string()), "{err}");
+    }
+    assert!(!out.exists(), "refused before anything was written");
+}
+
+fn out_str(p: &std::path::Path) -> &str {
+    p.to_str().expect("utf8")
 }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# `make test-dockerfile`: deploy/Dockerfile's build stage compiles from exactly the files it
+# copies. The COPY lines of the stage `build` are read from the Dockerfile, those files and
+# only those are copied into an empty directory laid out as the image's /src, and
+# `cargo check` compiles the binary there (build.rs, include_str! and all), with the commit
+# given the way the Dockerfile's build argument gives it. No engine is needed (there is none
+# here); what this does not run is the apt and cargo steps inside the base image.
+#
+# Negative control: the same context without deploy/k8s/leaderwatch must fail, so the check
+# can tell a missing file (the bug it guards against: the sitting's manifests, which
+# src/k8s/job.rs compiles in, were once not copied). The other stages' COPY sources must
+# exist in the repository.
+set -euo pipefail
+
+die() { echo "check-dockerfile.sh: $*" >&2; exit 1; }
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+df="$repo/deploy/Dockerfile"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# "SRC... DEST" of each COPY without --from, per stage ("build" or "other").
+copies=$(awk '
+  /^FROM / { stage = ($NF == "build" && $(NF-1) == "AS") ? "build" : "other"; next }
+  /^COPY / && !/--from=/ { line = stage; for (i = 2; i <= NF; i++) line = line " " $i; print line }
+' "$df")
+[ -n "$copies" ] || die "no COPY line in $df"
+
+# Lays out the build stage's context in $1; skips sources matching $2 (the control).
+layout() {
+  local ctx=$1 skip=${2:-} stage srcs dest s
+  mkdir -p "$ctx"
+  while read -r stage rest; do
+    [ "$stage" = build ] || continue
+    read -ra srcs <<<"$rest"
+    dest=${srcs[-1]}
+    unset 'srcs[-1]'
+    for s in "${srcs[@]}"; do
+      [ -e "$repo/$s" ] || die "COPY $s: no such file in the repository"
+      [ -n "$skip" ] && [ "$s" = "$skip" ] && continue
+      if [[ $dest == */ ]]; then
+        mkdir -p "$ctx/$dest"
+        cp -a "$repo/$s" "$ctx/$dest"
+      else
+        mkdir -p "$(dirname "$ctx/$dest")"
+        cp -a "$repo/$s" "$ctx/$dest"
+      fi
+    done
+  done <<<"$copies"
+}
+
+while read -r stage rest; do
+  [ "$stage" = other ] || continue
+  read -ra srcs <<<"$rest"
+  for s in "${srcs[@]:0:${#srcs[@]}-1}"; do
+    [ -e "$repo/$s" ] || die "COPY $s (a later stage): no such file in the repository"
+  done
+done <<<"$copies"
+
+check() {
+  (cd "$1" && LEADERWATCH_COMMIT=$(git -C "$repo" rev-parse HEAD) \
+    CARGO_TARGET_DIR="$repo/target" cargo check --locked --offline --bin leaderwatch)
+}
+
+layout "$work/ctx"
+echo "check-dockerfile.sh: the build stage's context: $(cd "$work/ctx" && find . -type f | wc -l) files"
+check "$work/ctx" || die "deploy/Dockerfile's build stage does not compile from the files it copies"
+
+control=deploy/k8s/leaderwatch
+grep -q "^build .*$control" <<<"$copies" || die "the build stage no longer copies $control: choose another control"
+layout "$work/control" "$control"
+if check "$work/control" >"$work/control.log" 2>&1; then
+  die "control: without $control the build still compiled, so this check cannot see a missing file"
+fi
+echo "check-dockerfile.sh: PASS (and without $control it fails: $(grep -m1 -o 'error[^:]*: .*' "$work/control.log" | cut -c1-120))"
