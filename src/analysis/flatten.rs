@@ -15,7 +15,9 @@ use crate::model::baseline::{
 };
 use crate::model::canary::ClientFigures;
 use crate::model::event::EventKind;
-use crate::model::tidy_row::{BYTES, CLIENT, COUNT, Measurement, RECOVERY, SECONDS, TERMS};
+use crate::model::tidy_row::{
+    BYTES, CLIENT, COUNT, Measurement, PER_DISRUPTION, RECOVERY, SECONDS, TERMS,
+};
 
 /// An election's possible causes (src/analysis/attribution.rs), in its order of precedence; each is
 /// an `elections_<cause>` figure.
@@ -54,6 +56,7 @@ impl Place<'_> {
             window_start: self.start,
             window_end: self.end,
             window_s: self.secs,
+            target_role: self.b.disruption.as_ref().map_or("", |d| d.role()),
             ..Measurement::default()
         }
     }
@@ -114,9 +117,43 @@ pub fn measurements(path: &Path, b: &Baseline) -> Vec<Measurement> {
     }
     if let Some(d) = &b.disruption {
         out.extend(client_row(b, &source, d));
+        out.extend(per_disruption_row(b, &source, d));
         out.extend(recovery_figures(b, source, d));
     }
     out
+}
+
+/// Elections from the disruption request to the end of settle: the disruption and settle
+/// windows' raft-term deltas added. `None` without both windows or with either unknown
+/// (a run cut short): never a partial sum. `report --alert-rule` derives its threshold
+/// from this figure.
+pub fn elections_per_disruption(b: &Baseline) -> Option<u64> {
+    let d = b.window(WindowName::Disruption)?.elections?;
+    let s = b.window(WindowName::Settle)?.elections?;
+    Some(d + s)
+}
+
+/// The one `per_disruption` row: [`elections_per_disruption`], spanning both windows.
+fn per_disruption_row(b: &Baseline, source: &str, d: &Disruption) -> Option<Measurement> {
+    let first = b.window(WindowName::Disruption)?;
+    let end = b.window(WindowName::Settle).map(|s| s.end).unwrap_or(first.end);
+    let at = Place {
+        b,
+        source: source.to_owned(),
+        window: PER_DISRUPTION,
+        label: format!(
+            "elections per disruption, request to the end of settle ({}, target {} = {})",
+            d.method,
+            d.target,
+            d.role()
+        ),
+        start: first.start,
+        end: Some(end),
+        secs: Some(
+            b.windows.iter().filter(|w| w.name != WindowName::AtRest).map(|w| w.duration_s).sum(),
+        ),
+    };
+    Some(at.figure("", "elections", elections_per_disruption(b).map(|e| e as f64), TERMS))
 }
 
 /// Per window, what the canary saw: `client_<kind>_<figure>` for write and read.

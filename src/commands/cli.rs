@@ -193,6 +193,10 @@ pub struct SittingArgs {
     /// deploy/k8s/etcd/README.md of that checkout; said, not skipped, when there is none].
     #[arg(long)]
     pub readme: Option<PathBuf>,
+    /// The T-056 ledger (tasks/README.md) whose baseline section, between its markers, the
+    /// GKE runs' notes replace.
+    #[arg(long, value_name = "PATH")]
+    pub ledger: Option<PathBuf>,
     /// Everything but the disruption: the checks, the apply, the Job with the eviction sent
     /// as a server-side dry run, the follow, the fetch and the report. Nothing is evicted;
     /// the first thing to run on a new cluster.

@@ -26,6 +26,9 @@ use crate::model::baseline::{BASELINE, KubeMethod};
 use crate::model::build::Build;
 use crate::render::progress::StatusLine;
 
+mod handoff;
+use handoff::{Paths, paths};
+
 fn step(step: &'static str, message: impl Into<String>) -> Error {
     Error::Step { step, message: message.into() }
 }
@@ -67,52 +70,6 @@ fn extra_objects(method: KubeMethod) -> Result<Vec<Object>, Error> {
     }
 }
 
-/// Where the results go: the run directories and the README whose table they fill.
-struct Paths {
-    out_dir: PathBuf,
-    /// `None`: no README (not run in a checkout, none given); said once, at the start.
-    readme: Option<PathBuf>,
-}
-
-/// The README under a leaderwatch checkout.
-const README: &str = "deploy/k8s/etcd/README.md";
-
-/// The flags, else the leaderwatch checkout the command runs in (the working directory or
-/// one above it), else the one it was built from (`cargo install --path .` keeps that),
-/// else `./data` and no README. A `--readme` that is not a file is bad input.
-fn paths(a: &SittingArgs) -> Result<Paths, Error> {
-    let checkout = std::env::current_dir()
-        .ok()
-        .and_then(|cwd| cwd.ancestors().find(|d| d.join(README).is_file()).map(Path::to_owned))
-        .or_else(|| {
-            let built = Path::new(env!("CARGO_MANIFEST_DIR"));
-            built.join(README).is_file().then(|| built.to_owned())
-        });
-    let readme = match (&a.readme, &checkout) {
-        (Some(r), _) if !r.is_file() => {
-            return Err(Error::Usage(format!("--readme {}: no such file", r.display())));
-        }
-        (Some(r), _) => Some(r.clone()),
-        (None, Some(c)) => Some(c.join(README)),
-        (None, None) => None,
-    };
-    let out_dir = match (&a.out_dir, &checkout) {
-        (Some(o), _) => o.clone(),
-        (None, Some(c)) => c.join("data"),
-        (None, None) => PathBuf::from("data"),
-    };
-    match &readme {
-        Some(r) => {
-            eprintln!("sitting: results into {}, the table of {}", out_dir.display(), r.display())
-        }
-        None => eprintln!(
-            "sitting: results into {}; no README table (not in a leaderwatch checkout: --readme PATH fills one)",
-            out_dir.display()
-        ),
-    }
-    Ok(Paths { out_dir, readme })
-}
-
 /// A tag is said before anything is applied: the digest pins what the nodes run.
 fn warn_on_a_tag(image: &str) {
     if !job::pinned(image) {
@@ -134,31 +91,6 @@ fn check_image(image: &str) -> Result<(), Error> {
             "--image {image}: PROJECT is the docs' placeholder; put your project id there"
         )));
     }
-    Ok(())
-}
-
-/// The README's table from every baseline in `out_dir`.
-fn render_readme(readme: &Path, out_dir: &Path) -> Result<(), Error> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(out_dir)
-        .map_err(|e| Error::input(out_dir, e))?
-        .filter_map(|e| e.ok().map(|e| e.path().join(BASELINE)))
-        .filter(|p| p.is_file())
-        .collect();
-    paths.sort();
-    let mut baselines =
-        paths.iter().map(|p| crate::io::read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
-    // A dry run evicted nothing: it is no row of the observation window.
-    baselines.retain(|f| !f.baseline.disruption.as_ref().is_some_and(|d| d.method.dry_run));
-    let changed = crate::io::readme::rewrite(readme, |text, dir| {
-        crate::render::report::updated(text, dir, &baselines)
-    })?;
-    eprintln!(
-        "sitting: {} {} ({} runs in {})",
-        readme.display(),
-        if changed { "table updated" } else { "table already up to date" },
-        baselines.len(),
-        out_dir.display()
-    );
     Ok(())
 }
 
@@ -510,9 +442,7 @@ fn results(paths: &Paths, dest: &Path, pod: Option<&Pod>) -> Result<Result<(), E
         )));
     }
     let f = crate::io::read::baseline_file(&path)?;
-    if let Some(readme) = &paths.readme {
-        render_readme(readme, &paths.out_dir)?;
-    }
+    handoff::write(paths, &f)?;
     println!("{}", crate::render::report::render(std::slice::from_ref(&f), None));
     println!();
     println!("{}", crate::render::report::ledger_note(&f));

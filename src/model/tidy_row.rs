@@ -15,16 +15,20 @@ pub const BYTES: &str = "bytes";
 pub const RECOVERY: &str = "recovery";
 /// The `window` of the row "client writes unavailable during the disruption".
 pub const CLIENT: &str = "client";
+/// The `window` of "elections per disruption": the disruption and settle windows together.
+pub const PER_DISRUPTION: &str = "per_disruption";
 
 /// One figure of one baseline. `analysis::flatten::measurements` lists them; the window table, the health
 /// table, the CSV and `compare` only format, group or match that list.
 ///
 /// Serialized, it is one row of `report --format csv`, columns in this order:
 ///
-/// `run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s`
+/// `run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s,target_role`
 ///
 /// - `source`: the baseline.json path as given; `environment`: where it ran;
-/// - `window`: `at_rest`, `disruption`, `settle` (baseline.json's windows) or `recovery`;
+/// - `window`: `at_rest`, `disruption`, `settle` (baseline.json's windows), `recovery`,
+///   `client` or `per_disruption` (the disruption and settle windows together: its one
+///   figure, `elections`, is what `report --alert-rule` calls elections per disruption);
 /// - `member`: empty for a cluster-wide figure, else whose health figure it is;
 /// - `figure`, `value`, `unit` (`s`, `count`, `terms`, `bytes`): `value` is empty when not
 ///   known, never 0;
@@ -33,7 +37,9 @@ pub const CLIENT: &str = "client";
 /// - `label`: the row the figure belongs to in the window table; `note`: words that go with
 ///   the value (an election's cause, how the member was kept down);
 /// - `window_start`, `window_end` (RFC 3339, ms; `window_end` empty: never recovered),
-///   `window_s`: the monotonic duration.
+///   `window_s`: the monotonic duration;
+/// - `target_role`: what the disrupted member was when it was lost, `leader` or
+///   `follower`; empty for a run without a disruption and for the pooled rate rows.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct Measurement {
     pub run_id: String,
@@ -54,6 +60,7 @@ pub struct Measurement {
     #[serde(serialize_with = "ser_opt_ts")]
     pub window_end: Option<DateTime<Utc>>,
     pub window_s: Option<f64>,
+    pub target_role: &'static str,
 }
 
 fn ser_ts<S: serde::Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {

@@ -195,13 +195,7 @@ fn select<'a>(
 fn per_disruption(used: &[(&PathBuf, &Baseline)]) -> u64 {
     used.iter()
         .filter(|(_, b)| b.disruption.is_some() && !routine(b))
-        .map(|(_, b)| {
-            b.windows
-                .iter()
-                .filter(|w| matches!(w.name, WindowName::Disruption | WindowName::Settle))
-                .filter_map(|w| w.elections)
-                .sum::<u64>()
-        })
+        .filter_map(|(_, b)| crate::analysis::flatten::elections_per_disruption(b))
         .max()
         .unwrap_or(0)
 }

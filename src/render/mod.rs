@@ -2,6 +2,7 @@
 //! CSV, `compare`, the rate table, the alert rule, the progress line.
 
 pub mod alert;
+pub mod ledger;
 pub mod progress;
 pub mod rate;
 pub mod report;

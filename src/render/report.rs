@@ -16,7 +16,7 @@ use crate::Error;
 use crate::analysis::flatten::{Difference, is_election_figure, measurements};
 use crate::model::baseline::{EnvironmentKind, KubeMethod};
 use crate::model::rate::BaselineFile;
-use crate::model::tidy_row::{BYTES, CLIENT, Measurement, RECOVERY, SECONDS};
+use crate::model::tidy_row::{BYTES, CLIENT, Measurement, PER_DISRUPTION, RECOVERY, SECONDS};
 
 pub const BEGIN: &str = "<!-- baseline:begin -->";
 pub const END: &str = "<!-- baseline:end -->";
@@ -57,7 +57,7 @@ fn span(m: &Measurement) -> String {
 }
 
 /// `to` relative to directory `from` (both made absolute against the working directory).
-fn relative(to: &Path, from: &Path) -> PathBuf {
+pub(crate) fn relative(to: &Path, from: &Path) -> PathBuf {
     let abs = |p: &Path| {
         let p = if p.is_absolute() {
             p.to_path_buf()
@@ -166,6 +166,7 @@ fn value_cell(rows: &[&Measurement]) -> String {
     match rows.first().map(|m| m.window.as_str()) {
         Some(RECOVERY) => recovery_cell(rows),
         Some(CLIENT) => client_cell(rows),
+        Some(PER_DISRUPTION) => format!("{} (raft term)", num(value(rows, "elections"))),
         _ => counts_cell(rows),
     }
 }
@@ -173,7 +174,9 @@ fn value_cell(rows: &[&Measurement]) -> String {
 /// Window-table rows of one baseline's figures. `link` is how the source column names it.
 fn window_rows(ms: &[Measurement], link: &str) -> Vec<String> {
     let mut out = Vec::new();
-    for rows in groups(ms).iter().filter(|g| g.first().is_some_and(|m| m.member.is_empty())) {
+    // The spec's rows; elections per disruption is the CSV's and the ledger's (M6/M7).
+    let table_row = |m: &&Measurement| m.member.is_empty() && m.window != PER_DISRUPTION;
+    for rows in groups(ms).iter().filter(|g| g.first().is_some_and(table_row)) {
         let Some(first) = rows.first() else { continue };
         let value = value_cell(rows);
         out.push(format!(
@@ -624,12 +627,17 @@ pub fn updated(readme: &str, dir: &Path, baselines: &[BaselineFile]) -> Result<S
 
 /// Replaces what is between the markers in `readme` with `table`. Idempotent.
 pub fn splice(readme: &str, table: &str) -> Result<String, String> {
-    let b = readme.find(BEGIN).ok_or_else(|| format!("no {BEGIN} marker"))?;
-    let e = readme.find(END).ok_or_else(|| format!("no {END} marker"))?;
+    splice_between(readme, BEGIN, END, table)
+}
+
+/// Replaces what is between the lines `begin` and `end` in `text` with `body`. Idempotent.
+pub fn splice_between(text: &str, begin: &str, end: &str, body: &str) -> Result<String, String> {
+    let b = text.find(begin).ok_or_else(|| format!("no {begin} marker"))?;
+    let e = text.find(end).ok_or_else(|| format!("no {end} marker"))?;
     if e < b {
-        return Err(format!("{END} comes before {BEGIN}"));
+        return Err(format!("{end} comes before {begin}"));
     }
-    Ok(format!("{}{BEGIN}\n{table}\n{}", &readme[..b], &readme[e..]))
+    Ok(format!("{}{begin}\n{body}\n{}", &text[..b], &text[e..]))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ fn on_the_committed_runs_it_prints_exposure_count_and_interval() {
     let headers = r.headers().expect("header").clone();
     assert_eq!(
         headers.iter().collect::<Vec<_>>().join(","),
-        "run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s",
+        "run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s,target_role",
         "the columns of report --format csv"
     );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.expect("row")).collect();

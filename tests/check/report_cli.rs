@@ -226,7 +226,7 @@ fn report_csv_is_one_row_per_figure_with_its_window() {
     let headers: Vec<String> = r.headers().expect("header").iter().map(str::to_owned).collect();
     assert_eq!(
         headers.join(","),
-        "run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s"
+        "run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s,target_role"
     );
     let rows: Vec<csv::StringRecord> = r.records().map(|x| x.expect("row")).collect();
     let col = |name: &str| headers.iter().position(|h| h == name).expect("col");
@@ -263,4 +263,32 @@ fn report_csv_is_one_row_per_figure_with_its_window() {
     assert!(
         rows.iter().all(|x| chrono::DateTime::parse_from_rfc3339(&x[col("window_start")]).is_ok())
     );
+    // The M6/M7 hand-off: each run's target role on every row of it, and elections per
+    // disruption (the disruption and settle windows together), as the alert rule derives it.
+    for run in [&a, &b] {
+        let id = serde_json::from_str::<serde_json::Value>(
+            &std::fs::read_to_string(run).expect("baseline"),
+        )
+        .expect("json")["run_id"]
+            .as_str()
+            .expect("run_id")
+            .to_owned();
+        let of_run: Vec<&csv::StringRecord> =
+            rows.iter().filter(|x| x[col("run_id")] == id).collect();
+        let role = if run == &a { "leader" } else { "follower" };
+        assert!(of_run.iter().all(|x| &x[col("target_role")] == role), "{id}: all {role}");
+        let per: Vec<&&csv::StringRecord> =
+            of_run.iter().filter(|x| &x[col("window")] == "per_disruption").collect();
+        let sum = |w: &str| -> f64 {
+            of_run
+                .iter()
+                .filter(|x| &x[col("window")] == w && &x[col("figure")] == "elections")
+                .map(|x| x[col("value")].parse::<f64>().expect("number"))
+                .sum()
+        };
+        assert_eq!(per.len(), 1, "{id}: one per_disruption row");
+        assert_eq!(&per[0][col("figure")], "elections");
+        let value: f64 = per[0][col("value")].parse().expect("number");
+        assert_eq!(value, sum("disruption") + sum("settle"), "{id}");
+    }
 }

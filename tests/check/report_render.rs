@@ -262,7 +262,7 @@ fn csv_and_compare_carry_the_health_figures_from_the_same_list() {
     rows.retain(|r| r["window"] != "quiet");
     assert_eq!(
         headers.join(","),
-        "run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s",
+        "run_id,source,environment,window,member,figure,value,unit,threshold,threshold_source,over,label,note,window_start,window_end,window_s,target_role",
         "the columns documented on report::Measurement"
     );
     assert_eq!(rows.len(), ms.len(), "one CSV row per measurement");
