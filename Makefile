@@ -53,6 +53,7 @@ help:
 	@echo "make test-kube  leaderwatch's Kubernetes tests on the real local control plane (in make test-lab)"
 	@echo "make test-image the image under runc with the pods' securityContext (in make test-lab)"
 	@echo "make test-in-cluster  the Job and the Deployment from the image on the local cluster, Prometheus scraping (in make test-lab)"
+	@echo "make test-sitting-day the sitting from a laptop: installed, operator role only, expiring token, API restart, failures (in make test-lab)"
 
 deps: deps-apt deps-py deps-etcd
 

@@ -27,7 +27,7 @@ LW_LAB       := lab/target/debug/lw-lab
 KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
   -X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 
-.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing node-binaries lw-lab kube-up kube-down acceptance test-kube test-in-cluster rehearse-kube measure-kube
+.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing node-binaries lw-lab kube-up kube-down acceptance test-kube test-in-cluster test-sitting-day rehearse-kube measure-kube
 kube-binaries-missing:
 
 kube-tools: kube-apt kube-binaries node-binaries lw-lab deps-etcd
@@ -145,6 +145,14 @@ measure-kube: kube-tools build
 test-in-cluster: kube-tools test-image-build deps
 	LEADERWATCH_IMAGE_DIR=$(TEST_IMAGE_DIR) $(CARGO) test --locked --test lab -- --ignored in_cluster::
 
+# The sitting day from a laptop (tests/lab/sitting_day.rs): leaderwatch installed with
+# `cargo install --path .`, run from another directory as a user bound to
+# operator-rbac.yaml only, its token expiring; --dry-run through an API server restart; a
+# longer outage detaches; a wrong image, a refused pod and the Job's own preflight failing
+# each end the sitting with one line.
+test-sitting-day: kube-tools test-image-build deps
+	LEADERWATCH_IMAGE_DIR=$(TEST_IMAGE_DIR) $(CARGO) test --locked --test lab -- --ignored sitting_day::
+
 # Tier 3 of make test (the Makefile's test-lab prints its summary line): first what a run
 # killed outright left on this machine is removed (`up` refuses such leftovers by name, and
 # a killed CI job or session leaves them for the next make test; a live cluster's are never
@@ -153,4 +161,4 @@ test-in-cluster: kube-tools test-image-build deps
 test-lab-steps: kube-tools
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test down
 	$(CARGO) test --locked --manifest-path lab/Cargo.toml --test faults
-	@$(MAKE) --no-print-directory acceptance test-kube test-image test-in-cluster
+	@$(MAKE) --no-print-directory acceptance test-kube test-image test-in-cluster test-sitting-day

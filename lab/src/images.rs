@@ -16,6 +16,10 @@ pub struct Archive {
     pub tar: PathBuf,
     /// The tag the layout's index gives the image (`org.opencontainers.image.ref.name`).
     pub tag: String,
+    /// Its manifest's digest (`sha256:...`), when the layout's index says it: the image is
+    /// also named `repo@digest`, so that a pod may name it pinned, as a pushed image's
+    /// digest pins it on GKE.
+    pub digest: Option<String>,
 }
 
 /// An image to serve from an OCI layout: `REF=LAYOUT[:TAG]` (tag default `latest`).
@@ -101,7 +105,20 @@ fn tar(layout: &Path, tar: &Path, reference: &str, tag: &str) -> Result<Archive>
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    Ok(Archive { reference: reference.into(), tar: tar.to_path_buf(), tag: tag.into() })
+    let digest = manifest_digest(layout, tag);
+    Ok(Archive { reference: reference.into(), tar: tar.to_path_buf(), tag: tag.into(), digest })
+}
+
+/// The digest of the manifest the layout's index names `tag` (or its only one).
+fn manifest_digest(layout: &Path, tag: &str) -> Option<String> {
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(layout.join("index.json")).ok()?).ok()?;
+    let manifests = index["manifests"].as_array()?;
+    let named = manifests
+        .iter()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"].as_str() == Some(tag));
+    let m = named.or(if manifests.len() == 1 { manifests.first() } else { None })?;
+    m["digest"].as_str().map(str::to_owned)
 }
 
 pub const ETCD_IMAGE: &str = "gcr.io/etcd-development/etcd:v3.6.14";
@@ -197,20 +214,29 @@ pub async fn import(ctr: &Path, sock: &Path, a: &Archive) -> Result<()> {
         )
         .await?;
     }
-    run(
-        &ctr,
-        &[
-            "-a",
-            &sock,
-            "-n",
-            "k8s.io",
-            "images",
-            "label",
-            &a.reference,
-            "io.cri-containerd.pinned=pinned",
-        ],
-    )
-    .await?;
+    let mut names = vec![a.reference.clone()];
+    if let Some(d) = &a.digest {
+        let pinned = format!("{repo}@{d}");
+        run(&ctr, &["-a", &sock, "-n", "k8s.io", "images", "tag", "--force", &imported, &pinned])
+            .await?;
+        names.push(pinned);
+    }
+    for name in &names {
+        run(
+            &ctr,
+            &[
+                "-a",
+                &sock,
+                "-n",
+                "k8s.io",
+                "images",
+                "label",
+                name,
+                "io.cri-containerd.pinned=pinned",
+            ],
+        )
+        .await?;
+    }
     Ok(())
 }
 

@@ -796,3 +796,33 @@ fn every_event_kind_and_source_is_in_data_readme() {
     assert!(missing.is_empty(), "data/README.md does not name: {missing:?}");
     assert!(EventKind::ALL.len() > 50, "the list is the enum's, not empty");
 }
+
+/// One runbook (docs/gke-sitting.md, `leaderwatch sitting`): no page has the sitting's Job
+/// applied by hand, an older route that skips the checks, the build check and the fetch.
+#[test]
+fn no_doc_applies_the_sitting_job_by_hand() {
+    let mut files = doc_files();
+    files.extend(["tasks/README.md".to_owned(), "data/README.md".to_owned()]);
+    let by_hand = |line: &str| {
+        line.contains("kubectl")
+            && (line.contains(" apply") || line.contains(" create"))
+            && line.contains("job-measure")
+    };
+    let mut found = Vec::new();
+    for f in &files {
+        let Some(text) = read_repo(f) else { continue };
+        let mut in_code = false;
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+            } else if in_code && by_hand(line) {
+                found.push(format!("{f}:{}: {line}", i + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "the Job applied by hand (use `leaderwatch sitting`): {found:?}");
+    // Negative control: the line tasks/README.md once had is caught.
+    assert!(by_hand(
+        "kubectl apply -f deploy/k8s/leaderwatch/rbac.yaml -f deploy/k8s/leaderwatch/job-measure.yaml"
+    ));
+}

@@ -36,7 +36,7 @@ use serde_yaml_ng::Value as Yaml;
 
 /// The project id in the image names here.
 const PROJECT: &str = "lw-lab";
-const JOB: &str = "leaderwatch-measure";
+pub(crate) const JOB: &str = "leaderwatch-measure";
 
 /// The image reference a manifest names, with [`PROJECT`].
 fn manifest_image(rel: &str) -> String {
@@ -45,8 +45,16 @@ fn manifest_image(rel: &str) -> String {
     line.replace("/PROJECT/", &format!("/{PROJECT}/"))
 }
 
+/// The built image pinned by its digest under the manifests' name, as the runbook has the
+/// sitting take the digest the push printed (lw-lab names every image `repo@digest` too).
+pub(crate) fn pinned_image() -> String {
+    let job = manifest_image("deploy/k8s/leaderwatch/job-measure.yaml");
+    let repo = job.rsplit_once(':').map(|(r, _)| r.to_owned()).expect("a tag");
+    format!("{repo}@{}", support::image_env()["IMAGE_DIGEST"])
+}
+
 /// lw-lab's --image for the built image under the manifests' name.
-fn image_arg() -> String {
+pub(crate) fn image_arg() -> String {
     let env = support::image_env();
     let job = manifest_image("deploy/k8s/leaderwatch/job-measure.yaml");
     assert_eq!(
@@ -103,12 +111,12 @@ fn manifest(rel: &str, extra_env: &[(&str, &str)], dir: &Path) -> PathBuf {
 }
 
 /// The Job, or `None` when it does not exist.
-fn job_json(lab: &Lab) -> Option<Value> {
+pub(crate) fn job_json(lab: &Lab) -> Option<Value> {
     let (ok, out, _) = lab.kubectl(&["-n", "dlock", "get", "job", JOB, "-o", "json"]);
     if ok { serde_json::from_str(&out).ok() } else { None }
 }
 
-fn job_condition(lab: &Lab) -> Option<(String, String)> {
+pub(crate) fn job_condition(lab: &Lab) -> Option<(String, String)> {
     let j = lab.json(&["-n", "dlock", "get", "job", JOB, "-o", "json"]);
     j["status"]["conditions"]
         .as_array()
@@ -140,7 +148,7 @@ fn wait_job(lab: &Lab, within: Duration) -> (String, String) {
     }
 }
 
-fn job_pods(lab: &Lab) -> Vec<Value> {
+pub(crate) fn job_pods(lab: &Lab) -> Vec<Value> {
     lab.json(&["-n", "dlock", "get", "pods", "-l", &format!("job-name={JOB}"), "-o", "json"])["items"].as_array().cloned().unwrap_or_default()
 }
 
@@ -153,7 +161,7 @@ fn volume_dir(lab: &Lab, claim: &str) -> PathBuf {
     PathBuf::from(pv["spec"]["local"]["path"].as_str().expect("local volume path"))
 }
 
-fn signal(pid: i32, sig: nix::sys::signal::Signal) {
+pub(crate) fn signal(pid: i32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).expect("signal");
 }
 
@@ -181,7 +189,7 @@ fn pod_events(lab: &Lab, pod: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
+pub(crate) fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> bool) {
     let t = Instant::now();
     while !ok() {
         assert!(t.elapsed() < within, "{what}: not within {within:?}");
@@ -442,7 +450,7 @@ fn ctrl_c_detaches_and_the_job_goes_on(
     let first = support::leaderwatch()
         .env(leaderwatch::io::test_hooks::MIN_IDLE, "10s")
         .args(["sitting", "--kubeconfig", kubeconfig, "--image"])
-        .arg(manifest_image("deploy/k8s/leaderwatch/job-measure.yaml"))
+        .arg(pinned_image())
         .args(["--idle", "10s", "--settle", "10s", "--environment", environment])
         .args(["--label", "kube-in-cluster", "--out-dir"])
         .arg(out_dir)
@@ -521,7 +529,7 @@ fn attach_follows_the_job_to_its_end_and_fetches_its_run(
 fn a_second_sitting_refuses_while_the_job_is_there(kubeconfig: &str, out_dir: &Path) {
     let o = support::leaderwatch()
         .args(["sitting", "--kubeconfig", kubeconfig, "--image"])
-        .arg(manifest_image("deploy/k8s/leaderwatch/job-measure.yaml"))
+        .arg(pinned_image())
         .arg("--out-dir")
         .arg(out_dir)
         .output()

@@ -2,7 +2,7 @@
 //! Kubernetes cluster (lw-lab, real control plane v1.35.4) and the image under runc. They
 //! need root, runc and `make kube-tools`, so each is `#[ignore]`d and run by name:
 //! `make test-kube` (kube::, autopilot::), `make test-image` (image::), `make test-in-cluster`
-//! (in_cluster::).
+//! (in_cluster::, sitting_day::).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -11,3 +11,4 @@ mod autopilot;
 mod image;
 mod in_cluster;
 mod kube;
+mod sitting_day;

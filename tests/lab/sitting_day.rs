@@ -1,0 +1,523 @@
+//! The sitting day as an SRE has it, on the real local cluster (lw-lab): `leaderwatch`
+//! installed with `cargo install --path .` and run from a directory of another checkout's
+//! tree, as a user bound to `operator-rbac.yaml`'s two roles and nothing else, whose
+//! kubeconfig's exec credential plugin hands out ServiceAccount tokens (TokenRequest) that
+//! expire during the sitting and really stop working (each bound to a Secret the test
+//! deletes past the stated expiry).
+//!
+//! - `sitting --dry-run` evicts nothing, survives an API server restart mid-follow (a
+//!   "reconnecting" line, then "reconnected"), fetches a complete run and writes its
+//!   report.csv, and leaves the README's table alone;
+//! - an outage longer than `--reconnect-for` (the API server frozen) detaches with exit 9
+//!   and the `--attach` line; `--attach` then finishes the sitting;
+//! - a wrong image, a pod an admission policy refuses, and the Job's own preflight failing
+//!   (a member frozen after the laptop's checks passed) each end the sitting with one line
+//!   naming the cause and the Job deleted, the first two within a minute of the Job;
+//! - the operator role is exactly enough: the audit log shows no request of the operator
+//!   refused, and every verb of every rule used (escalate and bind are checked by RBAC when
+//!   the Job's roles are applied, never requested: they are the roles' names).
+//!
+//! Ignored in plain `cargo test` (root, `make kube-tools`, the built image);
+//! `make test-sitting-day` (part of `make test`) runs it.
+
+use crate::in_cluster::{image_arg, job_json, job_pods, pinned_image, signal, wait_until};
+use crate::support::lab;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use lab::{Lab, repo};
+use nix::sys::signal::Signal;
+use serde_json::Value;
+
+/// The operator: a ServiceAccount bound to operator-rbac.yaml's roles only.
+const OPERATOR_NS: &str = "default";
+const OPERATOR: &str = "lw-operator";
+/// What a run of this test is labelled in baseline.json.
+const ENVIRONMENT: &str = "lab sitting day (lw-lab), Kubernetes v1.35.4, etcd 3.6.14";
+/// The token's stated life; kube-rs asks for a new one 60 s before it.
+const TOKEN_LIFE_S: u64 = 90;
+
+#[test]
+#[ignore = "needs root, make kube-tools and the test image; make test runs it"]
+fn a_sitting_day_from_a_laptop_as_the_operator() {
+    let lab = Lab::up_images(&[], false, &[image_arg()]);
+    lab.deploy();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let day = Day::new(&lab, dir.path());
+    let revoker = Revoker::start(&lab);
+
+    a_dry_run_evicts_nothing_and_survives_an_api_server_restart(&day);
+    a_long_outage_detaches_and_attach_finishes(&day);
+    a_wrong_image_ends_within_a_minute(&day);
+    a_refused_pod_ends_within_a_minute(&day);
+    the_jobs_own_preflight_failing_is_said_and_cleaned_up(&day);
+
+    let revoked = revoker.stop();
+    let tokens = std::fs::read_to_string(day.dir.join("tokens.log")).unwrap_or_default();
+    assert!(tokens.lines().count() >= 3, "tokens refreshed during the day: {tokens}");
+    assert!(revoked >= 2, "tokens revoked while the sittings ran: {revoked}");
+    the_operator_role_was_exactly_enough(&lab);
+}
+
+/// What every step shares: the lab, the installed binary, the operator's kubeconfig, the
+/// checkout copy it runs in.
+struct Day<'a> {
+    lab: &'a Lab,
+    dir: PathBuf,
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    /// A directory inside a copy of the checkout's layout (README only): `sitting` finds
+    /// data/ and the README from here.
+    cwd: PathBuf,
+    checkout: PathBuf,
+}
+
+impl<'a> Day<'a> {
+    fn new(lab: &'a Lab, dir: &Path) -> Day<'a> {
+        let bin = installed(dir);
+        let kubeconfig = operator_kubeconfig(lab, dir);
+        let checkout = dir.join("checkout");
+        let readme = checkout.join("deploy/k8s/etcd/README.md");
+        std::fs::create_dir_all(readme.parent().expect("dir")).expect("mkdir");
+        std::fs::copy(repo().join("deploy/k8s/etcd/README.md"), &readme).expect("README");
+        let cwd = checkout.join("notes/today");
+        std::fs::create_dir_all(&cwd).expect("mkdir");
+        Day { lab, dir: dir.to_owned(), bin, kubeconfig, cwd, checkout }
+    }
+
+    /// `leaderwatch sitting` as the operator, from `cwd`, with the short windows the
+    /// test-only floor lets through.
+    fn sitting(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(&self.bin);
+        c.current_dir(&self.cwd)
+            .env(leaderwatch::io::test_hooks::MIN_IDLE, "10s")
+            .arg("sitting")
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn start(&self, image: &str, extra: &[&str]) -> Child {
+        let mut args = vec!["--image", image, "--idle", "60s", "--settle", "10s"];
+        args.extend_from_slice(&["--environment", ENVIRONMENT, "--label", "lab"]);
+        args.extend_from_slice(extra);
+        self.sitting(&args).spawn().expect("leaderwatch sitting")
+    }
+
+    fn no_job_left(&self) {
+        wait_until("the Job deleted", Duration::from_secs(60), || job_json(self.lab).is_none());
+    }
+}
+
+/// `cargo install --path .` (debug: the release build's fat LTO costs minutes here) into a
+/// root of the test's own; the binary then runs from anywhere.
+fn installed(dir: &Path) -> PathBuf {
+    let root = dir.join("cargo");
+    let st = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["install", "--locked", "--offline", "--debug", "--path"])
+        .arg(repo())
+        .arg("--root")
+        .arg(&root)
+        .arg("--target-dir")
+        .arg(repo().join("target"))
+        .status()
+        .expect("cargo install");
+    assert!(st.success(), "cargo install --path .: {st}");
+    root.join("bin/leaderwatch")
+}
+
+/// operator-rbac.yaml applied and bound to [`OPERATOR`], and a kubeconfig whose exec
+/// plugin hands out that account's tokens: each bound to a new Secret (deleting it revokes
+/// the token), said to expire in [`TOKEN_LIFE_S`].
+fn operator_kubeconfig(lab: &Lab, dir: &Path) -> PathBuf {
+    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/operator-rbac.yaml"]);
+    lab.ok(&["-n", OPERATOR_NS, "create", "serviceaccount", OPERATOR]);
+    let subject = format!("--serviceaccount={OPERATOR_NS}:{OPERATOR}");
+    lab.ok(&[
+        "-n",
+        "dlock",
+        "create",
+        "rolebinding",
+        "leaderwatch-operator-user",
+        "--role=leaderwatch-operator",
+        &subject,
+    ]);
+    lab.ok(&[
+        "create",
+        "clusterrolebinding",
+        "leaderwatch-operator",
+        "--clusterrole=leaderwatch-operator",
+        &subject,
+    ]);
+    let (kubectl, admin) = (
+        lab.state["kubectl"].as_str().expect("kubectl"),
+        lab.state["kubeconfig"].as_str().expect("kubeconfig"),
+    );
+    let plugin = dir.join("token.sh");
+    std::fs::write(
+        &plugin,
+        format!(
+            "#!/bin/sh\n# The operator's credential plugin: a new token per call, bound to a new Secret.\nset -e\nn=$(date +%s%N)\n\
+             {kubectl} --kubeconfig {admin} -n {OPERATOR_NS} create secret generic {OPERATOR}-token-$n >/dev/null\n\
+             tok=$({kubectl} --kubeconfig {admin} -n {OPERATOR_NS} create token {OPERATOR} --bound-object-kind Secret --bound-object-name {OPERATOR}-token-$n --duration 10m)\n\
+             echo $n >>{log}\n\
+             exp=$(date -u -d '+{TOKEN_LIFE_S} seconds' +%Y-%m-%dT%H:%M:%SZ)\n\
+             printf '{{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{{\"token\":\"%s\",\"expirationTimestamp\":\"%s\"}}}}' \"$tok\" \"$exp\"\n",
+            log = dir.join("tokens.log").display()
+        ),
+    )
+    .expect("plugin");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let admin_text = std::fs::read_to_string(admin).expect("admin kubeconfig");
+    let ca = admin_text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
+        .expect("CA");
+    let path = dir.join("operator.kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: operator\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      interactiveMode: Never\ncontexts:\n- name: operator\n  context:\n    cluster: lab\n    user: operator\ncurrent-context: operator\n",
+            lab.state["server"].as_str().expect("server"),
+            plugin.display()
+        ),
+    )
+    .expect("write kubeconfig");
+    path
+}
+
+/// Deletes the Secret behind each token 10 s past its stated expiry: a token kept longer
+/// than the plugin said stops working, as a real one does.
+struct Revoker {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<usize>,
+}
+
+impl Revoker {
+    fn start(lab: &Lab) -> Revoker {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (kubectl, admin) = (
+            lab.state["kubectl"].as_str().expect("kubectl").to_owned(),
+            lab.state["kubeconfig"].as_str().expect("kubeconfig").to_owned(),
+        );
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            let mut revoked = 0;
+            while !flag.load(Ordering::SeqCst) {
+                let out = Command::new(&kubectl)
+                    .args([
+                        "--kubeconfig",
+                        &admin,
+                        "-n",
+                        OPERATOR_NS,
+                        "get",
+                        "secrets",
+                        "-o",
+                        "name",
+                    ])
+                    .output();
+                let now_ns = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                for name in out.iter().flat_map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .into_owned()
+                        .lines()
+                        .map(str::to_owned)
+                        .collect::<Vec<_>>()
+                }) {
+                    let Some(n) = name
+                        .strip_prefix(&format!("secret/{OPERATOR}-token-"))
+                        .and_then(|n| n.parse::<u128>().ok())
+                    else {
+                        continue;
+                    };
+                    if now_ns.saturating_sub(n) > u128::from(TOKEN_LIFE_S + 10) * 1_000_000_000 {
+                        let st = Command::new(&kubectl)
+                            .args(["--kubeconfig", &admin, "-n", OPERATOR_NS, "delete", &name])
+                            .stdout(Stdio::null())
+                            .status();
+                        revoked += usize::from(st.is_ok_and(|s| s.success()));
+                    }
+                }
+                std::thread::sleep(Duration::from_secs(5));
+            }
+            revoked
+        });
+        Revoker { stop, handle }
+    }
+
+    fn stop(self) -> usize {
+        self.stop.store(true, Ordering::SeqCst);
+        self.handle.join().expect("revoker")
+    }
+}
+
+fn text(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The run directories in `data`.
+fn runs(data: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(data)
+        .map(|d| d.flatten().map(|e| e.path()).filter(|p| p.is_dir()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn member_uids(lab: &Lab) -> Vec<String> {
+    lab.member_pods()
+        .iter()
+        .map(|p| p["metadata"]["uid"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+/// `--dry-run`: the Job runs, its eviction a server-side dry run; the API server restarts
+/// mid-follow and the follow goes on; the run comes back complete into the checkout's
+/// data/ (found from the working directory), with its report.csv, and the README's table
+/// does not take it.
+fn a_dry_run_evicts_nothing_and_survives_an_api_server_restart(day: &Day) {
+    let (uids, readme) = (member_uids(day.lab), day.checkout.join("deploy/k8s/etcd/README.md"));
+    let before = std::fs::read_to_string(&readme).expect("README");
+    let child = day.start(&pinned_image(), &["--dry-run"]);
+    wait_until("the Job's pod Running", Duration::from_secs(120), || {
+        job_pods(day.lab).first().is_some_and(|p| p["status"]["phase"] == "Running")
+    });
+    std::thread::sleep(Duration::from_secs(5));
+    // lw-lab restarts kube-apiserver on SIGUSR1 (SIGTERM, then the same flags).
+    signal(day.lab.child.id() as i32, Signal::SIGUSR1);
+    let o = child.wait_with_output().expect("sitting");
+    let err = text(&o);
+    eprintln!("sitting --dry-run:\n{err}");
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("reconnecting:") && err.contains("reconnected:"), "{err}");
+    assert!(!err.contains("is a tag"), "a digest is not warned about: {err}");
+    assert!(err.contains(&format!("  | {}", leaderwatch::model::build::Build::this().line())));
+    assert_eq!(member_uids(day.lab), uids, "no member was evicted");
+    let evictions: Vec<Value> = day
+        .lab
+        .audit()
+        .into_iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["objectRef"]["subresource"] == "eviction"
+                && e["verb"] == "create"
+        })
+        .collect();
+    assert!(!evictions.is_empty(), "the Job sent its eviction");
+    assert!(
+        evictions
+            .iter()
+            .all(|e| e["requestURI"].as_str().is_some_and(|u| u.contains("dryRun=All"))),
+        "every eviction a dry run: {evictions:?}"
+    );
+    let data = day.checkout.join("data");
+    let got = runs(&data);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let name = got[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    assert!(name.starts_with("lab-follower-evict-dry-run-"), "{name}");
+    assert!(got[0].join("report.csv").is_file() && got[0].join("baseline.json").is_file());
+    assert_eq!(std::fs::read_to_string(&readme).expect("README"), before, "no row for a dry run");
+    day.no_job_left();
+}
+
+/// The API server frozen longer than `--reconnect-for`: exit 9 with the `--attach` line,
+/// the Job untouched; `--attach` follows it again to its end.
+fn a_long_outage_detaches_and_attach_finishes(day: &Day) {
+    let child = day.start(&pinned_image(), &["--dry-run", "--reconnect-for", "15s"]);
+    wait_until("the Job's pod Running", Duration::from_secs(120), || {
+        job_pods(day.lab).first().is_some_and(|p| p["status"]["phase"] == "Running")
+    });
+    let api = day.lab.apiserver_pid();
+    signal(api, Signal::SIGSTOP);
+    let began = Instant::now();
+    let o = child.wait_with_output().expect("sitting");
+    let waited = began.elapsed();
+    signal(api, Signal::SIGCONT);
+    let err = text(&o);
+    eprintln!("sitting, API frozen:\n{err}");
+    assert_eq!(o.status.code(), Some(9), "{err}");
+    assert!(
+        err.contains("did not answer") && err.contains("leaderwatch sitting --attach"),
+        "{err}"
+    );
+    assert!(waited < Duration::from_secs(90), "gave up after {waited:?}");
+    let o = day.sitting(&["--attach"]).output().expect("sitting --attach");
+    let err = text(&o);
+    assert_eq!(o.status.code(), Some(0), "--attach: {err}");
+    day.no_job_left();
+}
+
+/// An image nobody can pull: one line naming the pull error, the Job deleted, within a
+/// minute of the Job (the grace of a pull error is 30 s).
+fn a_wrong_image_ends_within_a_minute(day: &Day) {
+    let repo_part = pinned_image().split('@').next().expect("repo").to_owned();
+    let wrong = format!("{repo_part}@sha256:{}", "0".repeat(63) + "1");
+    let began = Instant::now();
+    let o = day.start(&wrong, &["--method", "delete"]).wait_with_output().expect("sitting");
+    let err = text(&o);
+    eprintln!("sitting, wrong image:\n{err}");
+    assert_eq!(o.status.code(), Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.contains("ErrImagePull") || last.contains("ImagePullBackOff"), "{last}");
+    assert!(last.contains("deleted Job dlock/leaderwatch-measure"), "{last}");
+    assert!(began.elapsed() < Duration::from_secs(100), "took {:?}", began.elapsed());
+    day.no_job_left();
+}
+
+/// A policy that refuses the sitting's pod (as an Autopilot rule would): the Job
+/// controller's FailedCreate is the cause, with the policy's words.
+fn a_refused_pod_ends_within_a_minute(day: &Day) {
+    let policy = day.dir.join("refuse.yaml");
+    std::fs::write(&policy, REFUSE).expect("policy");
+    let path = policy.to_str().expect("utf8");
+    day.lab.ok(&["apply", "-f", path]);
+    // The policy takes effect once the API server has loaded it.
+    std::thread::sleep(Duration::from_secs(5));
+    let began = Instant::now();
+    let o =
+        day.start(&pinned_image(), &["--method", "delete"]).wait_with_output().expect("sitting");
+    day.lab.ok(&["delete", "-f", path]);
+    let err = text(&o);
+    eprintln!("sitting, pod refused:\n{err}");
+    assert_eq!(o.status.code(), Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(last.contains("cannot create its pod") && last.contains("lw-test-refusal"), "{last}");
+    assert!(last.contains("deleted Job"), "{last}");
+    assert!(began.elapsed() < Duration::from_secs(100), "took {:?}", began.elapsed());
+    day.no_job_left();
+}
+
+const REFUSE: &str = "\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: lw-test-refusal
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [\"\"]
+        apiVersions: [\"v1\"]
+        operations: [\"CREATE\"]
+        resources: [\"pods\"]
+  validations:
+    - expression: \"!has(object.metadata.labels) || !('app.kubernetes.io/component' in object.metadata.labels) || object.metadata.labels['app.kubernetes.io/component'] != 'sitting'\"
+      message: \"lw-test-refusal: the sitting's pod is refused (as a cluster policy would)\"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: lw-test-refusal
+spec:
+  policyName: lw-test-refusal
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        kubernetes.io/metadata.name: dlock
+";
+
+/// A member frozen just before the sitting: the laptop's checks (the API's view: the pod is
+/// still Ready) pass, the Job's own preflight (which asks the members) fails, exit 7 before
+/// any run directory; the sitting says so with the Job's last lines and deletes it, and
+/// `--cleanup-pvc` removes the sitting's volume.
+fn the_jobs_own_preflight_failing_is_said_and_cleaned_up(day: &Day) {
+    let leader = day.lab.leader();
+    let follower = day
+        .lab
+        .member_pods()
+        .into_iter()
+        .find(|p| p["metadata"]["name"] != leader.as_str())
+        .expect("a follower");
+    let pid = day.lab.container_pid(&follower);
+    signal(pid, Signal::SIGSTOP);
+    let o = day.start(&pinned_image(), &["--cleanup-pvc"]).wait_with_output().expect("sitting");
+    signal(pid, Signal::SIGCONT);
+    let err = text(&o);
+    eprintln!("sitting, a member frozen:\n{err}");
+    assert_eq!(o.status.code(), Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("the Job ended (exit 7) before it wrote a run directory")
+            && last.contains("preflight failed"),
+        "{last}"
+    );
+    assert!(!err.contains("--fetch tries again"), "no --fetch advice: {err}");
+    day.no_job_left();
+    let (_, pvc, _) =
+        day.lab.kubectl(&["-n", "dlock", "get", "pvc", "leaderwatch-data", "-o", "name"]);
+    assert!(pvc.trim().is_empty(), "--cleanup-pvc removed the sitting's volume: {pvc}");
+    // The member answers again before the next test needs it.
+    wait_until("the members healthy", Duration::from_secs(120), || {
+        day.lab.member_pods().iter().all(|p| {
+            p["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
+        })
+    });
+}
+
+/// Every request of the operator's in the audit log: none refused, and each verb of each
+/// rule of operator-rbac.yaml used by one (escalate and bind aside: RBAC checks them on
+/// the Job's roles, they are never requested).
+fn the_operator_role_was_exactly_enough(lab: &Lab) {
+    let user = format!("system:serviceaccount:{OPERATOR_NS}:{OPERATOR}");
+    let mine: Vec<Value> = lab
+        .audit()
+        .into_iter()
+        .filter(|e| e["stage"] == "ResponseComplete" && e["user"]["username"] == user.as_str())
+        .collect();
+    assert!(!mine.is_empty(), "the operator made requests");
+    let refused: Vec<String> = mine
+        .iter()
+        .filter(|e| e["responseStatus"]["code"] == 403)
+        .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
+        .collect();
+    assert!(refused.is_empty(), "the operator role refused: {refused:?}");
+    let text = std::fs::read_to_string(repo().join("deploy/k8s/leaderwatch/operator-rbac.yaml"))
+        .expect("operator-rbac.yaml");
+    let mut unused = Vec::new();
+    for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+        let role: Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        for rule in role["rules"].as_array().into_iter().flatten() {
+            for verb in rule["verbs"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+                if matches!(verb, "escalate" | "bind") {
+                    continue;
+                }
+                let used = rule["resources"].as_array().into_iter().flatten().any(|r| {
+                    let r = r.as_str().unwrap_or_default();
+                    let (resource, sub) = r.split_once('/').unwrap_or((r, ""));
+                    mine.iter().any(|e| {
+                        let o = &e["objectRef"];
+                        let code = e["responseStatus"]["code"].as_i64().unwrap_or(0);
+                        audit_verb(e) == verb
+                            && o["resource"] == resource
+                            && o["subresource"].as_str().unwrap_or_default() == sub
+                            && (code < 400 || code == 404)
+                    })
+                });
+                if !used {
+                    unused.push(format!("{verb} {}", rule["resources"]));
+                }
+            }
+        }
+    }
+    assert!(unused.is_empty(), "rules of operator-rbac.yaml no step used: {unused:?}");
+}
+
+/// The RBAC verb of an audit event (the audit log says `get` for a single read and `list`
+/// for a collection, as RBAC does).
+fn audit_verb(e: &Value) -> &str {
+    e["verb"].as_str().unwrap_or_default()
+}
