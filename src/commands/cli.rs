@@ -66,8 +66,10 @@ value_enum_by_name!(KubeMethod, LocalMethod, Reach);
 #[derive(Debug, Parser)]
 #[command(name = "leaderwatch", version = crate::model::build::LONG_VERSION, about, long_about = None)]
 pub struct Cli {
-    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `leaderwatch=debug`.
-    #[arg(long, env = "LEADERWATCH_LOG", default_value = "info", global = true)]
+    /// Log filter (tracing EnvFilter syntax), e.g. `info` or `leaderwatch=debug`. The
+    /// Kubernetes client's own log is off by default: every error of it reaches
+    /// leaderwatch, which says it once, in its words (`kube_client=debug` shows it).
+    #[arg(long, env = "LEADERWATCH_LOG", default_value = "info,kube_client=off", global = true)]
     pub log: String,
     #[command(subcommand)]
     pub command: Command,

@@ -115,28 +115,33 @@ pub fn trouble(pod: Option<&Pod>, pod_events: &[Seen], job_events: &[Seen]) -> O
     })
 }
 
-/// When each kind of trouble was first seen in a row: a kind that stays past its grace
-/// ends the follow; one that clears is forgotten.
+/// When the current kind of trouble was first seen: a kind that stays past its grace ends
+/// the follow. A pull retried shows no trouble while it runs (the kubelet says
+/// `ContainerCreating` again), so a kind is forgotten only after [`CLEARED`] without it.
 #[derive(Debug, Default)]
 pub struct Watch {
-    since: Option<(TroubleKind, Instant)>,
+    /// The kind, when it was first seen, and when last.
+    since: Option<(TroubleKind, Instant, Instant)>,
 }
+
+/// Trouble not seen for this long has cleared.
+pub const CLEARED: Duration = Duration::from_secs(60);
 
 impl Watch {
     /// The trouble read at `now`; `Some` once it has lasted its grace.
     pub fn observe(&mut self, t: Option<&Trouble>, now: Instant) -> Option<Trouble> {
         let Some(t) = t else {
-            self.since = None;
+            if self.since.is_some_and(|(_, _, last)| now.duration_since(last) >= CLEARED) {
+                self.since = None;
+            }
             return None;
         };
-        let since = match self.since {
-            Some((k, s)) if k == t.kind => s,
-            _ => {
-                self.since = Some((t.kind, now));
-                now
-            }
+        let first = match self.since {
+            Some((k, first, _)) if k == t.kind => first,
+            _ => now,
         };
-        (now.duration_since(since) >= t.kind.grace()).then(|| t.clone())
+        self.since = Some((t.kind, first, now));
+        (now.duration_since(first) >= t.kind.grace()).then(|| t.clone())
     }
 }
 

@@ -80,12 +80,24 @@ fn trouble_ends_the_follow_only_once_it_has_lasted_its_grace() {
     assert_eq!(w.observe(Some(&pull), t0), None);
     assert_eq!(w.observe(Some(&pull), t0 + Duration::from_secs(29)), None);
     assert_eq!(w.observe(Some(&pull), t0 + Duration::from_secs(30)), Some(pull.clone()));
-    // Cleared in between: the clock starts again.
+    // A pull retried shows no trouble for a while: the first sighting still counts.
+    let s = Duration::from_secs;
     let mut w = Watch::default();
     assert_eq!(w.observe(Some(&pull), t0), None);
-    assert_eq!(w.observe(None, t0 + Duration::from_secs(20)), None);
-    assert_eq!(w.observe(Some(&pull), t0 + Duration::from_secs(40)), None);
-    assert_eq!(w.observe(Some(&pull), t0 + Duration::from_secs(70)), Some(pull));
+    assert_eq!(w.observe(None, t0 + s(10)), None);
+    assert_eq!(w.observe(Some(&pull), t0 + s(31)), Some(pull.clone()));
+    // Gone for CLEARED: the clock starts again.
+    let mut w = Watch::default();
+    assert_eq!(w.observe(Some(&pull), t0), None);
+    assert_eq!(w.observe(None, t0 + CLEARED), None);
+    assert_eq!(w.observe(Some(&pull), t0 + CLEARED + s(1)), None);
+    assert_eq!(w.observe(Some(&pull), t0 + CLEARED + s(31)), Some(pull.clone()));
+    // Another kind starts its own clock.
+    let mut w = Watch::default();
+    let refused = Trouble { kind: TroubleKind::Refused, cause: "FailedCreate".into() };
+    assert_eq!(w.observe(Some(&pull), t0), None);
+    assert_eq!(w.observe(Some(&refused), t0 + s(29)), None);
+    assert_eq!(w.observe(Some(&refused), t0 + s(59)), Some(refused));
     let bad = Trouble { kind: TroubleKind::BadImage, cause: "InvalidImageName".into() };
     assert_eq!(Watch::default().observe(Some(&bad), t0), Some(bad));
 }
