@@ -277,7 +277,7 @@ async fn follow_or_find<F: Future<Output = ()>>(
                 ),
             ));
         }
-        let pod = follow::job_pod(&s.job_ref()).await?;
+        let pod = follow::job_pod(&s.job_ref(), &j).await?;
         let log = follow::log_tail(&s.job_ref(), pod.as_ref()).await;
         return Ok((j, pod, log));
     }

@@ -78,11 +78,16 @@ pub fn finished(j: &Job) -> Option<(String, String)> {
     })
 }
 
-/// The Job's pod, if it exists (the newest).
-pub async fn job_pod(j: &JobRef<'_>) -> Result<Option<Pod>, KubeError> {
+/// The Job's pod, if it exists (the newest). Only this Job's: a pod of an earlier Job of
+/// the same name (deleted, its pod still going) carries the same `job-name` label.
+pub async fn job_pod(j: &JobRef<'_>, job: &Job) -> Result<Option<Pod>, KubeError> {
     let api: Api<Pod> = Api::namespaced(j.client.clone(), j.ns);
     let lp = ListParams::default().labels(&format!("job-name={}", j.name));
     let mut pods = call("list the Job's pods", j.timeout, api.list(&lp)).await?.items;
+    let uid = job.metadata.uid.as_deref();
+    pods.retain(|p| {
+        p.metadata.owner_references.iter().flatten().any(|o| Some(o.uid.as_str()) == uid)
+    });
     pods.sort_by_key(|p| p.metadata.creation_timestamp.clone().map(|t| t.0));
     Ok(pods.pop())
 }
@@ -275,7 +280,7 @@ impl Seen {
     ) -> Result<(Job, Option<Pod>), KubeError> {
         let jobs: Api<Job> = Api::namespaced(j.client.clone(), j.ns);
         let job = call("get the Job", j.timeout, jobs.get(j.name)).await?;
-        let pod = job_pod(j).await?;
+        let pod = job_pod(j, &job).await?;
         self.print_new(j, &job, pod.as_ref(), members, out).await?;
         Ok((job, pod))
     }

@@ -37,7 +37,8 @@ use serde_json::Value;
 const OPERATOR_NS: &str = "default";
 const OPERATOR: &str = "lw-operator";
 /// What a run of this test is labelled in baseline.json.
-const ENVIRONMENT: &str = "local control plane (lw-lab), Kubernetes v1.35.4, etcd 3.6.14, sitting day";
+const ENVIRONMENT: &str =
+    "local control plane (lw-lab), Kubernetes v1.35.4, etcd 3.6.14, sitting day";
 /// The token's stated life; kube-rs asks for a new one 60 s before it.
 const TOKEN_LIFE_S: u64 = 90;
 
@@ -141,8 +142,10 @@ impl<'a> Day<'a> {
         }
     }
 
+    /// The Job and its pods gone, so that the next step starts clean.
     fn no_job_left(&self) {
         wait_until("the Job deleted", Duration::from_secs(60), || job_json(self.lab).is_none());
+        wait_until("its pods gone", Duration::from_secs(90), || job_pods(self.lab).is_empty());
     }
 }
 
@@ -395,7 +398,7 @@ fn a_long_outage_detaches_and_attach_finishes(day: &Day) {
         "{err}"
     );
     assert!(waited < Duration::from_secs(90), "gave up after {waited:?}");
-    let o = day.sitting(&["--attach"]).output().expect("sitting --attach");
+    let o = day.sitting(&["--attach", "--label", "lab"]).output().expect("sitting --attach");
     let err = text(&o);
     eprintln!("sitting --attach:\n{err}");
     assert_eq!(o.status.code(), Some(0), "--attach: {err}");
