@@ -69,9 +69,10 @@ rules:
   - level: Metadata
     verbs: [\"delete\", \"deletecollection\"]
     resources: [{group: \"\", resources: [\"pods\"]}]
-  # Everything leaderwatch's ServiceAccount asks (tests: every granted verb is used).
+  # Everything leaderwatch's ServiceAccount asks, and the operator of tests/lab/sitting_day.rs
+  # (tests: every granted verb is used, none refused).
   - level: Metadata
-    users: [\"system:serviceaccount:dlock:leaderwatch\"]
+    users: [\"system:serviceaccount:dlock:leaderwatch\", \"system:serviceaccount:default:lw-operator\"]
   - level: None
 ";
 

@@ -15,7 +15,8 @@
 //!   naming the cause and the Job deleted, the first two within a minute of the Job;
 //! - the operator role is exactly enough: the audit log shows no request of the operator
 //!   refused, and every verb of every rule used (escalate and bind are checked by RBAC when
-//!   the Job's roles are applied, never requested: they are the roles' names).
+//!   the Job's roles are applied, never requested: they are the roles' names); and one rule
+//!   taken away makes the step that needs it fail, with a line naming the right.
 //!
 //! Ignored in plain `cargo test` (root, `make kube-tools`, the built image);
 //! `make test-sitting-day` (part of `make test`) runs it.
@@ -57,11 +58,14 @@ fn a_sitting_day_from_a_laptop_as_the_operator() {
     a_refused_pod_ends_within_a_minute(&day);
     the_jobs_own_preflight_failing_is_said_and_cleaned_up(&day);
 
+    // Before a rule is taken away on purpose (its 403 is the next step's point).
+    the_operator_role_was_exactly_enough(&lab);
+    a_rule_removed_fails_its_step_naming_the_right(&day);
+
     let revoked = revoker.stop();
     let tokens = std::fs::read_to_string(day.dir.join("tokens.log")).unwrap_or_default();
     assert!(tokens.lines().count() >= 3, "tokens refreshed during the day: {tokens}");
     assert!(revoked >= 2, "tokens revoked while the sittings ran: {revoked}");
-    the_operator_role_was_exactly_enough(&lab);
 }
 
 /// What every step shares: the lab, the installed binary, the operator's kubeconfig, the
@@ -541,6 +545,26 @@ fn the_jobs_own_preflight_failing_is_said_and_cleaned_up(day: &Day) {
                 .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
         })
     });
+}
+
+/// One rule taken out of the operator's ClusterRole (the `dlock` namespace's `get`): the
+/// sitting stops at its checks, before anything is applied, with one line naming the
+/// request and the right it lacked; the rule put back, it passes that step again.
+fn a_rule_removed_fails_its_step_naming_the_right(day: &Day) {
+    let patch = r#"[{"op":"remove","path":"/rules/0"}]"#;
+    let cr = day.lab.json(&["get", "clusterrole", "leaderwatch-operator", "-o", "json"]);
+    assert_eq!(cr["rules"][0]["resources"][0], "namespaces", "the rule removed is the namespace's");
+    day.lab.ok(&["patch", "clusterrole", "leaderwatch-operator", "--type=json", "-p", patch]);
+    let (code, err) = day.start(&pinned_image(), &[]).finish();
+    day.lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/operator-rbac.yaml"]);
+    eprintln!("sitting, a rule removed:\n{err}");
+    assert_eq!(code, Some(6), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("get namespace") && last.contains("cannot get resource \"namespaces\""),
+        "{last}"
+    );
+    assert!(job_json(day.lab).is_none(), "nothing applied");
 }
 
 /// Every request of the operator's in the audit log: none refused, and each verb of each
