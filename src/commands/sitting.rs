@@ -21,7 +21,7 @@ use crate::Error;
 use crate::commands::cli::SittingArgs;
 use crate::k8s::follow::{self, Followed, JobLog, JobRef};
 use crate::k8s::job::{self, FetchError, JobArgs, JobParams, Object};
-use crate::k8s::{self, KubeOptions, call};
+use crate::k8s::{self, KubeError, KubeOptions, call};
 use crate::model::baseline::{BASELINE, KubeMethod};
 use crate::model::build::Build;
 use crate::render::progress::StatusLine;
@@ -96,6 +96,24 @@ fn check_image(image: &str) -> Result<(), Error> {
 
 /// `leaderwatch sitting` from its arguments: the steps of its help, in order.
 pub async fn command(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+    steps(a, shutdown).await.map_err(for_the_operator)
+}
+
+/// A refusal here is the operator's own credentials': the advice is their role, not the
+/// Job's ServiceAccount's (which the Kubernetes layer's message names).
+fn for_the_operator(e: Error) -> Error {
+    match e {
+        Error::Kube(KubeError::Forbidden { what, message }) => Error::Kube(KubeError::Api {
+            what,
+            message: format!(
+                "forbidden ({message}); deploy/k8s/leaderwatch/operator-rbac.yaml is what the person running a sitting needs (docs/gke-sitting.md, \"The operator's rights\")"
+            ),
+        }),
+        e => e,
+    }
+}
+
+async fn steps(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let mut shutdown = Box::pin(shutdown);
     let paths = paths(&a)?;
     let s = Cluster::connect(&a).await?;
@@ -485,5 +503,18 @@ mod tests {
         );
         assert!(check_image("leaderwatch").is_err());
         assert!(check_image("a b/c").is_err());
+    }
+
+    #[test]
+    fn a_refusal_points_the_operator_to_their_role_and_keeps_exit_6() {
+        let e = Error::Kube(KubeError::Forbidden {
+            what: "get namespace".into(),
+            message: "User \"me\" cannot get resource \"namespaces\"".into(),
+        });
+        let e = for_the_operator(e);
+        assert!(matches!(e, Error::Kube(_)), "still the Kubernetes exit code");
+        let text = e.to_string();
+        assert!(text.contains("cannot get resource") && text.contains("operator-rbac.yaml"));
+        assert!(!text.contains("rbac-maintenance.yaml"), "not the Job's advice: {text}");
     }
 }

@@ -561,7 +561,9 @@ fn a_rule_removed_fails_its_step_naming_the_right(day: &Day) {
     assert_eq!(code, Some(6), "{err}");
     let last = err.lines().last().unwrap_or_default();
     assert!(
-        last.contains("get namespace") && last.contains("cannot get resource \"namespaces\""),
+        last.contains("get namespace")
+            && last.contains("cannot get resource \"namespaces\"")
+            && last.contains("operator-rbac.yaml"),
         "{last}"
     );
     assert!(job_json(day.lab).is_none(), "nothing applied");
