@@ -565,12 +565,15 @@ fn fetch_brings_the_same_run_again_and_removes_the_job(
     run: &Fetched,
 ) {
     let again = dir.join("again");
+    // A README of its own (a missing --readme is bad input, not skipped).
+    let readme = dir.join("again-README.md");
+    std::fs::copy(repo().join("deploy/k8s/etcd/README.md"), &readme).expect("README copy");
     let o = support::leaderwatch()
         .args(["sitting", "--fetch", "--kubeconfig", kubeconfig, "--label", "kube-in-cluster"])
         .arg("--out-dir")
         .arg(&again)
         .arg("--readme")
-        .arg(dir.join("no-README.md"))
+        .arg(&readme)
         .output()
         .expect("leaderwatch sitting --fetch");
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
