@@ -231,21 +231,12 @@ fn operator_kubeconfig(lab: &Lab, dir: &Path) -> PathBuf {
     .expect("plugin");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let admin_text = std::fs::read_to_string(admin).expect("admin kubeconfig");
-    let ca = admin_text
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
-        .expect("CA");
     let path = dir.join("operator.kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: operator\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      interactiveMode: Never\ncontexts:\n- name: operator\n  context:\n    cluster: lab\n    user: operator\ncurrent-context: operator\n",
-            lab.state["server"].as_str().expect("server"),
-            plugin.display()
-        ),
-    )
-    .expect("write kubeconfig");
+    let exec = format!(
+        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: {}\n      interactiveMode: Never\n",
+        plugin.display()
+    );
+    lab.kubeconfig_for(&path, &exec);
     path
 }
 

@@ -152,23 +152,28 @@ impl Lab {
     /// A kubeconfig for the `leaderwatch` ServiceAccount (TokenRequest), never the admin's.
     pub fn service_account_kubeconfig(&self) -> PathBuf {
         let token = self.ok(&["-n", "dlock", "create", "token", "leaderwatch", "--duration=1h"]);
+        let path = self.dir.join("leaderwatch.kubeconfig");
+        self.kubeconfig_for(&path, &format!("    token: {}\n", token.trim()));
+        path
+    }
+
+    /// Writes a kubeconfig for this cluster (its server and CA, from the admin's) whose one
+    /// user is `user`: the lines of its `user:` block, indented four spaces.
+    pub fn kubeconfig_for(&self, path: &Path, user: &str) {
         let admin = std::fs::read_to_string(self.state["kubeconfig"].as_str().expect("kubeconfig"))
             .expect("admin kubeconfig");
         let ca = admin
             .lines()
             .find_map(|l| l.trim().strip_prefix("certificate-authority-data: "))
             .expect("CA");
-        let path = self.dir.join("leaderwatch.kubeconfig");
         std::fs::write(
-            &path,
+            path,
             format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: sa\n  user:\n    token: {}\ncontexts:\n- name: sa\n  context:\n    cluster: lab\n    user: sa\n    namespace: dlock\ncurrent-context: sa\n",
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: lab\n  cluster:\n    server: {}\n    certificate-authority-data: {ca}\nusers:\n- name: sa\n  user:\n{user}contexts:\n- name: sa\n  context:\n    cluster: lab\n    user: sa\n    namespace: dlock\ncurrent-context: sa\n",
                 self.state["server"].as_str().expect("server"),
-                token.trim()
             ),
         )
         .expect("write kubeconfig");
-        path
     }
 
     pub fn etcdctl(&self, args: &[&str]) -> String {
