@@ -10,6 +10,7 @@ pub mod engine;
 pub mod events;
 pub mod flatten;
 pub mod health;
+pub mod lock;
 pub mod maintenance;
 pub mod poisson;
 pub mod protocol;

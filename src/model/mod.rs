@@ -61,6 +61,7 @@ pub mod clock;
 pub mod counts;
 pub mod event;
 pub mod kind;
+pub mod lock;
 pub mod member;
 pub mod metrics;
 pub mod observation;

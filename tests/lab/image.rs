@@ -317,10 +317,7 @@ fn version_bad_argument_and_unwritable_out_under_the_pods_security_context() {
     let r = run(&img, &sec, &data, &["--version"], Duration::from_secs(30));
     assert_eq!(r.code, Some(0), "{}", r.stderr);
     // The image is built from this checkout, so it says this build's commit too.
-    assert_eq!(
-        r.stdout.trim(),
-        format!("leaderwatch {}", leaderwatch::model::build::LONG_VERSION)
-    );
+    assert_eq!(r.stdout.trim(), format!("leaderwatch {}", leaderwatch::model::build::LONG_VERSION));
 
     let r = run(&img, &sec, &data, &["measure", "--no-such-flag"], Duration::from_secs(30));
     assert_eq!(r.code, Some(2), "{}", r.stderr);
