@@ -36,7 +36,7 @@ help:
 	@echo "make test-etcd  tier 2: the tests on real local etcd 3.6.14 members (tests/etcd)"
 	@echo "make test-lab   tier 3 (root): acceptance, the Kubernetes tests, the image, the in-cluster tests (docs/local-cluster.md)"
 	@echo "make deps       only install what is missing (protoc, shellcheck, promtool; the .tools/ venv;"
-	@echo "                etcd + etcdctl 3.6.14 and the tests' independent writer lw-etcd-writer, built from"
+	@echo "                etcd + etcdctl 3.6.14 and the tests' independent clients lw-etcd-writer and lw-etcd-locker, built from"
 	@echo "                lab/go/etcd with Go >= 1.25 and the module proxy)"
 	@echo "make install    cargo install --locked --path . (leaderwatch on the PATH, ~/.cargo/bin; runs from any directory)"
 	@echo "make test-dockerfile  deploy/Dockerfile's build stage compiles from exactly the files it copies (in make test)"
@@ -84,9 +84,10 @@ $(TOOLS)/.py-deps: Makefile
 	@touch $@
 
 # etcd and etcdctl from lab/go/etcd (a wrapper module: etcd's own go.mod files carry
-# replace directives, so `go install ...@v3.6.14` is refused), and lw-etcd-writer
-# (lab/go/etcd/writer: the tests' independent etcd client, Go's clientv3). The stamp records
-# the sha256 of go.mod, go.sum and the writer's source: touching them without a change does
+# replace directives, so `go install ...@v3.6.14` is refused), lw-etcd-writer
+# (lab/go/etcd/writer: the tests' independent etcd client, Go's clientv3) and lw-etcd-locker
+# (lab/go/etcd/locker: the tests' independent lock client, clientv3's concurrency.Mutex). The
+# stamp records the sha256 of go.mod, go.sum and the two programs: touching them without a change does
 # not rebuild, changing any does, and so does a missing binary. Cold (empty Go caches, 73 modules to download)
 # the two builds took 43 s on 2 cores, warm 3.8 s (2026-12-01). Each binary is written beside its
 # final name and renamed, so an interrupted build never leaves half a binary (nor writes
@@ -95,22 +96,22 @@ ETCD_STAMP := $(TOOLS)/.etcd-go
 ETCD_GO    := $(shell sed -n 's/^go //p' $(ETCD_MOD)/go.mod)
 deps-etcd: $(ETCD_STAMP)
 
-$(ETCD_STAMP): $(ETCD_MOD)/go.mod $(ETCD_MOD)/go.sum $(ETCD_MOD)/writer/main.go $(if $(and $(wildcard $(TOOLS)/bin/etcd),$(wildcard $(TOOLS)/bin/etcdctl),$(wildcard $(TOOLS)/bin/lw-etcd-writer)),,etcd-binaries-missing)
+$(ETCD_STAMP): $(ETCD_MOD)/go.mod $(ETCD_MOD)/go.sum $(ETCD_MOD)/writer/main.go $(ETCD_MOD)/locker/main.go $(if $(and $(wildcard $(TOOLS)/bin/etcd),$(wildcard $(TOOLS)/bin/etcdctl),$(wildcard $(TOOLS)/bin/lw-etcd-writer),$(wildcard $(TOOLS)/bin/lw-etcd-locker)),,etcd-binaries-missing)
 	@command -v go >/dev/null || { echo "deps: \`go\` not found on PATH: etcd 3.6.14 is built from $(ETCD_MOD) and needs Go >= $(ETCD_GO) (go.mod) and the Go module proxy" >&2; exit 1; }
 	@mkdir -p $(TOOLS)/bin
-	@if [ -x $(TOOLS)/bin/etcd ] && [ -x $(TOOLS)/bin/etcdctl ] && [ -x $(TOOLS)/bin/lw-etcd-writer ] && [ -f $@ ] && \
+	@if [ -x $(TOOLS)/bin/etcd ] && [ -x $(TOOLS)/bin/etcdctl ] && [ -x $(TOOLS)/bin/lw-etcd-writer ] && [ -x $(TOOLS)/bin/lw-etcd-locker ] && [ -f $@ ] && \
 	    (cd $(ETCD_MOD) && sha256sum --status -c $@); then \
-	  echo "deps: $(ETCD_MOD)/go.mod, go.sum and writer/main.go unchanged, etcd not rebuilt"; touch $@; exit 0; \
+	  echo "deps: $(ETCD_MOD)/go.mod, go.sum, writer/main.go and locker/main.go unchanged, etcd not rebuilt"; touch $@; exit 0; \
 	fi; \
-	echo "deps: building etcd, etcdctl and lw-etcd-writer from $(ETCD_MOD) ($$(go env GOVERSION))"; \
+	echo "deps: building etcd, etcdctl, lw-etcd-writer and lw-etcd-locker from $(ETCD_MOD) ($$(go env GOVERSION))"; \
 	cd $(ETCD_MOD); \
-	for m in etcd:go.etcd.io/etcd/server/v3 etcdctl:go.etcd.io/etcd/etcdctl/v3 lw-etcd-writer:./writer; do \
+	for m in etcd:go.etcd.io/etcd/server/v3 etcdctl:go.etcd.io/etcd/etcdctl/v3 lw-etcd-writer:./writer lw-etcd-locker:./locker; do \
 	  b=$${m%%:*}; pkg=$${m#*:}; \
 	  CGO_ENABLED=0 go build -trimpath -o $(TOOLS)/bin/$$b.new $$pkg || \
 	    { echo "deps: go build $$pkg (module $(ETCD_MOD)) failed: go's error is above" >&2; rm -f $(TOOLS)/bin/$$b.new; exit 1; }; \
 	  mv -f $(TOOLS)/bin/$$b.new $(TOOLS)/bin/$$b; \
 	done; \
-	sha256sum go.mod go.sum writer/main.go >$@
+	sha256sum go.mod go.sum writer/main.go locker/main.go >$@
 	@# sed, not head: head may close the pipe before etcd has written, SIGPIPE kills etcd (141)
 	@# and pipefail fails the install step (seen once on a fresh clone).
 	@$(TOOLS)/bin/etcd --version | sed -n 1p

@@ -213,6 +213,7 @@ impl Elections {
                 detail: e.detail.clone(),
             }),
             write_unavailable_s: None,
+            lock_unavailable_s: None,
             write_unavailable_one_in_flight_s: None,
         }
     }

@@ -13,15 +13,17 @@ use crate::analysis::attribution::{self, EVIDENCE_WAIT, Elections};
 use crate::analysis::client::WriteTrail;
 use crate::analysis::events::Tracker;
 use crate::analysis::health::Fold;
+use crate::analysis::lock::SafetyCheck;
 use crate::analysis::windows::Windows;
 use crate::model::baseline::{ElectionDetail, MemberHealth, WindowName, WindowRecord};
 use crate::model::canary::{ClientFigures, Kind, Op};
 use crate::model::clock::Stamp;
 use crate::model::counts::Counts;
 use crate::model::event::{ElectionColumns, Event, EventKind, Source};
+use crate::model::lock::{LockEvent, LockEventKind, LockSafety};
 use crate::model::member::MemberName;
 use crate::model::observation::Round;
-use crate::model::rows::{CanaryRow, HealthRow};
+use crate::model::rows::{CanaryRow, HealthRow, LockRow};
 
 /// The cadence of health.csv (window boundaries add rows of their own).
 pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
@@ -63,6 +65,13 @@ struct CanaryWrites {
     one_in_flight: WriteTrail,
 }
 
+/// The lock canary's grants (for each election's cost) and the run's safety check.
+struct LockGrants {
+    hold_s: f64,
+    trail: WriteTrail,
+    safety: SafetyCheck,
+}
+
 pub struct Engine {
     tracker: Tracker,
     windows: Windows,
@@ -78,6 +87,8 @@ pub struct Engine {
     series: Series,
     /// The canary's recent successful writes, once it runs, for each election's cost.
     canary: Option<CanaryWrites>,
+    /// The lock canary's, once it runs.
+    lock: Option<LockGrants>,
 }
 
 impl Engine {
@@ -96,6 +107,7 @@ impl Engine {
             horizon,
             series: Series::default(),
             canary: None,
+            lock: None,
         }
     }
 
@@ -215,6 +227,10 @@ impl Engine {
                 d.write_unavailable_one_in_flight_s =
                     c.one_in_flight.unavailable_over(p.after, p.observed, c.cadence_s);
             }
+            if let Some(l) = &self.lock {
+                // Grant to grant, less the hold (one hold apart is normal).
+                d.lock_unavailable_s = l.trail.unavailable_over(p.after, p.observed, l.hold_s);
+            }
             rows.push(election_row(p.observed, &d));
             self.details.push((p.window, d));
         }
@@ -240,10 +256,7 @@ impl Engine {
             .map(|op| CanaryRow {
                 op: op.clone(),
                 window: window.clone(),
-                member: match op.member_id {
-                    0 => String::new(),
-                    id => self.elections.name(id).map_or_else(|| format!("{id:x}"), str::to_owned),
-                },
+                member: self.member(op.member_id),
             })
             .collect();
         let keep = (self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).as_secs_f64();
@@ -261,6 +274,55 @@ impl Engine {
             c.one_in_flight.trim(keep);
         }
         rows
+    }
+
+    /// The lock canary starts now, each holder holding `hold`: its first gap starts here.
+    pub fn lock_started(&mut self, at: Stamp, hold: Duration) {
+        let hold_s = hold.as_secs_f64();
+        self.lock =
+            Some(LockGrants { hold_s, trail: WriteTrail::new(at), safety: SafetyCheck::default() });
+        self.windows.lock_started(hold_s);
+    }
+
+    /// The lock canary's events: locks.csv rows; the open window's lock figures, the
+    /// grants kept for the elections' cost and the safety check take them in.
+    pub fn lock(&mut self, events: &[LockEvent]) -> Vec<LockRow> {
+        let window = self.windows.current().as_str().to_owned();
+        let rows = events
+            .iter()
+            .map(|e| LockRow {
+                event: e.clone(),
+                window: window.clone(),
+                member: self.member(e.member_id),
+            })
+            .collect();
+        let keep = (self.horizon + EVIDENCE_WAIT + Duration::from_secs(60)).as_secs_f64();
+        for e in events {
+            self.windows.push_lock(e);
+            if let Some(l) = self.lock.as_mut() {
+                if e.kind == LockEventKind::Granted {
+                    l.trail.push(e.at);
+                }
+                l.safety.push(e);
+            }
+        }
+        if let Some(l) = self.lock.as_mut() {
+            l.trail.trim(keep);
+        }
+        rows
+    }
+
+    /// The lock canary's safety verdict over the run so far; `None` when it never ran.
+    pub fn lock_safety(&self) -> Option<LockSafety> {
+        self.lock.as_ref().map(|l| l.safety.verdict())
+    }
+
+    /// A member's name from its id: its hex id if the name is not known, empty for 0.
+    fn member(&self, id: u64) -> String {
+        match id {
+            0 => String::new(),
+            id => self.elections.name(id).map_or_else(|| format!("{id:x}"), str::to_owned),
+        }
     }
 
     /// Closes the open window and opens `next` at its last round; the closed window's

@@ -557,6 +557,7 @@ mod tests {
             }),
             write_unavailable_s: None,
             write_unavailable_one_in_flight_s: None,
+            lock_unavailable_s: None,
         }
     }
 

@@ -18,9 +18,17 @@ use crate::analysis::client::nearest_rank;
 use crate::model::clock::Stamp;
 use crate::model::lock::{LockEvent, LockEventKind, LockFigures, LockSafety, Verdict};
 
+/// The lock's unavailability between two grants: their distance minus the hold (one
+/// hold apart is normal), never below 0.
+fn gap(prev: &Stamp, next: &Stamp, hold_s: f64) -> f64 {
+    (prev.secs_to(next) - hold_s).max(0.0)
+}
+
 /// One window's lock figures, folded event by event.
 #[derive(Debug, Clone, Default)]
 pub struct LockFold {
+    /// Each holder's hold, in seconds.
+    hold_s: f64,
     figures: LockFigures,
     /// The last grant before this event (from an earlier window too): where the next gap
     /// starts.
@@ -29,13 +37,18 @@ pub struct LockFold {
 }
 
 impl LockFold {
+    /// The lock canary runs, each holder holding `hold_s`.
+    pub fn started(&mut self, hold_s: f64) {
+        self.hold_s = hold_s;
+    }
+
     pub fn push(&mut self, e: &LockEvent) {
         let f = &mut self.figures;
         match e.kind {
             LockEventKind::Granted => {
                 f.grants += 1;
                 if let Some(prev) = self.last_grant {
-                    let g = prev.secs_to(&e.at).max(0.0);
+                    let g = gap(&prev, &e.at, self.hold_s);
                     self.gaps_s.push(g);
                     f.longest_unavailable_s = Some(f.longest_unavailable_s.map_or(g, |l| l.max(g)));
                 }
@@ -62,7 +75,7 @@ impl LockFold {
 
     /// The next window's fold: its first gap starts at this window's last grant.
     pub fn continue_from(&self) -> LockFold {
-        LockFold { last_grant: self.last_grant, ..LockFold::default() }
+        LockFold { hold_s: self.hold_s, last_grant: self.last_grant, ..LockFold::default() }
     }
 
     /// The figures so far; `None` when the lock canary has said nothing yet.
@@ -72,7 +85,7 @@ impl LockFold {
         }
         let mut sorted = self.gaps_s.clone();
         sorted.sort_by(f64::total_cmp);
-        Some(LockFigures { grant_gap_p50_s: nearest_rank(0.5, &sorted), ..self.figures.clone() })
+        Some(LockFigures { handover_p50_s: nearest_rank(0.5, &sorted), ..self.figures.clone() })
     }
 }
 
@@ -268,8 +281,9 @@ mod tests {
     }
 
     #[test]
-    fn the_fold_counts_and_measures_the_gaps_between_grants() {
+    fn the_fold_counts_and_measures_the_gaps_between_grants_less_the_hold() {
         let mut f = LockFold::default();
+        f.started(0.2);
         assert!(f.figures().is_none());
         for e in turns() {
             f.push(&e);
@@ -281,14 +295,15 @@ mod tests {
         let fig = f.figures().expect("figures");
         assert_eq!((fig.grants, fig.leases_lost, fig.leases_lost_while_held), (3, 1, 1));
         assert_eq!(fig.acquire_failures, 1);
-        assert!((fig.longest_unavailable_s.expect("longest") - 1.29).abs() < 1e-9, "{fig:?}");
-        assert!((fig.grant_gap_p50_s.expect("p50") - 0.21).abs() < 1e-9, "{fig:?}");
+        // Gaps 0.21 and 1.29 s, each minus the 0.2 s hold.
+        assert!((fig.longest_unavailable_s.expect("longest") - 1.09).abs() < 1e-9, "{fig:?}");
+        assert!((fig.handover_p50_s.expect("p50") - 0.01).abs() < 1e-9, "{fig:?}");
         // The next window's first gap starts at this window's last grant.
         let mut next = f.continue_from();
         assert!(next.figures().is_some(), "it knows the last grant");
         next.push(&ev(LockEventKind::Granted, 2.5, 0, "p/a", 20, 20));
         let n = next.figures().expect("figures");
         assert_eq!(n.grants, 1);
-        assert!((n.longest_unavailable_s.expect("gap") - 1.0).abs() < 1e-9, "{n:?}");
+        assert!((n.longest_unavailable_s.expect("gap") - 0.8).abs() < 1e-9, "{n:?}");
     }
 }

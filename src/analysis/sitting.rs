@@ -487,6 +487,7 @@ impl Protocol for Sitting {
             disruption,
             environment,
             cause_horizon_s: Some(plan.cause_horizon.as_secs_f64()),
+            lock_safety: engine.lock_safety(),
         };
         let ended = cut.as_ref().map_or("complete", |c| c.reason.as_str()).to_owned();
         self.say(now, "", EventKind::SittingEnded, ended);

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use crate::analysis::client::ClientFold;
 use crate::analysis::counts::Window;
 use crate::analysis::health::Fold;
+use crate::analysis::lock::LockFold;
 use crate::model::baseline::{WindowName, WindowRecord};
 use crate::model::canary::Op;
 use crate::model::clock::Stamp;
@@ -27,6 +28,8 @@ struct Open {
     health: BTreeMap<MemberName, Fold>,
     /// The canary's ops that completed while the window was open.
     client: ClientFold,
+    /// The lock canary's events recorded while the window was open.
+    lock: LockFold,
     /// The boundary: the previous window's last round, or this window's first.
     first: Option<Stamp>,
     last: Option<Stamp>,
@@ -47,6 +50,7 @@ impl Windows {
                 fold: Window::new(),
                 health: BTreeMap::new(),
                 client: ClientFold::default(),
+                lock: LockFold::default(),
                 first: None,
                 last: None,
             },
@@ -91,6 +95,7 @@ impl Windows {
             fold: self.open.fold.continue_from(),
             health,
             client,
+            lock: self.open.lock.continue_from(),
             first: self.open.last,
             last: self.open.last,
         };
@@ -115,6 +120,16 @@ impl Windows {
     /// A canary op, in the window open when it is recorded.
     pub fn push_op(&mut self, op: &Op) {
         self.open.client.push(op);
+    }
+
+    /// The lock canary started, each holder holding `hold_s`.
+    pub fn lock_started(&mut self, hold_s: f64) {
+        self.open.lock.started(hold_s);
+    }
+
+    /// A lock canary event, in the window open when it is recorded.
+    pub fn push_lock(&mut self, e: &crate::model::lock::LockEvent) {
+        self.open.lock.push(e);
     }
 
     /// The open window's client figures so far (for `sample`'s summary).
@@ -154,5 +169,6 @@ fn record(w: Open, full_length: bool, peers: PeerName) -> Option<WindowRecord> {
     );
     r.health = w.health.iter().map(|(n, f)| (n.0.clone(), f.figures(peers))).collect();
     r.client = w.client.figures();
+    r.lock = w.lock.figures();
     Some(r)
 }

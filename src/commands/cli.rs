@@ -7,6 +7,7 @@ use clap::builder::PossibleValue;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::analysis::recovery::Target;
+use crate::io::lock::LockConfig;
 use crate::k8s::discover::Reach;
 use crate::model::baseline::KubeMethod;
 use crate::model::baseline::LocalMethod;
@@ -456,6 +457,26 @@ pub struct CadenceArgs {
     /// Deadline of each canary op.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub canary_timeout: Duration,
+    /// The lock canary, beside the canary (so never with `--canary off`): --lock-holders
+    /// clients take turns on one lock under __leaderwatch/lock/<run_id>/ as etcd's Go
+    /// concurrency.Mutex does, each on a lease kept alive, holding it --lock-hold; every
+    /// event into locks.csv, the time between grants and leases lost into baseline.json
+    /// (`on` or `off`).
+    #[arg(long, value_enum, default_value = "on")]
+    pub lock_canary: Switch,
+    /// Clients contending for the lock canary's lock (1-32; with two or more a waiter is
+    /// always asking, which the time between grants needs).
+    #[arg(long, default_value = "3", value_parser = clap::value_parser!(u16).range(1..=32))]
+    pub lock_holders: u16,
+    /// Lease TTL of each lock canary client, whole seconds: a holder whose keep-alives go
+    /// unanswered this long loses the lock. 10 s is of the order a lock service gives its
+    /// sessions (clientv3's default is 60 s, which leaves a crashed holder's lock taken a
+    /// minute).
+    #[arg(long, default_value = "10s", value_parser = parse_lease_ttl)]
+    pub lock_ttl: Duration,
+    /// How long each lock canary client holds the lock before releasing it.
+    #[arg(long, default_value = "100ms", value_parser = parse_duration)]
+    pub lock_hold: Duration,
 }
 
 impl CadenceArgs {
@@ -463,6 +484,25 @@ impl CadenceArgs {
     pub fn canary(&self) -> Option<Duration> {
         (self.canary == Switch::On).then_some(self.canary_timeout)
     }
+
+    /// The lock canary's settings, or `None` when it (or the canary) is off.
+    pub fn lock(&self) -> Option<LockConfig> {
+        (self.canary == Switch::On && self.lock_canary == Switch::On).then(|| LockConfig {
+            holders: self.lock_holders,
+            ttl_s: i64::try_from(self.lock_ttl.as_secs()).unwrap_or(i64::MAX),
+            hold: self.lock_hold,
+            timeout: self.canary_timeout,
+        })
+    }
+}
+
+/// A lease TTL: a duration of whole seconds, at least 1 s (etcd's leases count seconds).
+fn parse_lease_ttl(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.subsec_nanos() != 0 || d.as_secs() == 0 {
+        return Err(format!("{s:?}: a lease TTL is whole seconds, at least 1s (e.g. 10s)"));
+    }
+    Ok(d)
 }
 
 #[derive(Debug, Args)]

@@ -24,6 +24,7 @@ use crate::analysis::sitting::{Sitting, SittingPlan};
 use crate::io::canary::{Canary, CanaryConfig};
 use crate::io::disrupt::{Disruptor, Reporter, Undo};
 use crate::io::exporter::Exporter;
+use crate::io::lock::{LockCanary, LockConfig};
 use crate::io::probe::ProbeConfig;
 use crate::io::recorder::{Recorder, new_run_id};
 use crate::io::round::{Rounds, Sampler, probers};
@@ -75,6 +76,8 @@ pub struct RunSetup {
     /// Members are reached at their pods' addresses: a `pod_ip` event from the watchers
     /// moves a member's prober, and the canary's connection, there from the next round.
     pub follow_pod_ips: bool,
+    /// The lock canary, started with the write canary; `None`: off.
+    pub lock: Option<LockConfig>,
 }
 
 /// The disruptor while it runs.
@@ -103,6 +106,7 @@ pub struct Drive<S: Rounds, F: Future<Output = ()>> {
     /// Events from watchers running beside the run (the Kubernetes side).
     side: Option<UnboundedReceiver<Event>>,
     canary: Option<Canary>,
+    lock: Option<LockCanary>,
     setup: RunSetup,
     /// Bound before anything was written (a taken port is bad input, not a half-started
     /// run); fed once [`Drive::serve_metrics`] says so.
@@ -135,6 +139,7 @@ impl<S: Rounds, F: Future<Output = ()>> Drive<S, F> {
             stop: Stop { fut: Box::pin(shutdown), fired: false },
             side,
             canary: None,
+            lock: None,
             setup,
             exporter,
             progress: None,
@@ -360,17 +365,62 @@ impl<S: Rounds, F: Future<Output = ()>> Drive<S, F> {
         };
         let Some(member) = old.at_host(ip) else { return Ok(()) };
         self.rounds.repoint(&member, &self.setup.probe)?;
+        if let Some(l) = self.lock.as_ref() {
+            l.repoint(member.clone(), &self.setup.probe);
+        }
         if let Some(c) = self.canary.as_ref() {
             c.repoint(member, &self.setup.probe);
         }
         Ok(())
     }
 
-    /// Records the canary's finished ops and returns them.
+    /// Records the canary's finished ops (and the lock canary's events) and returns them.
     fn drain_canary(&mut self) -> Result<Vec<Op>, RecordError> {
         let ops = self.canary.as_mut().map(Canary::drain).unwrap_or_default();
         self.canary_ops(&ops)?;
+        let events = self.lock.as_mut().map(LockCanary::drain).unwrap_or_default();
+        self.lock_events(&events)?;
         Ok(ops)
+    }
+
+    fn lock_events(&mut self, events: &[crate::model::lock::LockEvent]) -> Result<(), RecordError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let rows = self.engine.lock(events);
+        self.rec.locks(&rows)
+    }
+
+    /// Starts the lock canary if the run has one: a `lock_canary_started` row, or a
+    /// `lock_canary_failed` row and none (the run goes on without it).
+    async fn start_lock(&mut self) -> Result<(), RecordError> {
+        let Some(cfg) = self.setup.lock.clone() else { return Ok(()) };
+        let run_id = self.run_id().to_owned();
+        let started = LockCanary::start(
+            &self.setup.members,
+            &self.setup.probe,
+            cfg.clone(),
+            &run_id,
+            self.clock.clone(),
+        )
+        .await;
+        let (kind, detail) = match started {
+            Ok(l) => {
+                self.engine.lock_started(self.clock.stamp(), cfg.hold);
+                let detail = format!(
+                    "{} holders on {}, lease TTL {} s, each holding {}",
+                    cfg.holders,
+                    l.prefix(),
+                    cfg.ttl_s,
+                    humantime::format_duration(cfg.hold)
+                );
+                self.lock = Some(l);
+                (EventKind::LockCanaryStarted, detail)
+            }
+            Err(e) => (EventKind::LockCanaryFailed, e),
+        };
+        let ev = Event::stamped(self.clock.stamp(), Source::Leaderwatch, "", kind, detail);
+        self.events(&[ev])
     }
 
     fn canary_ops(&mut self, ops: &[Op]) -> Result<(), RecordError> {
@@ -407,6 +457,7 @@ impl<S: Rounds, F: Future<Output = ()>> Drive<S, F> {
         self.events(&[ev])?;
         let runs = canary.is_some();
         self.canary = canary;
+        self.start_lock().await?;
         Ok(runs)
     }
 
@@ -464,6 +515,10 @@ impl<S: Rounds, F: Future<Output = ()>> Drive<S, F> {
         if let Some(c) = self.canary.take() {
             let ops = c.stop().await;
             self.canary_ops(&ops)?;
+        }
+        if let Some(l) = self.lock.take() {
+            let events = l.stop().await;
+            self.lock_events(&events)?;
         }
         let run_id = self.run_id().to_owned();
         let Closing { rows, events, document, cut } =
@@ -532,6 +587,8 @@ pub struct SittingConfig {
     pub cause_horizon: Duration,
     /// The canary's deadline per op; `None`: no canary (`--canary off`).
     pub canary: Option<Duration>,
+    /// The lock canary, beside the canary (its ops get the canary's deadline); `None`: off.
+    pub lock: Option<LockConfig>,
     /// Serve leaderwatch's own /metrics and /healthz here (`measure --metrics-addr`).
     pub metrics_addr: Option<SocketAddr>,
     /// Members are reached at their pods' addresses (`measure --reach pod-ip`).
@@ -604,6 +661,7 @@ pub async fn run_sitting_with<D: Disruptor, S: Rounds>(
         cause_horizon: cfg.cause_horizon,
         metrics: cfg.metrics_addr.map(|a| (a, cfg.interval)),
         follow_pod_ips: cfg.follow_pod_ips,
+        lock: cfg.lock,
     };
     let mut drive = Drive::open(setup, rounds, clock, side, shutdown).await?;
     drive.serve_metrics()?;

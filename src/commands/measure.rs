@@ -207,6 +207,7 @@ pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Resu
             environment: Environment { description: a.environment, ..Environment::default() },
             cause_horizon: a.cadence.cause_horizon,
             canary: a.cadence.canary(),
+            lock: a.cadence.lock(),
             metrics_addr: a.metrics_addr,
             follow_pod_ips: false,
         },

@@ -76,6 +76,7 @@ pub async fn command(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Res
         },
         cause_horizon: a.cadence.cause_horizon,
         canary: a.cadence.canary(),
+        lock: a.cadence.lock(),
         metrics_addr: None,
         follow_pod_ips: false,
     };

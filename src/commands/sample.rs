@@ -123,6 +123,7 @@ pub async fn run_with<S: Rounds>(
         cause_horizon: cfg.cause_horizon,
         metrics: cfg.metrics_addr.map(|a| (a, cfg.interval)),
         follow_pod_ips: false,
+        lock: None,
     };
     let mut drive = Drive::open(setup, rounds, clock.clone(), None, shutdown).await?;
     let plan = SamplingPlan {

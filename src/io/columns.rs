@@ -1,6 +1,6 @@
 //! The columns of the run directory's CSV files, one header each (data/README.md documents
 //! every column), and how a member's answer in a round, a silent member, an event, a
-//! health interval and a canary op each become one row. Every field is one line
+//! health interval, a canary op and a lock canary event each become one row. Every field is one line
 //! ([`one_line`]): the torn-line repair of src/io/run_dir.rs relies on it.
 
 use serde::Serialize;
@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::model::clock::ts;
 use crate::model::event::Event;
 use crate::model::observation::{Observation, Part, Round, Silent};
-use crate::model::rows::{CanaryRow, HealthRow};
+use crate::model::rows::{CanaryRow, HealthRow, LockRow};
 
 pub const CANARY_HEADER: [&str; 10] = [
     "started",
@@ -21,6 +21,22 @@ pub const CANARY_HEADER: [&str; 10] = [
     "error",
     "member",
     "done",
+];
+
+pub const LOCKS_HEADER: [&str; 13] = [
+    "at",
+    "run_id",
+    "window",
+    "holder",
+    "event",
+    "lease",
+    "key",
+    "create_revision",
+    "revision",
+    "member",
+    "latency_ms",
+    "held",
+    "error",
 ];
 
 pub const SAMPLES_HEADER: [&str; 30] = [
@@ -319,5 +335,26 @@ pub(crate) fn canary_record(r: &CanaryRow, run_id: &str) -> [String; 10] {
         one_line(&o.error),
         r.member.clone(),
         ts(o.done.utc),
+    ]
+}
+
+/// A locks.csv row.
+pub(crate) fn lock_record(r: &LockRow, run_id: &str) -> [String; 13] {
+    let e = &r.event;
+    let num = |n: i64| if n == 0 { String::new() } else { n.to_string() };
+    [
+        ts(e.at.utc),
+        run_id.to_owned(),
+        r.window.clone(),
+        e.holder.map_or_else(String::new, |h| h.to_string()),
+        e.kind.as_str().to_owned(),
+        if e.lease == 0 { String::new() } else { format!("{:x}", e.lease) },
+        one_line(&e.key),
+        num(e.create_revision),
+        num(e.revision),
+        r.member.clone(),
+        if e.latency_ms > 0.0 { ms(e.latency_ms) } else { String::new() },
+        e.held.to_string(),
+        one_line(&e.error),
     ]
 }

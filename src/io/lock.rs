@@ -259,7 +259,9 @@ fn event(sh: &Shared, kind: K, h: u16, s: &Session) -> LockEvent {
 }
 
 /// One holder: a session, then acquire, hold, release, again, until the lease is lost;
-/// then a new session.
+/// then the lost lease revoked (once, as clientv3's `Session.Close` does: a lease the
+/// client gave up may still live at the server, and its key would block the lock until it
+/// expires) and a new session.
 async fn holder(sh: Shared, h: u16) {
     loop {
         let Some(s) = session(&sh, h).await else { continue };
@@ -273,6 +275,12 @@ async fn holder(sh: Shared, h: u16) {
             release(&sh, h, &s, token).await;
             s.holding.store(false, Ordering::Release);
         }
+        let lease = s.lease;
+        let _ = sh
+            .run(|c| async move {
+                c.lease_client().revoke(lease).await.map(|r| (answered_by(r.header()), ()))
+            })
+            .await;
     }
 }
 
@@ -329,17 +337,21 @@ async fn keep_alive(
         key: key.clone(),
         ..LockEvent::new(kind, sh.clock.stamp(), Some(h))
     };
+    // The member of the last stream: where the lease was kept alive when it was lost.
+    let mut on = 0;
     let why = loop {
         if Instant::now() >= deadline {
             break format!("no keep-alive answer within the TTL ({} s)", sh.cfg.ttl_s);
         }
         let Some((i, c)) = sh.pool.for_stream() else { break "no member".to_owned() };
+        let member = sh.pool.member_of(i).await;
+        on = member;
+        let opening = Instant::now();
         let opened = tokio::time::timeout_at(
             deadline.min(Instant::now() + sh.cfg.timeout),
             c.lease_client().keep_alive(lease),
         )
         .await;
-        let opened_at = Instant::now();
         let (mut keeper, mut stream) = match opened {
             Ok(Ok(ks)) => ks,
             // The first answer said the lease is gone.
@@ -349,6 +361,7 @@ async fn keep_alive(
             Ok(Err(e)) => {
                 sh.pool.failed(i, failure(&e));
                 sh.send(LockEvent {
+                    member_id: member,
                     error: format!("opening: {}", one_line(&e)),
                     ..ev(K::KeepAliveFailed)
                 });
@@ -362,7 +375,8 @@ async fn keep_alive(
         deadline = sent + ttl;
         let mut next = sent + ttl / 3;
         sh.send(LockEvent {
-            latency_ms: (sent - opened_at).as_secs_f64() * 1000.0,
+            member_id: member,
+            latency_ms: (sent - opening).as_secs_f64() * 1000.0,
             ..ev(K::KeepAliveOk)
         });
         let failed: Result<String, String> = loop {
@@ -401,14 +415,19 @@ async fn keep_alive(
             Err(expired) => break expired,
             Ok(e) if e.is_empty() => {}
             Ok(e) => {
-                sh.send(LockEvent { error: e, ..ev(K::KeepAliveFailed) });
+                sh.send(LockEvent { member_id: member, error: e, ..ev(K::KeepAliveFailed) });
                 tokio::time::sleep(RETRY.min(deadline.saturating_duration_since(Instant::now())))
                     .await;
             }
         }
     };
     let _ = lost.send(true);
-    sh.send(LockEvent { held: holding.load(Ordering::Acquire), error: why, ..ev(K::LeaseLost) });
+    sh.send(LockEvent {
+        held: holding.load(Ordering::Acquire),
+        member_id: on,
+        error: why,
+        ..ev(K::LeaseLost)
+    });
 }
 
 /// GetOptions for the key with the lowest create revision under the prefix.

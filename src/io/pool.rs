@@ -255,6 +255,25 @@ impl Pool {
     pub(crate) fn for_stream(&self) -> Option<(usize, Client)> {
         self.pick(&[]).map(|i| (i, self.conns[i].client()))
     }
+
+    /// The id of the member behind connection `i`: learned from its answers, or asked
+    /// with a Status call (within the pool's timeout) the first time a stream needs it,
+    /// since a stream's first answer may not reach the caller. 0 when it did not answer.
+    pub(crate) async fn member_of(&self, i: usize) -> u64 {
+        let known = self.conns[i].id.load(Ordering::Relaxed);
+        if known != 0 {
+            return known;
+        }
+        let mut m = self.conns[i].client().maintenance_client();
+        match tokio::time::timeout(self.timeout, m.status()).await {
+            Ok(Ok(s)) => {
+                let id = answered_by(s.header());
+                self.answered(i, id);
+                id
+            }
+            _ => 0,
+        }
+    }
 }
 
 /// One line from an etcd client error (as every field on disk is: src/io/columns.rs).

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::analysis::engine::{RoundRows, Rows};
 use crate::io::exporter::Exporter;
-use crate::io::run_dir::{CanaryRow, HealthRow, RecordError, RunDir};
+use crate::io::run_dir::{CanaryRow, HealthRow, LockRow, RecordError, RunDir};
 use crate::model::canary::Op;
 use crate::model::clock::Clock;
 use crate::model::event::{Event, EventKind, Source};
@@ -138,6 +138,11 @@ impl Recorder {
             e.canary(ops);
         }
         Ok(())
+    }
+
+    /// The lock canary's events: their locks.csv rows.
+    pub fn locks(&mut self, rows: &[LockRow]) -> Result<(), RecordError> {
+        self.dir.append_locks(rows)
     }
 
     /// Ends housekeeping (its last notes come back, to be written before the JSON).

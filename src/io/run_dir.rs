@@ -12,18 +12,19 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::Serialize;
 
 use crate::io::columns::{
-    CANARY_HEADER, EVENTS_HEADER, HEALTH_HEADER, SAMPLES_HEADER, canary_record, event_record,
-    health_row, sample_row, silent_row,
+    CANARY_HEADER, EVENTS_HEADER, HEALTH_HEADER, LOCKS_HEADER, SAMPLES_HEADER, canary_record,
+    event_record, health_row, lock_record, sample_row, silent_row,
 };
 use crate::io::rotate::Rotation;
 use crate::model::event::{Event, EventKind, Source};
 use crate::model::observation::Round;
-pub use crate::model::rows::{CanaryRow, HealthRow};
+pub use crate::model::rows::{CanaryRow, HealthRow, LockRow};
 
 pub const SAMPLES: &str = "samples.csv";
 pub const EVENTS: &str = "events.csv";
 pub const HEALTH: &str = "health.csv";
 pub const CANARY: &str = "canary.csv";
+pub const LOCKS: &str = "locks.csv";
 
 /// Errors of the run directory; each names the path.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +140,9 @@ pub struct RunDir {
     health: CsvFile,
     /// Opened on the first op: a run without the canary has no canary.csv.
     canary: Option<CsvFile>,
+    /// Opened on the first event: a run without the lock canary has no locks.csv. Never
+    /// rotated: only a sitting runs the lock canary.
+    locks: Option<CsvFile>,
     /// What reopening found in samples.csv, events.csv and health.csv.
     pub reopened: [(&'static str, Reopened); 3],
     /// `sample`'s daily files; `None`: one file each, forever (a sitting).
@@ -171,6 +175,7 @@ impl RunDir {
             events,
             health,
             canary: None,
+            locks: None,
             reopened: [(SAMPLES, rs), (EVENTS, re), (HEALTH, rh)],
             rotation: None,
             housekeeping: None,
@@ -397,16 +402,39 @@ impl RunDir {
         f.flush()
     }
 
+    /// Appends locks.csv rows (creating or reopening the file on the first) and flushes.
+    pub fn append_locks(&mut self, rows: &[LockRow]) -> Result<(), RecordError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if self.locks.is_none() {
+            let (f, found) = CsvFile::open(self.dir.join(LOCKS), &LOCKS_HEADER)?;
+            if found.torn_bytes > 0 {
+                tracing::warn!(
+                    "{LOCKS}: cut a torn last line of {} byte(s) left by an earlier crash",
+                    found.torn_bytes
+                );
+            }
+            self.locks = Some(f);
+        }
+        let Some(f) = self.locks.as_mut() else { return Ok(()) };
+        for r in rows {
+            f.w.write_record(lock_record(r, &self.run_id))
+                .map_err(|source| RecordError::Csv { path: f.path.clone(), source })?;
+        }
+        f.flush()
+    }
+
     /// Flushes every file and asks the OS to put them on disk.
     pub fn sync(&mut self) -> Result<(), RecordError> {
         self.samples.flush()?;
         self.events.flush()?;
         self.health.flush()?;
-        if let Some(c) = self.canary.as_mut() {
-            c.flush()?;
+        for f in [self.canary.as_mut(), self.locks.as_mut()].into_iter().flatten() {
+            f.flush()?;
         }
-        for f in [&self.samples, &self.events, &self.health].into_iter().chain(self.canary.as_ref())
-        {
+        let optional = self.canary.as_ref().into_iter().chain(self.locks.as_ref());
+        for f in [&self.samples, &self.events, &self.health].into_iter().chain(optional) {
             f.w.get_ref().sync_all().map_err(io_err(&f.path))?;
         }
         Ok(())

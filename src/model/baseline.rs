@@ -40,6 +40,9 @@ pub struct WindowRecord {
     /// (at rest, or `--canary off`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<crate::model::canary::ClientFigures>,
+    /// What the lock canary saw in the window; absent when it did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<crate::model::lock::LockFigures>,
 }
 
 named! {
@@ -131,6 +134,11 @@ pub struct ElectionDetail {
     /// such a client sees; absent as the above.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub write_unavailable_one_in_flight_s: Option<f64>,
+    /// The lock canary's longest time from one grant to the next that overlaps the
+    /// election, minus the hold (a waiter was asking throughout); absent when it was not
+    /// running then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_unavailable_s: Option<f64>,
 }
 
 named! {
@@ -194,6 +202,7 @@ impl WindowRecord {
             elections_detail: Vec::new(),
             health: BTreeMap::new(),
             client: None,
+            lock: None,
         }
     }
 }
@@ -460,6 +469,10 @@ pub struct Baseline {
     pub environment: Environment,
     /// How far before an election its cause is looked for (`--cause-horizon`).
     pub cause_horizon_s: Option<f64>,
+    /// The lock canary's safety checks over every grant of the run; absent when it did
+    /// not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_safety: Option<crate::model::lock::LockSafety>,
 }
 
 /// Lines around baseline.json in a run's log, so that `kubectl logs` alone retrieves it

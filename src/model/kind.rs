@@ -33,6 +33,10 @@ named! {
     CanaryStarted = "canary_started",
     /// the canary could not start; the run goes on without
     CanaryFailed = "canary_failed",
+    /// the lock canary runs (its prefix, holders, TTL, hold)
+    LockCanaryStarted = "lock_canary_started",
+    /// the lock canary could not start; the run goes on without
+    LockCanaryFailed = "lock_canary_failed",
     /// no canary write before the request; disrupting anyway
     CanaryNotReady = "canary_not_ready",
     /// the member chosen for the disruption

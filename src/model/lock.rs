@@ -104,11 +104,12 @@ pub struct LockFigures {
     /// Of those, while the holder held the lock: the case fencing tokens exist for.
     pub leases_lost_while_held: u64,
     /// The longest time from one grant to the next (any holder; a waiter is always
-    /// asking while there are two holders or more): null until a second grant.
+    /// asking while there are two holders or more), minus the hold (one hold apart is
+    /// normal), never below 0: null until a second grant.
     pub longest_unavailable_s: Option<f64>,
-    /// The median time from one grant to the next: the usual hand-over, hold included,
-    /// to read the longest against.
-    pub grant_gap_p50_s: Option<f64>,
+    /// The median of the same: the usual hand-over from one holder to the next, to read
+    /// the longest against.
+    pub handover_p50_s: Option<f64>,
 }
 
 named! {

@@ -1,4 +1,4 @@
-//! The rows of canary.csv and health.csv as the engine (src/analysis/engine.rs) makes
+//! The rows of canary.csv, locks.csv and health.csv as the engine (src/analysis/engine.rs) makes
 //! them; src/io/run_dir.rs writes them.
 
 use chrono::{DateTime, Utc};
@@ -7,6 +7,15 @@ use chrono::{DateTime, Utc};
 #[derive(Debug, Clone, PartialEq)]
 pub struct CanaryRow {
     pub op: crate::model::canary::Op,
+    pub window: String,
+    /// The member that answered: its name, its hex id if the name is not known, or empty.
+    pub member: String,
+}
+
+/// One lock canary event as locks.csv writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockRow {
+    pub event: crate::model::lock::LockEvent,
     pub window: String,
     /// The member that answered: its name, its hex id if the name is not known, or empty.
     pub member: String,

@@ -457,6 +457,7 @@ mod tests {
             disruption: Some(serde_json::from_value(serde_json::json!({"target": "m0", "target_was_leader": true, "method": "kubernetes-eviction", "requested_at": "2026-11-30T00:00:00Z", "member_lost_at": null, "member_back_at": null, "healthy_at": null, "loss_to_healthy_s": null, "request_to_healthy_s": null, "ground_truth": [], "attempts": 0, "blocked_s": 0.0, "waterfall": []})).expect("disruption")),
             environment: Environment { kind, description: format!("{} env", kind.as_str()), members: vec!["a".into(), "b".into(), "c".into()], ..Environment::default() },
             cause_horizon_s: None,
+            lock_safety: None,
         };
         (PathBuf::from(format!("{}/baseline.json", kind.as_str())), b)
     }

@@ -179,6 +179,7 @@ fn config(out: &std::path::Path) -> SittingConfig {
         },
         cause_horizon: Duration::from_secs(30),
         canary: None,
+        lock: None,
         metrics_addr: None,
         follow_pod_ips: false,
     }

@@ -54,6 +54,7 @@ async fn leader_sitting(method: LocalMethod) -> (Baseline, Vec<writer::WriterOp>
         },
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
+        lock: None,
         metrics_addr: None,
         follow_pod_ips: false,
     };

@@ -61,6 +61,7 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
             cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
             // On, as `measure` runs by default: the canary goes through the same reach.
             canary: Some(Duration::from_secs(1)),
+            lock: None,
             metrics_addr: None,
             follow_pod_ips: false,
         },

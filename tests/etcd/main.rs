@@ -14,6 +14,7 @@ mod canary_vs_writer;
 mod core_etcd;
 mod exporter;
 mod kube_fake;
+mod lock_canary;
 mod rehearse_cli;
 mod rotation;
 mod sample_cli;

@@ -67,6 +67,7 @@ fn config(members: Vec<leaderwatch::model::member::Member>, out: &Path, s: &Sit)
         },
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: Some(Duration::from_secs(1)),
+        lock: None,
         metrics_addr: None,
         follow_pod_ips: false,
     }

@@ -57,6 +57,7 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
         },
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: None,
+        lock: None,
         // measure --metrics-addr: the exporter runs through every window of the sitting.
         metrics_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
         follow_pod_ips: false,

@@ -57,6 +57,7 @@ fn config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> Me
             },
             cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
             canary: Some(Duration::from_secs(1)),
+            lock: None,
             metrics_addr: None,
             // measure sets it from `reach`.
             follow_pod_ips: false,

@@ -240,6 +240,11 @@ pub fn events(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
     read_csv(&dir.join("events.csv"))
 }
 
+/// locks.csv (the lock canary's events) as maps from column name to value.
+pub fn locks(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    read_csv(&dir.join("locks.csv"))
+}
+
 fn read_csv(p: &Path) -> Vec<std::collections::HashMap<String, String>> {
     let mut r = csv::Reader::from_path(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let headers = r.headers().expect("header").clone();
@@ -265,6 +270,7 @@ pub fn sample_rows_for<'a>(
 pub mod fake_api;
 pub mod fake_member;
 pub mod lab;
+pub mod locker;
 pub mod promtool;
 pub mod writer;
 

@@ -1,0 +1,249 @@
+//! What an election does to a lock, on real local etcd members: the lock canary beside an
+//! independent lock client (lw-etcd-locker: Go's clientv3 `concurrency.NewSession` +
+//! `concurrency.NewMutex`, every unary call with the canary's 1 s deadline), both taking
+//! turns on a lock of their own through a sitting. For a leader crash (SIGKILL) and a
+//! leader's graceful stop (SIGTERM) the canary's `lock_unavailable_s` agrees with the Go
+//! client's within 0.2 s, no lease is lost and every fencing token rises. A leader frozen
+//! (SIGSTOP) longer than the lease TTL is the one case where leases *are* lost: exactly
+//! the holders whose keep-alive stream was on the frozen member lose theirs, and the lock
+//! stays safe. The evictions and the rolling restart on the lab's real nodes are in
+//! tests/lab/kube.rs.
+
+use crate::support;
+use crate::support::locker::{self, Locker, LockerEvent};
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use leaderwatch::analysis::recovery::Target;
+use leaderwatch::commands::drive::{self, SittingConfig};
+use leaderwatch::io::disrupt::LocalDisruptor;
+use leaderwatch::io::lock::LockConfig;
+use leaderwatch::io::probe::ProbeConfig;
+use leaderwatch::model::baseline::{
+    Baseline, Completion, ElectionDetail, Environment, EnvironmentKind, LocalMethod, WindowName,
+};
+use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::model::lock::Verdict;
+
+/// How far the lock canary may be from the Go client: the issue's 0.2 s, and one hold.
+/// The two clients' holders are at different points of their hold when the leader dies,
+/// and each gap holds what was left of it (0 to one hold): that much they cannot share.
+/// Beyond it, a difference must be one retry ([`assert_agree`]).
+const AGREE_S: f64 = 0.2 + 0.1;
+
+/// One retry's wait: each op's deadline (the canary's and the Go client's), and gRPC's
+/// first reconnect backoff.
+const RETRY_S: f64 = 1.0;
+
+type Row = HashMap<String, String>;
+
+/// What one sitting left: the baseline, locks.csv, the Go client's events.
+struct Sat {
+    b: Baseline,
+    locks: Vec<Row>,
+    go: Vec<LockerEvent>,
+    /// The same Go client on clientv3's defaults (no deadline of its own per call).
+    go_defaults: Vec<LockerEvent>,
+}
+
+async fn leader_sitting(method: LocalMethod, down: Duration, ttl_s: u32, holders: u16) -> Sat {
+    let f = support::cluster().await;
+    let members = f.cluster.members();
+    let urls: Vec<String> = members.iter().map(|m| m.url.clone()).collect();
+    let go =
+        Locker::start(&urls, "__leaderwatch/independent-lock", Some(Duration::from_secs(1)), ttl_s);
+    let go_defaults = Locker::start(&urls, "__leaderwatch/independent-lock-defaults", None, ttl_s);
+    let cfg = SittingConfig {
+        members,
+        idle: Duration::from_secs(3),
+        settle: Duration::from_secs(3),
+        interval: Duration::from_millis(500),
+        fast_interval: Duration::from_millis(100),
+        target: Target::Leader,
+        probe: ProbeConfig { timeout: Duration::from_secs(1), ..ProbeConfig::default() },
+        out: f.out.path().to_owned(),
+        recovery_timeout: Duration::from_secs(30),
+        environment: Environment {
+            kind: EnvironmentKind::Local,
+            description: "test".into(),
+            ..Environment::default()
+        },
+        cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
+        canary: Some(Duration::from_secs(1)),
+        lock: Some(LockConfig {
+            holders,
+            ttl_s: i64::from(ttl_s),
+            hold: locker::HOLD,
+            timeout: Duration::from_secs(1),
+        }),
+        metrics_addr: None,
+        follow_pod_ips: false,
+    };
+    let cluster = Arc::new(tokio::sync::Mutex::new(f.cluster));
+    let d =
+        LocalDisruptor { cluster: cluster.clone(), method, down, grace: Duration::from_secs(30) };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let b = drive::run_sitting(cfg, d, clock, None, std::future::pending())
+        .await
+        .unwrap_or_else(|e| panic!("sitting: {e}"));
+    let (go, go_defaults) =
+        tokio::task::spawn_blocking(move || (go.stop(), go_defaults.stop())).await.expect("locker");
+    drop(cluster);
+    let locks = support::locks(f.out.path());
+    Sat { b, locks, go, go_defaults }
+}
+
+/// The disruption window's election (a crash may take two terms to settle: one detail
+/// spanning both).
+fn election(b: &Baseline) -> ElectionDetail {
+    assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
+    let dis = b.window(WindowName::Disruption).expect("disruption window");
+    assert_eq!(dis.elections_detail.len(), 1, "{:?}", dis.elections_detail);
+    dis.elections_detail[0].clone()
+}
+
+/// Every fencing token the Go client was granted rose, and the canary's safety held.
+fn assert_safe(s: &Sat) {
+    let safety = s.b.lock_safety.as_ref().expect("lock_safety in baseline.json");
+    assert_eq!(safety.verdict, Verdict::Held, "{safety:?}");
+    assert!(safety.grants_checked > 10, "{safety:?}");
+    assert!(locker::tokens_increase(&s.go), "the Go client's tokens went down");
+}
+
+fn leases_lost(b: &Baseline) -> u64 {
+    b.windows.iter().filter_map(|w| w.lock.as_ref()).map(|l| l.leases_lost).sum()
+}
+
+/// The lock canary's failed ops and streams within `[a, b]` (locks.csv).
+fn canary_failures_within(locks: &[Row], (a, b): (DateTime<Utc>, DateTime<Utc>)) -> usize {
+    locks
+        .iter()
+        .filter(|r| r["event"].ends_with("_failed"))
+        .filter(|r| (a..=b).contains(&at(r)))
+        .count()
+}
+
+fn at(r: &Row) -> DateTime<Utc> {
+    r["at"].parse().unwrap_or_else(|e| panic!("locks.csv at {:?}: {e}", r["at"]))
+}
+
+/// The lock canary and the Go client agree on what the election cost the lock: within
+/// [`AGREE_S`], or one retry apart. Each client draws where its ops and streams were when
+/// the leader died: an op sent to a follower that forwards to the dead leader waits out
+/// its 1 s deadline before it goes to the next member, and clientv3 resumes a broken watch
+/// after gRPC's 1 s reconnect backoff, so one client may pay a second the other did not.
+/// When the canary is the slower, its gap must show the failure that cost it (locks.csv);
+/// the Go client's watch resumes inside clientv3, where the program cannot see it.
+fn assert_agree(method: &str, s: &Sat) -> (f64, f64) {
+    let e = election(&s.b);
+    let canary = e.lock_unavailable_s.expect("the lock canary ran through the election");
+    let go = locker::unavailable_over(&s.go, e.after, e.observed_at)
+        .expect("the Go client was granted the lock again after the election");
+    let defaults = locker::unavailable_over(&s.go_defaults, e.after, e.observed_at);
+    let canary_grants: Vec<DateTime<Utc>> =
+        s.locks.iter().filter(|r| r["event"] == "granted").map(at).collect();
+    let canary_gap = locker::longest_gap(canary_grants, e.after, e.observed_at).expect("gap");
+    let go_gap = locker::longest_gap(locker::grants(&s.go), e.after, e.observed_at).expect("gap");
+    let (canary_failed, go_expired) =
+        (canary_failures_within(&s.locks, canary_gap), locker::expired_within(&s.go, go_gap));
+    eprintln!(
+        "{method}: lock unavailable: canary {canary:.3} s ({canary_failed} failed op(s) or \
+         stream(s)), Go concurrency.Mutex {go:.3} s ({go_expired} deadline(s) ran out), on \
+         clientv3's defaults {defaults:?} s; writes unavailable {:?} s",
+        e.write_unavailable_s
+    );
+    assert_eq!(locker::HOLD.as_secs_f64(), 0.1, "AGREE_S counts one hold of 100 ms");
+    let diff = canary - go;
+    let retry = if diff.abs() <= AGREE_S { 0.0 } else { RETRY_S.copysign(diff) };
+    assert!(
+        (diff - retry).abs() <= AGREE_S,
+        "{method}: canary {canary:.3} s vs Go {go:.3} s: more than one retry apart"
+    );
+    if retry > 0.0 {
+        assert!(canary_failed > 0, "{method}: the canary paid a second more, but no failure");
+    }
+    assert_safe(s);
+    (canary, go)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_crash_costs_the_lock_canary_what_it_costs_go_concurrency_mutex() {
+    let s = leader_sitting(LocalMethod::Sigkill, Duration::from_secs(2), 10, 3).await;
+    let (canary, _) = assert_agree("sigkill", &s);
+    // A crash leaves a real gap (the election timeout, 1 s here) in the grants.
+    assert!(canary > 0.8, "the lock canary saw {canary:.3} s: no crash gap?");
+    assert_eq!(leases_lost(&s.b), 0, "a 2 s crash cost a lease of 10 s");
+    assert!(!s.go.iter().any(|e| e.kind == "session_lost"), "the Go client lost a session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_stop_costs_the_lock_canary_what_it_costs_go_concurrency_mutex() {
+    let s = leader_sitting(LocalMethod::Sigterm, Duration::from_secs(2), 10, 3).await;
+    assert_agree("sigterm", &s);
+    assert_eq!(leases_lost(&s.b), 0);
+}
+
+/// The member whose keep-alive answered each holder last before `t`, and when.
+fn streams_before(locks: &[Row], t: &str) -> HashMap<String, (String, String)> {
+    let mut last = HashMap::new();
+    for r in locks.iter().filter(|r| r["event"] == "keepalive_ok" && r["at"].as_str() < t) {
+        last.insert(r["holder"].clone(), (r["member"].clone(), r["at"].clone()));
+    }
+    last
+}
+
+fn secs(a: &str, b: &str) -> f64 {
+    let p = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().expect("a time in locks.csv");
+    (p(b) - p(a)).as_seconds_f64()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_frozen_past_the_ttl_takes_every_lease_kept_alive_on_it() {
+    // TTL 10 s, frozen 12 s. A keep-alive stream on the frozen member gets silence, not an
+    // error, so its holder gives the lease up after the TTL (and the new leader expires it
+    // before the thaw). A holder on a follower may lose its lease too: the follower
+    // forwards a renewal to the frozen leader it still knows and waits for it (up to the
+    // server's request timeout, 7 s), so a keep-alive sent just after the freeze can be
+    // answered past the TTL. Each loss comes a full TTL after its last answer. Streams go to members in
+    // turn, as clientv3's do: with 6 holders one is on the leader in all but about 9% of
+    // sittings, so a sitting where none was is run again (twice at most) rather than
+    // passing on nothing.
+    for attempt in 1..=3 {
+        let s = leader_sitting(LocalMethod::Sigstop, Duration::from_secs(12), 10, 6).await;
+        let e = election(&s.b);
+        let frozen = e.old_leader.clone().expect("the old leader");
+        let before = streams_before(&s.locks, &leaderwatch::model::clock::ts(e.after));
+        let on_frozen: BTreeSet<&String> =
+            before.iter().filter(|(_, (m, _))| *m == frozen).map(|(h, _)| h).collect();
+        let lost: Vec<&Row> = s.locks.iter().filter(|r| r["event"] == "lease_lost").collect();
+        let lost_holders: BTreeSet<&String> = lost.iter().map(|r| &r["holder"]).collect();
+        let go_lost = s.go.iter().filter(|e| e.kind == "session_lost").count();
+        eprintln!(
+            "sigstop {frozen} (attempt {attempt}): keep-alive streams on it {on_frozen:?}, \
+             leases lost {lost_holders:?}; the Go client lost {go_lost} session(s)"
+        );
+        if on_frozen.is_empty() && attempt < 3 {
+            continue;
+        }
+        assert!(!on_frozen.is_empty(), "no holder kept its lease alive on {frozen} in 3 sittings");
+        assert!(
+            lost_holders.is_superset(&on_frozen),
+            "every lease kept alive on {frozen} is lost: {lost_holders:?}"
+        );
+        for r in &lost {
+            assert_eq!(r["window"], "disruption", "{r:?}");
+            let (_, last_ok) = &before[&r["holder"]];
+            let waited = secs(last_ok, &r["at"]);
+            assert!(waited >= 10.0 - 0.05, "given up {waited:.3} s after its last answer: {r:?}");
+        }
+        assert_eq!(leases_lost(&s.b), lost.len() as u64);
+        let settle = s.b.window(WindowName::Settle).and_then(|w| w.lock.clone()).expect("settle");
+        assert!(settle.grants > 0, "no grant after the thaw: {settle:?}");
+        assert_safe(&s);
+        return;
+    }
+}

@@ -1,0 +1,169 @@
+//! A lock client independent of leaderwatch beside the lock canary: lw-etcd-locker (Go's
+//! clientv3 with `concurrency.NewSession` and `concurrency.NewMutex`, lab/go/etcd/locker,
+//! built by `make deps-etcd`), three sessions taking turns on one mutex, each holding
+//! [`HOLD`]. What it saw is the reference the lock canary's `lock_unavailable_s` is held
+//! against.
+#![allow(dead_code)]
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+/// One line the locker wrote.
+#[derive(Debug, Clone)]
+pub struct LockerEvent {
+    pub holder: u32,
+    /// granted, released, lock_failed, unlock_failed, session, session_lost.
+    pub kind: String,
+    pub at: DateTime<Utc>,
+    pub revision: i64,
+    pub token: i64,
+    pub error: String,
+}
+
+/// The running locker; killed when dropped (a panic included) and with the test process.
+pub struct Locker {
+    child: Child,
+    out: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn binary() -> PathBuf {
+    std::env::var_os("LW_ETCD_LOCKER").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/lw-etcd-locker"),
+        PathBuf::from,
+    )
+}
+
+impl Locker {
+    /// Starts contending for `prefix` on every endpoint (client URLs), each unary call with
+    /// `op_timeout` (`None`: clientv3's defaults), leases of `ttl_s`.
+    pub fn start(
+        endpoints: &[String],
+        prefix: &str,
+        op_timeout: Option<Duration>,
+        ttl_s: u32,
+    ) -> Locker {
+        let bin = binary();
+        assert!(bin.is_file(), "{} missing: run `make deps-etcd`", bin.display());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = dir.path().join("locker.csv");
+        let file = std::fs::File::create(&out).expect("locker.csv");
+        let mut cmd = Command::new(&bin);
+        cmd.arg("-endpoints")
+            .arg(endpoints.join(","))
+            .arg("-prefix")
+            .arg(prefix)
+            .arg("-ttl")
+            .arg(ttl_s.to_string())
+            .arg("-hold")
+            .arg(format!("{}ms", HOLD.as_millis()))
+            .arg("-op-timeout")
+            .arg(format!("{}ms", op_timeout.map_or(0, |t| t.as_millis())))
+            .stdout(file)
+            .stderr(Stdio::inherit());
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let child = cmd.spawn().expect("start lw-etcd-locker");
+        Locker { child, out, _dir: dir }
+    }
+
+    /// Stops it (SIGTERM) and returns every event.
+    pub fn stop(mut self) -> Vec<LockerEvent> {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_secs(10) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let mut r = csv::Reader::from_path(&self.out).expect("locker.csv");
+        r.records()
+            .map(|rec| {
+                let rec = rec.expect("locker.csv row");
+                let num = |i: usize| {
+                    rec[i]
+                        .parse::<i64>()
+                        .unwrap_or_else(|e| panic!("locker.csv {:?}: {e}", &rec[i]))
+                };
+                LockerEvent {
+                    holder: rec[0].parse().expect("holder"),
+                    kind: rec[1].to_owned(),
+                    at: rec[2].parse().unwrap_or_else(|e| panic!("locker.csv {:?}: {e}", &rec[2])),
+                    revision: num(3),
+                    token: num(4),
+                    error: rec[5].to_owned(),
+                }
+            })
+            .collect()
+    }
+}
+
+impl Drop for Locker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The locker's hold, as [`Locker::start`] gives it.
+pub const HOLD: Duration = Duration::from_millis(100);
+
+/// The longest interval between consecutive `grants` that overlaps `[after, until]`.
+pub fn longest_gap(
+    mut grants: Vec<DateTime<Utc>>,
+    after: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Option<(DateTime<Utc>, DateTime<Utc>)> {
+    grants.sort();
+    grants
+        .windows(2)
+        .filter(|w| w[0] <= until && w[1] >= after)
+        .map(|w| (w[0], w[1]))
+        .max_by_key(|(a, b)| *b - *a)
+}
+
+/// The longest time from one grant to the next that overlaps `[after, until]`, minus the
+/// hold, by the lock canary's definition (docs/counting.md), written again here so the
+/// check is independent. `None` when no grant came after `after`.
+pub fn unavailable_over(
+    events: &[LockerEvent],
+    after: DateTime<Utc>,
+    until: DateTime<Utc>,
+) -> Option<f64> {
+    let (a, b) = longest_gap(grants(events), after, until)?;
+    Some(((b - a).as_seconds_f64() - HOLD.as_secs_f64()).max(0.0))
+}
+
+/// When the locker was granted the lock.
+pub fn grants(events: &[LockerEvent]) -> Vec<DateTime<Utc>> {
+    events.iter().filter(|e| e.kind == "granted").map(|e| e.at).collect()
+}
+
+/// Its Lock and Unlock calls that ran out of their deadline within `[a, b]`.
+pub fn expired_within(events: &[LockerEvent], (a, b): (DateTime<Utc>, DateTime<Utc>)) -> usize {
+    events
+        .iter()
+        .filter(|e| e.at >= a && e.at <= b && e.kind.ends_with("_failed"))
+        .filter(|e| e.error.contains("deadline exceeded"))
+        .count()
+}
+
+/// Tokens in grant order never go down (each grant's key was created after the last's).
+pub fn tokens_increase(events: &[LockerEvent]) -> bool {
+    let mut grants: Vec<&LockerEvent> = events.iter().filter(|e| e.kind == "granted").collect();
+    grants.sort_by_key(|e| (e.revision, e.token));
+    grants.windows(2).all(|w| w[1].token > w[0].token)
+}
