@@ -270,6 +270,7 @@ bench: deps build image
 	@# The benchmark runs its own Prometheus on a free port; a daemon on :9090 is left alone.
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/prometheus-vs-leaderwatch.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/observer-cost.sh
+	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/lock-client.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/disk-use.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) bench/members-scaling.sh
 	BENCH_SUMMARY=$(BENCH_SUMMARY) IMAGE_DIR=$(IMAGE_DIR) $(if $(SUDO),$(SUDO) -E) bench/image.sh

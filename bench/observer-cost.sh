@@ -9,6 +9,9 @@
 #              (`sample --interval 100ms --metrics-interval on-change`)
 #   probes     the same with /metrics never read (`--metrics-interval 1h`)
 #   canary     the fast phase plus the canary (one write and one read every 100 ms)
+#   lock       the same plus the lock canary (`--lock-canary`: 3 holders taking turns on
+#              one lock, 100 ms each, leases of 10 s kept alive), counted apart from the
+#              canary: this phase minus the canary phase
 #   idle       again, so drift across the run shows
 # Each member's CPU (utime + stime from /proc/<pid>/stat) is read before and after each
 # phase; "added" is a phase's CPU minus the mean of the two idle phases. Goal: what leaderwatch
@@ -69,24 +72,33 @@ run fast "$LW" sample --interval 100ms --metrics-interval on-change --out "$work
 run probes "$LW" sample --interval 100ms --metrics-interval 1h --out "$work/probes" $members
 # shellcheck disable=SC2086
 run canary "$LW" sample --interval 100ms --metrics-interval on-change --canary --out "$work/canary" $members
+# shellcheck disable=SC2086
+run lock "$LW" sample --interval 100ms --metrics-interval on-change --canary --lock-canary --out "$work/lock" $members
 run idle2
 [ -s "$work/canary/canary.csv" ] || { echo "bench: the canary phase wrote no canary.csv" >&2; exit 1; }
+[ -s "$work/lock/locks.csv" ] || { echo "bench: the lock phase wrote no locks.csv" >&2; exit 1; }
 
 mapfile -t i1 <"$work/idle1.cpu"; mapfile -t i2 <"$work/idle2.cpu"
 mapfile -t pr <"$work/prometheus.cpu"; mapfile -t fa <"$work/fast.cpu"; mapfile -t po <"$work/probes.cpu"
-mapfile -t ca <"$work/canary.cpu"
+mapfile -t ca <"$work/canary.cpu"; mapfile -t lo <"$work/lock.cpu"
 pct() { calc "100 * $1 / $PHASE"; }
 echo
-echo "| member | idle (mean of 2), CPU s | added by Prometheus, 1 s scrape | added by the fast phase | the same without /metrics | by the fast phase + canary |"
-echo "|---|---|---|---|---|---|"
-max_p=-1; max_f=-1; max_c=-1; sum_f=0; sum_c=0
+echo "| member | idle (mean of 2), CPU s | added by Prometheus, 1 s scrape | added by the fast phase | the same without /metrics | by the fast phase + canary | by the lock canary alone (lock phase - canary phase) |"
+echo "|---|---|---|---|---|---|---|"
+max_p=-1; max_f=-1; max_c=-1; max_l=-1; sum_f=0; sum_c=0; sum_l=0
 for i in 0 1 2; do
   idle=$(calc "(${i1[$i]} + ${i2[$i]}) / 2")
   p=$(calc "${pr[$i]} - $idle"); f=$(calc "${fa[$i]} - $idle"); o=$(calc "${po[$i]} - $idle"); c=$(calc "${ca[$i]} - $idle")
-  echo "| m$i | $idle (${i1[$i]}, ${i2[$i]}) | $p s ($(pct "$p") % of a core) | $f s ($(pct "$f") %) | $o s ($(pct "$o") %) | $c s ($(pct "$c") %) |"
+  l=$(calc "${lo[$i]} - ${ca[$i]}")
+  echo "| m$i | $idle (${i1[$i]}, ${i2[$i]}) | $p s ($(pct "$p") % of a core) | $f s ($(pct "$f") %) | $o s ($(pct "$o") %) | $c s ($(pct "$c") %) | $l s ($(pct "$l") %) |"
   max_p=$(calc "($p > $max_p) ? $p : $max_p"); max_f=$(calc "($f > $max_f) ? $f : $max_f"); max_c=$(calc "($c > $max_c) ? $c : $max_c")
-  sum_f=$(calc "$sum_f + ${fa[$i]}"); sum_c=$(calc "$sum_c + ${ca[$i]}")
+  max_l=$(calc "($l > $max_l) ? $l : $max_l")
+  sum_f=$(calc "$sum_f + ${fa[$i]}"); sum_c=$(calc "$sum_c + ${ca[$i]}"); sum_l=$(calc "$sum_l + ${lo[$i]} - ${ca[$i]}")
 done
+grants=$(grep -c ',granted,' "$work/lock/locks.csv" || true)
+lock_ops=$(($(wc -l <"$work/lock/locks.csv") - 1))
+echo
+echo "lock canary: $grants grants in ${PHASE} s ($lock_ops locks.csv rows); all three members' CPU per grant $(calc "1000 * $sum_l / ($grants > 0 ? $grants : 1)") ms"
 ops=$(($(wc -l <"$work/canary/canary.csv") - 1))
 requests=$(( 3 * PHASE * 10 ))
 echo
@@ -99,5 +111,6 @@ if [ -n "${BENCH_SUMMARY:-}" ]; then
   {
     echo "| CPU added to the busiest member by the fast phase, ${PHASE} s | $max_f s | <= Prometheus at 1 s: $max_p s | $(verdict "$max_f" "$max_p") |"
     echo "| CPU added to the busiest member by the fast phase + canary, ${PHASE} s | $max_c s | <= Prometheus at 1 s: $max_p s | $(verdict "$max_c" "$max_p") |"
+    echo "| CPU added to the busiest member by the lock canary alone (a client's load, by design), ${PHASE} s | $max_l s ($grants grants) | none: measured, not a goal | — |"
   } >>"$BENCH_SUMMARY"
 fi

@@ -18,6 +18,14 @@ Given a run directory (`RUN_DIR`, default: the committed leader rehearsal), draw
    a `canary.csv`, one canary lane per kind (write, read): each op a dot at its start, its
    latency on a log scale, coloured by the member that answered; failed ops a red × in the
    shaded band at the top of the lane; a slow op's line runs from its start to its end.
+   Below them, when the run has a `locks.csv`, the lock lane (the lock canary: holders
+   taking turns on one etcd lock as Go's `concurrency.Mutex` does), one row per holder:
+   each grant a bar in the holder's colour from `granted` to that holder's next `released`
+   or `lease_lost` (the end of the data when neither came); a failed acquire, release or
+   keep-alive a red × on the holder's row; a lost lease a black diamond (filled: lost while
+   holding the lock); the longest time between two grants in the disruption window shaded
+   grey, labelled with its length and, when `baseline.json` has it, the window's
+   `lock.longest_unavailable_s` (the same less the hold).
    Its time axis and margins are those of `fig-counters.png`, so the two line up;
 3. `fig-waterfall.png`: the recovery waterfall (gaps between the recovery steps as bars);
    a Kubernetes event step (`k8s_event`) is labelled with the event's reason (`Killing`,
@@ -29,21 +37,23 @@ Given a run directory (`RUN_DIR`, default: the committed leader rehearsal), draw
    applies per interval. A missing value (no observation in the interval) is a gap, never 0;
 5. `fig-zoom.png`: the disruption close up, from 2 s before the request to 3 s after the
    healthy list (the disruption window when either instant is missing), in seconds since
-   the request: counters and raft term per member, the canary lanes, and every waterfall
+   the request: counters and raft term per member, the canary and lock lanes, and every waterfall
    step as a vertical marker, labelled (staggered so that steps a millisecond apart stay
    legible; steps later than the zoom are listed under its time axis). On a 20-minute
    Kubernetes sitting the disruption is a sliver of the other figures.
 
 The PNGs go next to the run's data (or to `FIG_DIR`). It runs unchanged on a local
 rehearsal and on a Kubernetes run: it reads only `samples.csv`, `events.csv`,
-`baseline.json`, `health.csv` and `canary.csv` (formats in `data/README.md`). Runs recorded
-before `health.csv` and election causes existed (baseline.json schema 2) get no
-`fig-health.png` and no causes; runs recorded without the canary get no canary lanes; the
-notebook says so."""),
+`baseline.json`, `health.csv`, `canary.csv` and `locks.csv` (formats in `data/README.md`).
+Runs recorded before `health.csv` and election causes existed (baseline.json schema 2) get
+no `fig-health.png` and no causes; runs recorded without the canary get no canary lanes;
+runs recorded without the lock canary (no `locks.csv`) get no lock lane; the notebook says
+so."""),
     ("code", """import json, math, os, pathlib
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.dates as mdates
+import matplotlib.patches as mpatches
 import matplotlib.pyplot as plt
 import matplotlib.ticker as mticker
 import pandas as pd
@@ -78,6 +88,16 @@ if (RUN_DIR / "canary.csv").exists():
     canary["member"] = canary["member"].fillna("").astype(str)
     if canary.empty:
         canary = None
+# The lock canary (holders taking turns on one lock; `holder` empty on the server's own
+# `created` / `deleted` rows), over the same span as the canary.
+locks = None
+if (RUN_DIR / "locks.csv").exists():
+    locks = pd.read_csv(RUN_DIR / "locks.csv", parse_dates=["at"])
+    locks = locks[locks["run_id"] == run_id].sort_values("at", kind="stable").reset_index(drop=True)
+    locks["held"] = locks["held"].astype(str).str.lower() == "true"
+    if locks["holder"].dropna().empty:
+        print(f"locks.csv in {RUN_DIR.name} has no holder rows of run {run_id}: no lock lane in fig-swimlanes.png and fig-zoom.png")
+        locks = None
 print(RUN_DIR.name, "|", env, "|", len(samples), "rows,", len(members), "members")
 if any("elections_detail" in w for w in baseline["windows"]):
     def _cost(e):
@@ -94,7 +114,28 @@ else:
     for w in baseline["windows"]:
         for kind, c in (w.get("client") or {}).items():
             print(f"  {w['name']:<10} {kind:<5} {c['ops']:>4} ops, {c['failures']:>3} failed, availability {c['availability']:.1%},"
-                  f" p50 {_ms(c.get('p50_ms'))}, p99 {_ms(c.get('p99_ms'))}, longest unavailable {c['longest_unavailable_s']:.3f} s")"""),
+                  f" p50 {_ms(c.get('p50_ms'))}, p99 {_ms(c.get('p99_ms'))}, longest unavailable {c['longest_unavailable_s']:.3f} s")
+if not (RUN_DIR / "locks.csv").exists():
+    print(f"no locks.csv in {RUN_DIR.name} (recorded without the lock canary): no lock lane in fig-swimlanes.png and fig-zoom.png")
+elif locks is not None:
+    def _s(v):
+        return "-" if v is None else f"{v:.3f} s"
+    _n = locks["event"].value_counts()
+    _lost = locks[locks["event"] == "lease_lost"]
+    safety = baseline.get("lock_safety")
+    _safety = (f"safety {safety['verdict']} ({safety['grants_checked']} grants checked, {safety['grants_without_end']} without an end)"
+               if safety else "safety: no lock_safety in baseline.json")
+    print(f"lock canary: {_n.get('granted', 0)} grants, {_n.get('acquire_failed', 0)} acquire failures,"
+          f" {len(_lost)} leases lost ({_lost['held'].sum()} while held), {_safety}")
+    for what in ("tokens_not_increasing", "overlaps"):
+        for line in (safety or {}).get(what) or []:
+            print(f"  {what}: {line}")
+    for w in baseline["windows"]:
+        if w.get("lock"):
+            k = w["lock"]
+            print(f"  {w['name']:<10} {k['grants']:>4} grants, {k['acquire_failures']:>3} acquire failures, {k['leases_lost']} leases lost"
+                  f" ({k['leases_lost_while_held']} while held), longest unavailable {_s(k.get('longest_unavailable_s'))},"
+                  f" hand-over p50 {_s(k.get('handover_p50_s'))}")"""),
     ("code", """WINDOW_COLOURS = {"at_rest": "#e8f1fb", "disruption": "#fde8e8", "settle": "#eaf7ea"}
 
 def same(t):
@@ -114,6 +155,8 @@ def mark_disruption(ax, x=same):
 _span = [samples["ts"].min(), samples["ts"].max()] + [pd.Timestamp(w[k]) for w in baseline["windows"] for k in ("start", "end")]
 if canary is not None:
     _span += [canary["started"].min(), canary["done"].max()]
+if locks is not None:
+    _span += [locks["at"].min(), locks["at"].max()]
 _span = [t for t in _span if pd.notna(t)]
 XLIM = (min(_span) - (max(_span) - min(_span)) * 0.02, max(_span) + (max(_span) - min(_span)) * 0.02)
 MARGINS = dict(left=0.08, right=0.98)
@@ -156,13 +199,91 @@ def canary_lane(ax, kind, x=same):
 def member_colour(m):
     return f"C{members.index(m)}" if m in members else "gray"
 
-def canary_legend(fig, height_in):
-    # One legend for both lanes, under the figure (a legend inside a lane hides ops).
-    answered = sorted(canary.loc[canary["ok"], "member"].unique())
-    handles = [plt.Line2D([], [], linestyle="", marker="o", markersize=4, color=member_colour(m), label=f"ok, answered by {m or '?'}") for m in answered]
-    handles.append(plt.Line2D([], [], linestyle="", marker="x", markersize=6, color="#d62728", label="failed (in the top band, whatever its latency); a line: the op from start to done"))
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=8, frameon=False)
-    return 0.3 / height_in  # the bottom of the rect tight_layout may use
+# The lock lane: one row per holder. Each grant a bar from its `granted` to that holder's
+# next `released` or `lease_lost` (the next `granted`, or the end of the data, when neither
+# came first); failed ops (acquire, release, keep-alive) a red x on the holder's row; a lost
+# lease a black diamond, filled when the holder held the lock. Shaded: the longest time
+# between two grants in the disruption window (the interval before a window's first grant
+# starts at the last grant before it, as baseline.json counts it).
+LOCK_FAILED = ["acquire_failed", "release_failed", "keepalive_failed"]
+HOLDER_COLOURS = ["#17becf", "#8c564b", "#bcbd22", "#e377c2", "#7f7f7f", "#9467bd"]  # not the members' C0-C2, not the failures' red
+if locks is not None:
+    holders = sorted(int(h) for h in locks["holder"].dropna().unique())
+    _held = []
+    for h in holders:
+        d = locks[locks["holder"] == h]
+        start = None
+        for at, ev in zip(d["at"], d["event"]):
+            if ev == "granted" and start is not None:
+                _held.append((h, start, at))
+            if ev == "granted":
+                start = at
+            elif ev in ("released", "lease_lost") and start is not None:
+                _held.append((h, start, at))
+                start = None
+        if start is not None:
+            _held.append((h, start, locks["at"].max()))
+    grants = pd.DataFrame(_held, columns=["holder", "start", "end"])
+    _g = locks.loc[locks["event"] == "granted", ["at", "window"]]
+    _gaps = pd.DataFrame({"start": _g["at"].shift(), "end": _g["at"], "window": _g["window"]}).dropna(subset=["start"])
+    _gaps = _gaps[_gaps["window"] == "disruption"]
+    LOCK_GAP = _gaps.loc[(_gaps["end"] - _gaps["start"]).idxmax()] if len(_gaps) else None
+    _dlock = next((w.get("lock") for w in baseline["windows"] if w["name"] == "disruption"), None) or {}
+    LOCK_UNAVAILABLE_S = _dlock.get("longest_unavailable_s")
+
+def holder_colour(h):
+    return HOLDER_COLOURS[holders.index(h) % len(HOLDER_COLOURS)]
+
+def lock_lane(ax, xlim, x=same):
+    row = {h: i for i, h in enumerate(holders)}
+    for h in holders:
+        g = grants[grants["holder"] == h]
+        ax.barh([row[h]] * len(g), x(g["end"]) - x(g["start"]), left=x(g["start"]), height=0.6, color=holder_colour(h), linewidth=0, zorder=2)
+    bad = locks[locks["event"].isin(LOCK_FAILED)]
+    ax.scatter(x(bad["at"]), bad["holder"].map(row), marker="x", s=22, color="#d62728", zorder=4)
+    lost = locks[locks["event"] == "lease_lost"]
+    ax.scatter(x(lost["at"]), lost["holder"].map(row), marker="D", s=28, facecolors=["black" if v else "white" for v in lost["held"]],
+               edgecolors="black", zorder=5)
+    top = len(holders) - 0.4 + 0.9  # a band over the rows for the gap's label
+    if LOCK_GAP is not None:
+        a, b = x(LOCK_GAP["start"]), x(LOCK_GAP["end"])
+        ax.axvspan(a, b, color="#7f7f7f", alpha=0.3, linewidth=0, zorder=1)
+        text = f"{(LOCK_GAP['end'] - LOCK_GAP['start']).total_seconds():.3f} s between grants"
+        if LOCK_UNAVAILABLE_S is not None:
+            text += f": lock unavailable {LOCK_UNAVAILABLE_S:.3f} s (less the hold)"
+        # Over the shade, running right; or, in the right half, left (to stay inside).
+        right = a > xlim[0] + (xlim[1] - xlim[0]) / 2
+        ax.annotate(text, (b if right else a, top - 0.45), xytext=(-3 if right else 3, 0), textcoords="offset points", ha="right" if right else "left",
+                    va="center", fontsize=8, color="black", zorder=6,
+                    bbox=dict(boxstyle="round,pad=0.2", facecolor="white", edgecolor="none", alpha=0.8))
+    ax.set_ylim(-0.6, top)
+    ax.set_yticks(range(len(holders)), [str(h) for h in holders], fontsize=8)
+    ax.set_ylabel(f"lock holder\\n{len(grants)} grants, {len(bad)} failed ops", fontsize=9)
+
+def lock_height():
+    return 0.25 * len(holders) + 0.9
+
+def lane_legend(fig, height_in):
+    # One legend row for the canary lanes and one for the lock lane, under the figure (a
+    # legend inside a lane hides ops).
+    rows = []
+    if canary is not None:
+        answered = sorted(canary.loc[canary["ok"], "member"].unique())
+        handles = [plt.Line2D([], [], linestyle="", marker="o", markersize=4, color=member_colour(m), label=f"ok, answered by {m or '?'}") for m in answered]
+        handles.append(plt.Line2D([], [], linestyle="", marker="x", markersize=6, color="#d62728", label="failed (in the top band, whatever its latency); a line: the op from start to done"))
+        rows.append(handles)
+    if locks is not None:
+        handles = [mpatches.Patch(color=holder_colour(h), label=f"holder {h} holds" if h == holders[0] else f"holder {h}") for h in holders]
+        handles.append(plt.Line2D([], [], linestyle="", marker="x", markersize=6, color="#d62728", label="lock op failed (acquire, release, keep-alive)"))
+        handles.append(plt.Line2D([], [], linestyle="", marker="D", markersize=5, color="black", label="lease lost (hollow: not held)"))
+        handles.append(mpatches.Patch(color="#7f7f7f", alpha=0.3, label="longest gap between grants"))
+        rows.append(handles)
+    for k, handles in enumerate(reversed(rows)):
+        fig.legend(handles=handles, loc="lower center", bbox_to_anchor=(0.5, 0.25 * k / height_in), ncol=len(handles), fontsize=8, frameon=False)
+    return (0.3 + 0.25 * (len(rows) - 1)) / height_in if rows else 0  # the bottom of the rect tight_layout may use
+
+def legend_height():
+    return 0.3 + 0.25 * ((canary is not None) + (locks is not None) - 1) if canary is not None or locks is not None else 0
 
 fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
 # Members often share a value: each line is offset by a few hundredths so all stay visible.
@@ -218,21 +339,23 @@ def health_lanes(ax, x=same):
             ax.barh(i, ts[j + 1] - ts[j], left=ts[j], color=COLOURS[st[j]], height=0.6, linewidth=0)
     ax.set_yticks(range(len(members)), members)
 
-# The canary lanes (if any) under the health lanes, on the same time axis.
+# The canary lanes and the lock lane (if any) under the health lanes, on the same time axis.
 lanes = ["write", "read"] if canary is not None else []
-heights = [0.6 * len(members) + 0.6] + [1.7] * len(lanes)
-fig_h = sum(heights) + 0.9 + (0.3 if lanes else 0)
-fig, axes = plt.subplots(1 + len(lanes), 1, figsize=(11, fig_h), sharex=True, height_ratios=heights, squeeze=False)
+heights = [0.6 * len(members) + 0.6] + [1.7] * len(lanes) + ([lock_height()] if locks is not None else [])
+fig_h = sum(heights) + 0.9 + legend_height()
+fig, axes = plt.subplots(len(heights), 1, figsize=(11, fig_h), sharex=True, height_ratios=heights, squeeze=False)
 axes = axes[:, 0]
 health_lanes(axes[0])
 for ax, kind in zip(axes[1:], lanes):
     canary_lane(ax, kind)
+if locks is not None:
+    lock_lane(axes[-1], XLIM)
 for ax in axes:
     shade_windows(ax)
     mark_disruption(ax)
 time_axis(axes[0])
 axes[0].set_title("health per member: green healthy, orange answering but unhealthy, red unreachable")
-fig.tight_layout(rect=(0, canary_legend(fig, fig_h) if lanes else 0, 1, 1))
+fig.tight_layout(rect=(0, lane_legend(fig, fig_h), 1, 1))
 fig.subplots_adjust(**MARGINS)
 fig.savefig(FIG_DIR / "fig-swimlanes.png", dpi=100)"""),
     ("code", """def waterfall_from_instants(d):
@@ -380,8 +503,8 @@ for s in in_view:
 plt.close(_scratch)
 
 zl = ["write", "read"] if canary is not None else []
-heights = [0.2 * max(len(rows), 1) + 0.25, 2.0, 2.0] + [1.7] * len(zl)
-fig_h = sum(heights) + 1.3 + (0.3 if zl else 0)
+heights = [0.2 * max(len(rows), 1) + 0.25, 2.0, 2.0] + [1.7] * len(zl) + ([lock_height()] if locks is not None else [])
+fig_h = sum(heights) + 1.3 + legend_height()
 fig, axes = plt.subplots(len(heights), 1, figsize=(FIG_W, fig_h), sharex=True, height_ratios=heights)
 band, ax1, ax2, lane_axes = axes[0], axes[1], axes[2], axes[3:]
 for i, m in enumerate(members):
@@ -393,6 +516,8 @@ for i, m in enumerate(members):
     ax2.step(rel(t["ts"]), t["raft_term"] + off, where="post", label=m, linewidth=1.5, marker=".", markersize=3)
 for ax, kind in zip(lane_axes, zl):
     canary_lane(ax, kind, x=rel)
+if locks is not None:
+    lock_lane(axes[-1], ZX, x=rel)
 for ax in axes[1:]:
     shade_windows(ax, x=rel)
     for s, _, _, _ in placed:
@@ -420,7 +545,7 @@ axes[-1].set_xlabel(xlabel)
 what = f"{disruption.get('method')} of {disruption.get('target')}" if disruption else "no disruption recorded"
 band.set_title(f"{run_id}: {what}, close up ({env})\\n"
                "waterfall steps: black measured, blue canary, brown Kubernetes, grey the disruptor; purple -.- an election", fontsize=10)
-fig.tight_layout(h_pad=0.3, rect=(0, canary_legend(fig, fig_h) if zl else 0, 1, 1))
+fig.tight_layout(h_pad=0.3, rect=(0, lane_legend(fig, fig_h), 1, 1))
 fig.subplots_adjust(**MARGINS)
 fig.savefig(FIG_DIR / "fig-zoom.png", dpi=DPI)
 print(sorted(p.name for p in FIG_DIR.glob("fig-*.png")))"""),

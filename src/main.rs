@@ -106,8 +106,16 @@ fn usage_error(e: clap::Error) -> ! {
     ) {
         e.exit();
     }
+    // What is wrong is the first paragraph: a line, or a line ending in ':' and the
+    // arguments it lists (a missing required argument), joined into one.
     let text = e.to_string();
-    let first = text.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("bad command line");
+    let what: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .skip_while(|l| l.is_empty())
+        .take_while(|l| !l.is_empty() && !l.starts_with("Usage:"))
+        .collect();
+    let first = if what.is_empty() { "bad command line".to_owned() } else { what.join(" ") };
     eprintln!("leaderwatch: {} (see --help)", first.trim_start_matches("error: "));
     std::process::exit(exit::USAGE)
 }

@@ -15,8 +15,9 @@ use crate::model::baseline::{
 };
 use crate::model::canary::ClientFigures;
 use crate::model::event::EventKind;
+use crate::model::lock::{LockFigures, LockSafety, Verdict};
 use crate::model::tidy_row::{
-    BYTES, CLIENT, COUNT, Measurement, PER_DISRUPTION, RECOVERY, SECONDS, TERMS,
+    BYTES, CLIENT, COUNT, LOCK, Measurement, PER_DISRUPTION, RECOVERY, SECONDS, TERMS,
 };
 
 /// An election's possible causes (src/analysis/attribution.rs), in its order of precedence; each is
@@ -80,6 +81,12 @@ impl Place<'_> {
 ///   `write_longest_unavailable_one_in_flight_s` (runs since the canary overlaps its ops),
 ///   `write_ops`, `write_failures`, `write_p99_s`, and `election_<n>_write_unavailable_s`
 ///   (with `election_<n>_write_unavailable_one_in_flight_s`);
+/// - per window with the lock canary: `lock_<grants|acquire_failures|applied_after_error|
+///   leases_lost|leases_lost_while_held|longest_unavailable_s|handover_p50_s>`;
+/// - `lock` (the disruption window's lock canary, and the run's safety):
+///   `lock_longest_unavailable_s`, `lock_handover_p50_s`, `lock_grants`, `leases_lost`,
+///   `leases_lost_while_held`, `grants_applied_after_error`, `lock_safety_violations`
+///   (its verdict in `note`), and `election_<n>_lock_unavailable_s`;
 /// - `recovery`: `loss_to_healthy_s`, `request_to_healthy_s`, `kept_down_s`, `attempts`,
 ///   `blocked_s`; a rolling restart or drain adds `operation_s`, `members_replaced` and
 ///   per member `member_down_s` (terminating to Ready).
@@ -111,12 +118,16 @@ pub fn measurements(path: &Path, b: &Baseline) -> Vec<Measurement> {
         if let Some(c) = &w.client {
             out.extend(client_figures(&at, c));
         }
+        if let Some(l) = &w.lock {
+            out.extend(lock_figures(&at, l));
+        }
         for (member, h) in &w.health {
             out.extend(health_figures(&at, member, h));
         }
     }
     if let Some(d) = &b.disruption {
         out.extend(client_row(b, &source, d));
+        out.extend(lock_row(b, &source, d));
         out.extend(per_disruption_row(b, &source, d));
         out.extend(recovery_figures(b, source, d));
     }
@@ -235,6 +246,84 @@ fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
         }
     }
     out
+}
+
+/// Per window, what the lock canary saw: `lock_<figure>`.
+fn lock_figures(at: &Place, l: &LockFigures) -> Vec<Measurement> {
+    [
+        ("grants", Some(l.grants as f64), COUNT),
+        ("acquire_failures", Some(l.acquire_failures as f64), COUNT),
+        ("applied_after_error", Some(l.applied_after_error as f64), COUNT),
+        ("leases_lost", Some(l.leases_lost as f64), COUNT),
+        ("leases_lost_while_held", Some(l.leases_lost_while_held as f64), COUNT),
+        ("longest_unavailable_s", l.longest_unavailable_s, SECONDS),
+        ("handover_p50_s", l.handover_p50_s, SECONDS),
+    ]
+    .into_iter()
+    .map(|(figure, value, unit)| at.figure("", &format!("lock_{figure}"), value, unit))
+    .collect()
+}
+
+/// The row "a lock during the disruption": the disruption window's lock canary (absent
+/// without it) and the run's safety verdict over every grant.
+fn lock_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
+    let Some((w, l)) =
+        b.window(WindowName::Disruption).and_then(|w| w.lock.as_ref().map(|l| (w, l)))
+    else {
+        return Vec::new();
+    };
+    let at = Place {
+        b,
+        source: source.to_owned(),
+        window: LOCK,
+        label: format!(
+            "a lock unavailable during the disruption (lock canary, {}, target {} = {})",
+            d.method,
+            d.target,
+            d.role()
+        ),
+        start: w.start,
+        end: Some(w.end),
+        secs: Some(w.duration_s),
+    };
+    let mut out = vec![
+        at.figure("", "lock_longest_unavailable_s", l.longest_unavailable_s, SECONDS),
+        at.figure("", "lock_handover_p50_s", l.handover_p50_s, SECONDS),
+        at.figure("", "lock_grants", Some(l.grants as f64), COUNT),
+        at.figure("", "leases_lost", Some(l.leases_lost as f64), COUNT),
+        at.figure("", "leases_lost_while_held", Some(l.leases_lost_while_held as f64), COUNT),
+        at.figure("", "grants_applied_after_error", Some(l.applied_after_error as f64), COUNT),
+    ];
+    out.push(safety_figure(&at, b.lock_safety.as_ref()));
+    for (i, e) in w.elections_detail.iter().enumerate() {
+        let mut m = at.figure(
+            "",
+            &format!("election_{}_lock_unavailable_s", i + 1),
+            e.lock_unavailable_s,
+            SECONDS,
+        );
+        m.note = cause_phrase(e);
+        out.push(m);
+    }
+    out
+}
+
+/// `lock_safety_violations`: overlapping holds plus tokens that did not rise, over the
+/// whole run; the verdict in `note`. Not known (empty) when nothing was checked.
+fn safety_figure(at: &Place, s: Option<&LockSafety>) -> Measurement {
+    let verdict = s.map_or(Verdict::NotChecked, |s| s.verdict);
+    let value = s
+        .filter(|s| s.verdict != Verdict::NotChecked)
+        .map(|s| (s.overlaps.len() + s.tokens_not_increasing.len()) as f64);
+    let mut m = at.figure("", "lock_safety_violations", value, COUNT);
+    m.note = match s {
+        Some(s) if s.verdict != Verdict::NotChecked => format!(
+            "{verdict}: {} grants checked, {} without a recorded end",
+            s.grants_checked, s.grants_without_end
+        ),
+        _ => verdict.to_string(),
+    };
+    m
 }
 
 fn election_figures(at: &Place, w: &WindowRecord) -> Vec<Measurement> {

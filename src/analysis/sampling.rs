@@ -114,7 +114,9 @@ impl Protocol for Sampling {
         let rounds = engine.rounds();
         let health = engine.health();
         let client = engine.client();
+        let lock_safety = engine.lock_safety();
         let (rows, windows) = engine.close_windows(true);
+        let lock = windows.iter().rev().find_map(|w| w.lock.clone());
         let elections_detail = windows.into_iter().flat_map(|w| w.elections_detail).collect();
         let detail = format!("{ended_by}; {rounds} round(s)");
         self.events.push(Event::stamped(now, Source::Leaderwatch, "", EventKind::RunEnded, detail));
@@ -139,6 +141,8 @@ impl Protocol for Sampling {
             elections_detail,
             health,
             client,
+            lock,
+            lock_safety,
             cause_horizon_s: plan.cause_horizon.as_secs_f64(),
             explanation: explain(&counts),
             residual: None,

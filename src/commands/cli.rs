@@ -707,6 +707,12 @@ pub struct SampleArgs {
     /// linearizable read, into canary.csv. Off by default: it adds a small write load.
     #[arg(long)]
     pub canary: bool,
+    /// With --canary, also the lock canary: 3 clients take turns on one lock under
+    /// __leaderwatch/lock/<run_id>/ as etcd's Go concurrency.Mutex does (leases of 10 s kept
+    /// alive, each holding 100 ms), every event into locks.csv (rotated daily like
+    /// canary.csv). Off by default: it adds a write load of its own.
+    #[arg(long, requires = "canary")]
+    pub lock_canary: bool,
     /// Deadline of each canary op.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub canary_timeout: Duration,

@@ -38,6 +38,8 @@ pub struct SampleConfig {
     pub cause_horizon: Duration,
     /// The canary's deadline per op; `None`: no canary (the default for `sample`).
     pub canary: Option<Duration>,
+    /// The lock canary beside it; `None`: none (the default for `sample`).
+    pub lock: Option<crate::io::lock::LockConfig>,
     /// Serve leaderwatch's own /metrics and /healthz here (`--metrics-addr`).
     pub metrics_addr: Option<std::net::SocketAddr>,
     /// Daily files and their retention; `None`: one samples.csv forever.
@@ -72,6 +74,8 @@ pub async fn command(a: SampleArgs, shutdown: impl Future<Output = ()>) -> Resul
         },
         cause_horizon: a.cause_horizon,
         canary: a.canary.then_some(a.canary_timeout),
+        lock: (a.canary && a.lock_canary)
+            .then(|| crate::io::lock::LockConfig::defaults(a.canary_timeout)),
         metrics_addr: a.metrics_addr,
         rotation: Some(crate::io::rotate::Rotation { retain_days: a.retain }),
     };
@@ -123,7 +127,7 @@ pub async fn run_with<S: Rounds>(
         cause_horizon: cfg.cause_horizon,
         metrics: cfg.metrics_addr.map(|a| (a, cfg.interval)),
         follow_pod_ips: false,
-        lock: None,
+        lock: cfg.lock.clone(),
     };
     let mut drive = Drive::open(setup, rounds, clock.clone(), None, shutdown).await?;
     let plan = SamplingPlan {

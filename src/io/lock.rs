@@ -65,6 +65,14 @@ pub struct LockConfig {
     pub timeout: Duration,
 }
 
+impl LockConfig {
+    /// What `measure` and `rehearse` default to (their flags say why), each op with
+    /// `timeout`.
+    pub fn defaults(timeout: Duration) -> Self {
+        LockConfig { holders: 3, ttl_s: 10, hold: Duration::from_millis(100), timeout }
+    }
+}
+
 /// The running lock canary.
 pub struct LockCanary {
     prefix: String,

@@ -140,8 +140,7 @@ pub struct RunDir {
     health: CsvFile,
     /// Opened on the first op: a run without the canary has no canary.csv.
     canary: Option<CsvFile>,
-    /// Opened on the first event: a run without the lock canary has no locks.csv. Never
-    /// rotated: only a sitting runs the lock canary.
+    /// Opened on the first event: a run without the lock canary has no locks.csv.
     locks: Option<CsvFile>,
     /// What reopening found in samples.csv, events.csv and health.csv.
     pub reopened: [(&'static str, Reopened); 3],
@@ -159,7 +158,7 @@ pub struct RunDir {
 
 /// The files that rotate: those written every round or interval. events.csv does not:
 /// it grows only with changes, and a month of it is what the rate of elections rests on.
-const ROTATED: [&str; 3] = [SAMPLES, HEALTH, CANARY];
+const ROTATED: [&str; 4] = [SAMPLES, HEALTH, CANARY, LOCKS];
 
 impl RunDir {
     /// Creates or reopens `dir`, repairing torn last lines.
@@ -199,6 +198,10 @@ impl RunDir {
             let (f, _) = CsvFile::open(self.dir.join(CANARY), &CANARY_HEADER)?;
             self.canary = Some(f);
         }
+        if self.locks.is_none() && self.dir.join(LOCKS).exists() {
+            let (f, _) = CsvFile::open(self.dir.join(LOCKS), &LOCKS_HEADER)?;
+            self.locks = Some(f);
+        }
         let today = now.date_naive();
         self.housekeeping_due = Some(today);
         for which in ROTATED {
@@ -211,11 +214,12 @@ impl RunDir {
         Ok(())
     }
 
-    /// One of the [`ROTATED`] files (canary.csv only once open) and its header.
+    /// One of the [`ROTATED`] files (canary.csv and locks.csv only once open) and its header.
     fn rotated(&mut self, which: &str) -> Option<(&mut CsvFile, &'static [&'static str])> {
         match which {
             SAMPLES => Some((&mut self.samples, &SAMPLES_HEADER[..])),
             HEALTH => Some((&mut self.health, &HEALTH_HEADER[..])),
+            LOCKS => self.locks.as_mut().map(|c| (c, &LOCKS_HEADER[..])),
             _ => self.canary.as_mut().map(|c| (c, &CANARY_HEADER[..])),
         }
     }
@@ -417,6 +421,8 @@ impl RunDir {
             }
             self.locks = Some(f);
         }
+        let first = rows[0].event.at.utc;
+        self.roll(LOCKS, first.date_naive(), first)?;
         let Some(f) = self.locks.as_mut() else { return Ok(()) };
         for r in rows {
             f.w.write_record(lock_record(r, &self.run_id))

@@ -54,6 +54,12 @@ pub struct Summary {
     /// What the canary saw over the run (`--canary`); absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client: Option<crate::model::canary::ClientFigures>,
+    /// What the lock canary saw over the run (`--lock-canary`); absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<crate::model::lock::LockFigures>,
+    /// The lock canary's safety checks over every grant of the run; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock_safety: Option<crate::model::lock::LockSafety>,
     /// One sentence that puts the three counts side by side for a reader.
     pub explanation: String,
     /// The residual rate of elections over every run in the directory (schema 3); absent

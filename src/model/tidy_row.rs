@@ -15,6 +15,9 @@ pub const BYTES: &str = "bytes";
 pub const RECOVERY: &str = "recovery";
 /// The `window` of the row "client writes unavailable during the disruption".
 pub const CLIENT: &str = "client";
+/// The `window` of the row "a lock during the disruption" (the lock canary's grants, and
+/// the run's safety verdict).
+pub const LOCK: &str = "lock";
 /// The `window` of "elections per disruption": the disruption and settle windows together.
 pub const PER_DISRUPTION: &str = "per_disruption";
 
@@ -27,7 +30,7 @@ pub const PER_DISRUPTION: &str = "per_disruption";
 ///
 /// - `source`: the baseline.json path as given; `environment`: where it ran;
 /// - `window`: `at_rest`, `disruption`, `settle` (baseline.json's windows), `recovery`,
-///   `client` or `per_disruption` (the disruption and settle windows together: its one
+///   `client`, `lock` or `per_disruption` (the disruption and settle windows together: its one
 ///   figure, `elections`, is what `report --alert-rule` calls elections per disruption);
 /// - `member`: empty for a cluster-wide figure, else whose health figure it is;
 /// - `figure`, `value`, `unit` (`s`, `count`, `terms`, `bytes`): `value` is empty when not

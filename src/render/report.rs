@@ -16,7 +16,7 @@ use crate::Error;
 use crate::analysis::flatten::{Difference, is_election_figure, measurements};
 use crate::model::baseline::{EnvironmentKind, KubeMethod};
 use crate::model::rate::BaselineFile;
-use crate::model::tidy_row::{BYTES, CLIENT, Measurement, PER_DISRUPTION, RECOVERY, SECONDS};
+use crate::model::tidy_row::{BYTES, CLIENT, LOCK, Measurement, PER_DISRUPTION, RECOVERY, SECONDS};
 
 pub const BEGIN: &str = "<!-- baseline:begin -->";
 pub const END: &str = "<!-- baseline:end -->";
@@ -146,6 +146,43 @@ fn client_cell(rows: &[&Measurement]) -> String {
     v
 }
 
+/// The lock row's value cell: the longest time no one could take the lock (less the
+/// hold), each election's share, the leases lost and the run's safety verdict.
+fn lock_cell(rows: &[&Measurement]) -> String {
+    let mut v = match value(rows, "lock_longest_unavailable_s") {
+        Some(u) => format!("{u:.2} s longest with no holder able to take the lock"),
+        None => "fewer than two grants in the window".to_owned(),
+    };
+    if let Some(p50) = value(rows, "lock_handover_p50_s") {
+        v.push_str(&format!(" (usual hand-over {})", ms(p50)));
+    }
+    let elections: Vec<String> = rows
+        .iter()
+        .filter(|m| m.figure.starts_with("election_") && m.figure.ends_with("_lock_unavailable_s"))
+        .map(|m| match m.value {
+            Some(s) => format!("{s:.2} s ({})", m.note),
+            None => format!("— ({})", m.note),
+        })
+        .collect();
+    if !elections.is_empty() {
+        v.push_str(&format!("; per election {}", elections.join(", ")));
+    }
+    if let (Some(grants), Some(lost), Some(held)) = (
+        value(rows, "lock_grants"),
+        value(rows, "leases_lost"),
+        value(rows, "leases_lost_while_held"),
+    ) {
+        v.push_str(&format!("; {grants:.0} grants, {lost:.0} leases lost ({held:.0} while held)"));
+    }
+    if let Some(n) = value(rows, "grants_applied_after_error").filter(|n| *n > 0.0) {
+        v.push_str(&format!(", {n:.0} grants applied though answered with an error"));
+    }
+    if let Some(s) = get(rows, "lock_safety_violations") {
+        v.push_str(&format!("; safety over the run {}", s.note));
+    }
+    v
+}
+
 /// The recovery's value cell.
 fn recovery_cell(rows: &[&Measurement]) -> String {
     let mut v = match (value(rows, "loss_to_healthy_s"), value(rows, "request_to_healthy_s")) {
@@ -166,6 +203,7 @@ fn value_cell(rows: &[&Measurement]) -> String {
     match rows.first().map(|m| m.window.as_str()) {
         Some(RECOVERY) => recovery_cell(rows),
         Some(CLIENT) => client_cell(rows),
+        Some(LOCK) => lock_cell(rows),
         Some(PER_DISRUPTION) => format!("{} (raft term)", num(value(rows, "elections"))),
         _ => counts_cell(rows),
     }
@@ -452,6 +490,9 @@ pub fn render(baselines: &[BaselineFile], readme_dir: Option<&Path>) -> String {
         ] {
             out.push(format!("| {m} | — | not yet measured | — | {gke} | {todo} |"));
         }
+        out.push(format!(
+            "| a lock unavailable during the eviction: longest with no holder able to take it, leases lost, safety | — | not yet measured | — | {gke} | {todo} (the lock canary is on by default) |"
+        ));
         out.push(format!(
             "| residual rate of elections at rest, per day with its 95% interval | — | not yet measured | — | {gke} | after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/baseline.json <sampler run directory>` |"
         ));

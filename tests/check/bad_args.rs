@@ -11,7 +11,7 @@ fn run_bad(args: &[&str]) -> (i32, String) {
 
 /// `(command line, exit code, what stderr must name)`; `{out}` is the run directory the
 /// command must not create, `{taken}` a port already bound, `{ep}` a member nobody answers.
-const BAD: [(&str, i32, &str); 13] = [
+const BAD: [(&str, i32, &str); 15] = [
     ("measure --idle 5m --out {out}", 2, "at least 20m"),
     (
         "rehearse --target m1 --idle 1s --etcd-bin /nonexistent/etcd --out {out}",
@@ -42,6 +42,10 @@ const BAD: [(&str, i32, &str); 13] = [
         "--readme /nonexistent/README.md: no such file",
     ),
     ("measure --expect-build 0.1.0 --out {out}", 2, "is not VERSION+COMMIT"),
+    // Regression: clap lists a missing argument on the line after its message, and only
+    // the message was said ("...were not provided:" and nothing).
+    ("sample --endpoint {ep} --lock-canary --out {out}", 2, "not provided: --canary"),
+    ("rehearse --lock-ttl 1500ms --out {out}", 2, "whole seconds"),
 ];
 
 #[test]

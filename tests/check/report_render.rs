@@ -161,6 +161,7 @@ const NO_CAUSES_BEFORE: &str = r#"| measurement | value | label | observation wi
 | leader changes at rest (>= 20 min idle): raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch sitting --context <GKE context> --image <the image you pushed>` (docs/gke-sitting.md): it fills this table |
 | leader changes after one drain-equivalent eviction: raw sum / reset-aware increase / elections | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch sitting --context <GKE context> --image <the image you pushed>` (docs/gke-sitting.md): it fills this table |
 | time from member loss to a healthy 3-member endpoint list | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch sitting --context <GKE context> --image <the image you pushed>` (docs/gke-sitting.md): it fills this table |
+| a lock unavailable during the eviction: longest with no holder able to take it, leases lost, safety | — | not yet measured | — | GKE Autopilot, dlock-gke | run `leaderwatch sitting --context <GKE context> --image <the image you pushed>` (docs/gke-sitting.md): it fills this table (the lock canary is on by default) |
 | residual rate of elections at rest, per day with its 95% interval | — | not yet measured | — | GKE Autopilot, dlock-gke | after the sitting (and days of the continuous sampler), run `leaderwatch rate data/gke-*/baseline.json <sampler run directory>` |
 
 Short rehearsals on local loopback (`leaderwatch rehearse`: minutes at rest, not the spec's 20, and a local signal instead of an eviction), for comparison:
@@ -173,7 +174,8 @@ Short rehearsals on local loopback (`leaderwatch rehearse`: minutes at rest, not
 | time from member loss to a healthy 3-member endpoint list (local-sigkill, target m2 = leader) | 5.12 s (request → healthy 5.12 s); of which the member was kept down 5.01 s (exit → restart) | ASSUMPTION-free measurement | 2026-11-30 09:44:38Z – 09:44:43Z (5.1 s) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |
 | residual rate of elections at rest (at_rest + settle windows of 1 sitting(s); `leaderwatch rate`) | 0 election(s) in 1m 30s of quiet exposure: 0 per day, 95% exact Poisson interval 0 – 3540.420 per day | ASSUMPTION-free measurement | 2026-11-30 09:43:38Z – 09:45:13Z (90 s quiet) | local loopback, etcd 3.5.1, 3 members | `data/rehearsal-leader-sigkill-20261130T094337Z/baseline.json` |"#;
 
-/// As before, plus the residual-rate rows every report has had since (its quiet windows,
+/// As before, plus the residual-rate rows every report has had since (and GKE's lock row,
+/// not yet measured, since #50) (its quiet windows,
 /// 0 elections there: the one election is in the disruption window), in today's layout:
 /// the spec's table first (GKE not yet measured), the label in its own column, the short
 /// rehearsal in the second table. The sitting was recorded before member health and
@@ -358,6 +360,56 @@ fn the_cli_compare_and_csv_agree_on_the_figures() {
 /// Regression: a sitting on the local control plane is environment.kind "kubernetes", and
 /// its rows made the GKE rows ("not yet measured" with the command) disappear as if GKE
 /// had been measured. They stay until a GKE baseline is given.
+/// A baseline with the lock canary: the report's lock row and the CSV's `lock` figures
+/// come from its `windows[].lock`, each election's `lock_unavailable_s` and the run's
+/// `lock_safety`; a broken verdict is said as broken.
+#[test]
+fn the_lock_row_says_what_an_election_cost_a_lock_and_the_safety_verdict() {
+    let path = fixture("baseline-lock-sigkill.json");
+    let b = read::baseline(&path).expect("lock fixture");
+    let table = report::render(&[file(path.clone(), b.clone())], None);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("| a lock unavailable during the disruption"))
+        .unwrap_or_else(|| panic!("a lock row in\n{table}"));
+    for part in [
+        "(lock canary, local-sigkill, target m1 = leader)",
+        "2.01 s longest with no holder able to take the lock (usual hand-over 9.56 ms)",
+        "per election 2.01 s (the SIGKILL of m1)",
+        "29 grants, 0 leases lost (0 while held)",
+        "safety over the run held: 165 grants checked, 1 without a recorded end",
+    ] {
+        assert!(row.contains(part), "{part:?} in {row}");
+    }
+    let (_, rows) = csv_rows(&report::render_csv(&[file(path.clone(), b.clone())]).expect("csv"));
+    let get = |window: &str, figure: &str| -> String {
+        rows.iter()
+            .find(|r| r["window"] == window && r["figure"] == figure)
+            .map(|r| r["value"].clone())
+            .unwrap_or_else(|| panic!("{window}/{figure} in the CSV"))
+    };
+    assert_eq!(get("lock", "election_1_lock_unavailable_s"), "2.011518079");
+    assert_eq!(get("lock", "lock_safety_violations"), "0.0");
+    assert_eq!(get("lock", "leases_lost"), "0.0");
+    assert_eq!(get("disruption", "lock_acquire_failures"), "5.0");
+    assert_eq!(get("settle", "lock_grants"), "136.0");
+    assert!(
+        !rows.iter().any(|r| r["window"] == "at_rest" && r["figure"].starts_with("lock_")),
+        "no lock canary at rest: no lock figures there"
+    );
+
+    let mut broken = b.clone();
+    let s = broken.lock_safety.as_mut().expect("lock_safety");
+    s.verdict = leaderwatch::model::lock::Verdict::Broken;
+    s.overlaps.push("planted".to_owned());
+    let table = report::render(&[file(path.clone(), broken.clone())], None);
+    assert!(table.contains("safety over the run broken: 165 grants checked"), "{table}");
+    let (_, rows) = csv_rows(&report::render_csv(&[file(path, broken)]).expect("csv"));
+    assert!(rows.iter().any(|r| r["figure"] == "lock_safety_violations"
+        && r["value"] == "1.0"
+        && r["note"].starts_with("broken")));
+}
+
 #[test]
 fn a_local_control_plane_sitting_leaves_the_gke_rows_not_yet_measured() {
     let mut b = schema3();

@@ -246,3 +246,36 @@ async fn the_canary_key_never_outlives_leaderwatch_by_more_than_its_ttl() {
         sleep(500).await;
     }
 }
+
+/// `sample --canary --lock-canary`: locks.csv has grants by every holder, summary.json the
+/// run's lock figures and a held safety verdict, and a clean exit revokes every lease (no
+/// key left under `__leaderwatch/`). `--lock-canary` alone is bad input.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sample_with_the_lock_canary_writes_locks_csv_and_leaves_no_key() {
+    let f = cluster().await;
+    let out = wait_within(
+        spawn_sample(&f, &["--canary", "--lock-canary", "--duration", "4s"]),
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", String::from_utf8_lossy(&out.stderr));
+    let locks = support::locks(f.out.path());
+    let holders: std::collections::BTreeSet<&str> =
+        locks.iter().filter(|r| r["event"] == "granted").map(|r| r["holder"].as_str()).collect();
+    assert_eq!(holders.len(), 3, "every holder was granted the lock: {holders:?}");
+    assert!(locks.iter().all(|r| r["window"] == "sample"), "one window");
+    let s = summary(f.out.path());
+    assert!(s["lock"]["grants"].as_u64().is_some_and(|n| n >= 6), "{}", s["lock"]);
+    assert_eq!(s["lock"]["leases_lost"], 0, "{}", s["lock"]);
+    assert_eq!(s["lock_safety"]["verdict"], "held", "{}", s["lock_safety"]);
+    assert_eq!(support::canary_keys(&f.cluster.members()).await, 0, "a clean exit revokes");
+
+    let o = leaderwatch()
+        .args(["sample", "--endpoint", "m0=http://127.0.0.1:1", "--out"])
+        .arg(f.out.path())
+        .arg("--lock-canary")
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("not provided: --canary"), "{err}");
+}

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use leaderwatch::commands::drive::SittingConfig;
 use leaderwatch::commands::measure::{self, MeasureConfig};
+use leaderwatch::io::lock::LockConfig;
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::KubeOptions;
 use leaderwatch::k8s::discover::Reach;
@@ -25,6 +26,7 @@ use leaderwatch::model::clock::{Clock, SystemClock};
 use serde_json::Value;
 
 use crate::support::lab;
+use crate::support::locker::{self, Locker};
 use crate::support::promtool;
 use crate::support::writer;
 use lab::{Lab, repo};
@@ -57,7 +59,13 @@ fn config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> Me
             },
             cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
             canary: Some(Duration::from_secs(1)),
-            lock: None,
+            // As `measure` defaults it (the hold is the Go locker's, so the two compare).
+            lock: Some(LockConfig {
+                holders: 3,
+                ttl_s: 10,
+                hold: locker::HOLD,
+                timeout: Duration::from_secs(1),
+            }),
             metrics_addr: None,
             // measure sets it from `reach`.
             follow_pod_ips: false,
@@ -118,6 +126,22 @@ fn maintenance_config(
     cfg.evict_timeout = Duration::from_secs(300);
     cfg.down = Duration::from_secs(8);
     cfg
+}
+
+/// The lock canary ran through `what` on the real nodes: no lease lost (each lives 10 s,
+/// and no member was frozen), it was granted in every window it ran in, and the lock
+/// stayed safe over the run (tokens rising, no two holds overlapping in revision order).
+fn lock_kept(b: &Baseline, what: &str) {
+    assert_eq!(locker::leases_lost(b), 0, "{what}: a lease was lost");
+    for w in b.windows.iter().filter(|w| w.name != WindowName::AtRest) {
+        let l = w.lock.as_ref().unwrap_or_else(|| panic!("{what}: no lock figures in {}", w.name));
+        assert!(l.grants > 0, "{what}: no grant in {}: {l:?}", w.name);
+    }
+    assert!(
+        b.window(WindowName::AtRest).is_none_or(|w| w.lock.is_none()),
+        "{what}: the lock canary ran at rest"
+    );
+    locker::assert_safe(b, &[]);
 }
 
 /// Every election after the request is ours: inside our own rollout or drain the pod
@@ -295,10 +319,11 @@ async fn a_follower_eviction_goes_through_the_real_eviction_api(lab: &Lab, kc: &
         assert!(pos(a) < pos(b), "{a} before {b}: {steps:?}");
     }
     assert!(d.waterfall.windows(2).all(|w| w[0].at <= w[1].at), "steps in time order: {steps:?}");
+    lock_kept(&b, "a follower eviction");
     assert_eq!(
         lab.etcdctl(&["get", "--prefix", "__leaderwatch/", "--keys-only"]).trim(),
         "",
-        "the canary key is gone"
+        "the canary's key and the lock canary's keys are gone"
     );
 }
 
@@ -443,6 +468,9 @@ async fn a_rolling_restart_replaces_every_member_highest_ordinal_first(
         "one patch of the StatefulSet by leaderwatch"
     );
     all_ours(&b, "the rolling restart");
+    // Every member replaced, each with a new address: the lock canary's streams and ops
+    // followed them (repointed as the pods came back) and no lease was lost.
+    lock_kept(&b, "the rolling restart");
     rolling
 }
 
@@ -936,8 +964,13 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     let urls = lab.client_urls();
     assert_eq!(urls.len(), 3, "every member's pod has its address: {urls:?}");
     let w = writer::Writer::start(&urls);
+    // And Go's concurrency.Mutex (tests/support/locker.rs), each call under the lock
+    // canary's 1 s deadline: its grant gap is the lock canary's reference.
+    let go =
+        Locker::start(&urls, "__leaderwatch/independent-lock", Some(Duration::from_secs(1)), 10);
     let b = measure(&kc, out.path(), "leader").await.unwrap_or_else(|e| panic!("measure: {e}"));
-    let ops = tokio::task::spawn_blocking(move || w.stop()).await.expect("writer");
+    let (ops, go) =
+        tokio::task::spawn_blocking(move || (w.stop(), go.stop())).await.expect("writer, locker");
     assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert!(d.target_was_leader);
@@ -975,6 +1008,12 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
         "canary {canary:.3} s vs independent writer {independent:.3} s"
     );
     assert!(one >= canary - 1e-9, "one in flight {one:.3} s < {canary:.3} s");
+    // What the eviction cost a lock: the lock canary as Go's concurrency.Mutex saw it.
+    let locks = crate::support::locks(out.path());
+    locker::assert_agree("leader eviction", e, &locks, &go, None);
+    assert!(locker::tokens_increase(&go), "the Go client's tokens went down");
+    assert!(!go.iter().any(|e| e.kind == "session_lost"), "the Go client lost a session");
+    lock_kept(&b, "a leader eviction");
 }
 
 /// The laptop path on real nodes: kubectl's port-forward, exec and logs through an API

@@ -167,3 +167,87 @@ pub fn tokens_increase(events: &[LockerEvent]) -> bool {
     grants.sort_by_key(|e| (e.revision, e.token));
     grants.windows(2).all(|w| w[1].token > w[0].token)
 }
+
+/// A locks.csv row (`super::locks`).
+pub type Row = std::collections::HashMap<String, String>;
+
+/// How far the lock canary may be from the Go client: the issue's 0.2 s, and one hold.
+/// The two clients' holders are at different points of their hold when the leader dies,
+/// and each gap holds what was left of it (0 to one hold): that much they cannot share.
+/// Beyond it, a difference must be one retry ([`assert_agree`]).
+pub const AGREE_S: f64 = 0.2 + 0.1;
+
+/// One retry's wait: each op's deadline (the canary's and the Go client's), and gRPC's
+/// first reconnect backoff.
+pub const RETRY_S: f64 = 1.0;
+
+fn at(r: &Row) -> DateTime<Utc> {
+    r["at"].parse().unwrap_or_else(|e| panic!("locks.csv at {:?}: {e}", r["at"]))
+}
+
+/// The lock canary's failed ops and streams within `[a, b]` (locks.csv).
+pub fn canary_failures_within(locks: &[Row], (a, b): (DateTime<Utc>, DateTime<Utc>)) -> usize {
+    locks
+        .iter()
+        .filter(|r| r["event"].ends_with("_failed"))
+        .filter(|r| (a..=b).contains(&at(r)))
+        .count()
+}
+
+/// Leases the lock canary lost over the run.
+pub fn leases_lost(b: &leaderwatch::model::baseline::Baseline) -> u64 {
+    b.windows.iter().filter_map(|w| w.lock.as_ref()).map(|l| l.leases_lost).sum()
+}
+
+/// Every fencing token the Go client was granted rose, and the canary's safety held.
+pub fn assert_safe(b: &leaderwatch::model::baseline::Baseline, go: &[LockerEvent]) {
+    let safety = b.lock_safety.as_ref().expect("lock_safety in baseline.json");
+    assert_eq!(safety.verdict, leaderwatch::model::lock::Verdict::Held, "{safety:?}");
+    assert!(safety.grants_checked > 10, "{safety:?}");
+    assert!(tokens_increase(go), "the Go client's tokens went down");
+}
+
+/// The lock canary (its `lock_unavailable_s` for election `e`, its `locks` rows) and the
+/// Go client `go` agree on what the election cost the lock: within [`AGREE_S`], or one
+/// retry apart. Each client draws where its ops and streams were when the leader went: an
+/// op sent to a follower that forwards to the dead leader waits out its 1 s deadline
+/// before it goes to the next member, and clientv3 resumes a broken watch after gRPC's 1 s
+/// reconnect backoff, so one client may pay a second the other did not. When the canary is
+/// the slower, its gap must show the failure that cost it (locks.csv); the Go client's
+/// watch resumes inside clientv3, where the program cannot see it. `defaults` (the Go
+/// client on clientv3's defaults) is only printed. Returns (canary, Go).
+pub fn assert_agree(
+    what: &str,
+    e: &leaderwatch::model::baseline::ElectionDetail,
+    locks: &[Row],
+    go: &[LockerEvent],
+    defaults: Option<&[LockerEvent]>,
+) -> (f64, f64) {
+    let canary = e.lock_unavailable_s.expect("the lock canary ran through the election");
+    let go_s = unavailable_over(go, e.after, e.observed_at)
+        .expect("the Go client was granted the lock again after the election");
+    let defaults = defaults.map(|d| unavailable_over(d, e.after, e.observed_at));
+    let canary_grants: Vec<DateTime<Utc>> =
+        locks.iter().filter(|r| r["event"] == "granted").map(at).collect();
+    let canary_gap = longest_gap(canary_grants, e.after, e.observed_at).expect("gap");
+    let go_gap = longest_gap(grants(go), e.after, e.observed_at).expect("gap");
+    let (canary_failed, go_expired) =
+        (canary_failures_within(locks, canary_gap), expired_within(go, go_gap));
+    eprintln!(
+        "{what}: lock unavailable: canary {canary:.3} s ({canary_failed} failed op(s) or \
+         stream(s)), Go concurrency.Mutex {go_s:.3} s ({go_expired} deadline(s) ran out), on \
+         clientv3's defaults {defaults:?} s; writes unavailable {:?} s",
+        e.write_unavailable_s
+    );
+    assert_eq!(HOLD.as_secs_f64(), 0.1, "AGREE_S counts one hold of 100 ms");
+    let diff = canary - go_s;
+    let retry = if diff.abs() <= AGREE_S { 0.0 } else { RETRY_S.copysign(diff) };
+    assert!(
+        (diff - retry).abs() <= AGREE_S,
+        "{what}: canary {canary:.3} s vs Go {go_s:.3} s: more than one retry apart"
+    );
+    if retry > 0.0 {
+        assert!(canary_failed > 0, "{what}: the canary paid a second more, but no failure");
+    }
+    (canary, go_s)
+}

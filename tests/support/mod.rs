@@ -217,6 +217,7 @@ pub fn sample_config(f: &Fixture, interval: Duration, timeout: Duration) -> Samp
         probe: ProbeConfig { timeout, ..ProbeConfig::default() },
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: None,
+        lock: None,
         metrics_addr: None,
         rotation: None,
     }
