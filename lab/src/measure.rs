@@ -142,6 +142,151 @@ async fn move_leader(state: &State, repo: &Path, to: &str) -> Result<()> {
     Err(Error::Command(format!("--leader {to}: the leadership did not move within 30 s")))
 }
 
+/// The members' pod IPs, as `--reach pod-ip` reaches them.
+async fn pod_urls(state: &State, repo: &Path) -> Result<Vec<String>> {
+    let out = kubectl(
+        state,
+        repo,
+        &[
+            "-n",
+            "dlock",
+            "get",
+            "pods",
+            "-l",
+            "app.kubernetes.io/name=dlock-etcd",
+            "-o",
+            "jsonpath={range .items[*]}{.status.podIP}{\"\\n\"}{end}",
+        ],
+    )
+    .await?;
+    Ok(out.lines().filter(|l| !l.is_empty()).map(|ip| format!("http://{ip}:2379")).collect())
+}
+
+/// Go's `concurrency.Mutex` beside the sitting (lw-etcd-locker, built by `make deps-etcd`):
+/// the reference for the lock canary's figures. Two clients on prefixes of their own, one
+/// with every call under the lock canary's 1 s deadline and one on clientv3's defaults,
+/// each writing its CSV into a temporary directory until [`GoLockers::stop`].
+struct GoLockers {
+    children: Vec<(tokio::process::Child, PathBuf, &'static str)>,
+    dir: PathBuf,
+}
+
+/// The two lockers' files in the run directory, and the `-op-timeout` each runs with.
+const GO_LOCKERS: [(&str, &str); 2] = [("go-locker.csv", "1s"), ("go-locker-defaults.csv", "0")];
+
+impl GoLockers {
+    async fn start(repo: &Path, urls: &[String], dir: &Path) -> Result<Option<GoLockers>> {
+        let bin = repo.join(".tools/bin/lw-etcd-locker");
+        if !bin.is_file() {
+            println!("lw-lab: {} missing (make deps-etcd): no Go locker beside", bin.display());
+            return Ok(None);
+        }
+        let dir = dir.join("go-lockers");
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| Error::Command(format!("{}: {e}", dir.display())))?;
+        let mut children = Vec::new();
+        for (name, op_timeout) in GO_LOCKERS {
+            let path = dir.join(name);
+            let file = std::fs::File::create(&path)
+                .map_err(|e| Error::Command(format!("{}: {e}", path.display())))?;
+            let child = tokio::process::Command::new(&bin)
+                .args(["-endpoints", &urls.join(","), "-op-timeout", op_timeout])
+                .args(["-prefix", &format!("__lw-lab/{name}"), "-ttl", "10", "-hold", "100ms"])
+                .stdout(file)
+                .kill_on_drop(true)
+                .spawn()
+                .map_err(|e| Error::Command(format!("{}: {e}", bin.display())))?;
+            children.push((child, path, name));
+        }
+        println!("lw-lab: Go concurrency.Mutex beside the sitting at {}", urls.join(","));
+        Ok(Some(GoLockers { children, dir }))
+    }
+
+    /// SIGTERM (each releases and closes its session), then the CSVs into `out`.
+    async fn stop(mut self, out: &Path) -> Result<()> {
+        for (child, _, _) in &mut self.children {
+            if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGTERM,
+                );
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(15), child.wait()).await;
+        }
+        for (_, path, name) in &self.children {
+            let to = out.join(name);
+            std::fs::copy(path, &to)
+                .map_err(|e| Error::Command(format!("{}: {e}", to.display())))?;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        Ok(())
+    }
+}
+
+type Time = chrono::DateTime<chrono::FixedOffset>;
+
+/// The longest time between consecutive `grants` (sorted) that overlaps `[after, seen]`,
+/// less the 100 ms hold, never below 0: the lock canary's `lock_unavailable_s`, computed
+/// again from the Go client's grants.
+fn unavailable_over(grants: &[Time], after: Time, seen: Time) -> Option<f64> {
+    grants
+        .windows(2)
+        .filter(|w| w[0] <= seen && w[1] >= after)
+        .map(|w| ((w[1] - w[0]).as_seconds_f64() - 0.1).max(0.0))
+        .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))))
+}
+
+/// Each election of the run: the lock canary's `lock_unavailable_s` beside the Go
+/// lockers' longest gap between grants over it, less the 100 ms hold (docs/counting.md).
+fn compare_locks(out: &Path) -> Result<()> {
+    let text = std::fs::read_to_string(out.join("baseline.json"))
+        .map_err(|e| Error::Command(format!("baseline.json: {e}")))?;
+    let b: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| Error::Command(format!("baseline.json: {e}")))?;
+    let time = |v: &serde_json::Value| {
+        v.as_str().and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+    };
+    let mut grants = Vec::new();
+    for (name, _) in GO_LOCKERS {
+        let csv = std::fs::read_to_string(out.join(name)).unwrap_or_default();
+        let mut g: Vec<_> = csv
+            .lines()
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split(',').collect();
+                (f.get(1) == Some(&"granted"))
+                    .then(|| f.get(2).and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()))
+                    .flatten()
+            })
+            .collect();
+        g.sort();
+        grants.push((name, g));
+    }
+    let windows = b["windows"].as_array().cloned().unwrap_or_default();
+    for e in
+        windows.iter().flat_map(|w| w["elections_detail"].as_array().cloned().unwrap_or_default())
+    {
+        let (Some(after), Some(seen)) = (time(&e["after"]), time(&e["observed_at"])) else {
+            continue;
+        };
+        let mut line = format!(
+            "lw-lab: election term {} -> {} ({}): lock unavailable: lock canary {} s",
+            e["term_from"],
+            e["term_to"],
+            e["cause"].as_str().unwrap_or("?"),
+            e["lock_unavailable_s"].as_f64().map_or("—".to_owned(), |v| format!("{v:.2}"))
+        );
+        for (name, g) in &grants {
+            let gap = unavailable_over(g, after, seen);
+            line.push_str(&format!(
+                ", {name} {}",
+                gap.map_or("—".to_owned(), |v| format!("{v:.2} s"))
+            ));
+        }
+        println!("{line}");
+    }
+    Ok(())
+}
+
 pub async fn run(
     opts: &Options,
     repo: &Path,
@@ -211,6 +356,8 @@ pub async fn run(
             }
         };
         a.extend(args);
+        let urls = pod_urls(&state, &repo).await?;
+        let lockers = GoLockers::start(&repo, &urls, &dir).await?;
         println!("lw-lab: {} {}", lw.display(), a.join(" "));
         let st = tokio::process::Command::new(&lw)
             .args(&a)
@@ -219,6 +366,13 @@ pub async fn run(
             .status()
             .await
             .map_err(|e| Error::Command(format!("leaderwatch: {e}")))?;
+        let run_dir = repo.join(&out);
+        if let Some(l) = lockers
+            && run_dir.is_dir()
+        {
+            l.stop(&run_dir).await?;
+            compare_locks(&run_dir)?;
+        }
         let baseline = repo.join(&out).join("baseline.json");
         if baseline.is_file() {
             let _ = tokio::process::Command::new(&lw)
@@ -237,4 +391,30 @@ pub async fn run(
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Time {
+        chrono::DateTime::parse_from_rfc3339(s).expect("time")
+    }
+
+    #[test]
+    fn the_gap_over_an_election_is_the_longest_that_overlaps_it_less_the_hold() {
+        let g = [
+            t("2026-12-05T10:00:00.000Z"),
+            t("2026-12-05T10:00:00.150Z"),
+            t("2026-12-05T10:00:02.150Z"), // 2.0 s: over the election
+            t("2026-12-05T10:00:02.300Z"),
+            t("2026-12-05T10:00:09.300Z"), // 7.0 s, but after it
+        ];
+        let (after, seen) = (t("2026-12-05T10:00:01.000Z"), t("2026-12-05T10:00:01.500Z"));
+        let gap = unavailable_over(&g, after, seen).expect("a gap");
+        assert!((gap - 1.9).abs() < 1e-9, "{gap}");
+        assert_eq!(unavailable_over(&g[..2], after, seen), None, "no grant after it");
+        let close = [t("2026-12-05T10:00:00.950Z"), t("2026-12-05T10:00:01.000Z")];
+        assert_eq!(unavailable_over(&close, after, seen), Some(0.0), "never below 0");
+    }
 }
