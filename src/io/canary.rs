@@ -133,42 +133,7 @@ impl Canary {
         let ops = self.drain();
         let ids = self.leases.lock().map(|l| l.ids.clone()).unwrap_or_default();
         let t = self.timeout.max(Duration::from_secs(2));
-        for id in ids {
-            let revoke = self.pool.run(|c| async move {
-                c.lease_client()
-                    .revoke(id)
-                    .await
-                    .map(|r| (r.header().map_or(0, |h| h.member_id()), ()))
-            });
-            match tokio::time::timeout(t, revoke).await {
-                Ok((_, Ok(()))) => {}
-                // Already expired, or revoked with an earlier one: nothing left to delete.
-                Ok((_, Err(e))) if e.contains("not found") => {}
-                Ok((_, Err(e))) => tracing::warn!(
-                    "canary: revoking lease {id:x}: {e} (it expires within {LEASE_TTL_S} s)"
-                ),
-                Err(_) => tracing::warn!(
-                    "canary: revoking lease {id:x} timed out (it expires within {LEASE_TTL_S} s)"
-                ),
-            }
-        }
-        let key = self.key.clone();
-        let delete = self.pool.run(|c| {
-            let key = key.clone();
-            async move {
-                c.kv_client()
-                    .delete(key, None)
-                    .await
-                    .map(|r| (r.header().map_or(0, |h| h.member_id()), ()))
-            }
-        });
-        if let Err(e) = tokio::time::timeout(t, delete)
-            .await
-            .map_err(|_| "timed out".to_owned())
-            .and_then(|(_, r)| r)
-        {
-            tracing::warn!("canary: deleting {}: {e}", self.key);
-        }
+        self.pool.clean_up("canary", ids, LEASE_TTL_S, &self.key, false, t).await;
         ops
     }
 }

@@ -183,39 +183,7 @@ impl LockCanary {
         let events = self.drain();
         let ids = self.leases.lock().map(|l| l.clone()).unwrap_or_default();
         let t = self.cfg.timeout.max(Duration::from_secs(2));
-        let ttl = self.cfg.ttl_s;
-        for id in ids {
-            let revoke = self.pool.run(|c| async move {
-                c.lease_client().revoke(id).await.map(|r| (answered_by(r.header()), ()))
-            });
-            match tokio::time::timeout(t, revoke).await {
-                Ok((_, Ok(()))) => {}
-                Ok((_, Err(e))) if e.contains("not found") => {}
-                Ok((_, Err(e))) => {
-                    tracing::warn!(
-                        "lock canary: revoking lease {id:x}: {e} (it expires within {ttl} s)"
-                    )
-                }
-                Err(_) => tracing::warn!(
-                    "lock canary: revoking lease {id:x} timed out (it expires within {ttl} s)"
-                ),
-            }
-        }
-        let prefix = self.prefix.clone();
-        let delete = self.pool.run(|c| {
-            let p = prefix.clone();
-            async move {
-                let opts = etcd_client::DeleteOptions::new().with_prefix();
-                c.kv_client().delete(p, Some(opts)).await.map(|r| (answered_by(r.header()), ()))
-            }
-        });
-        if let Err(e) = tokio::time::timeout(t, delete)
-            .await
-            .map_err(|_| "timed out".to_owned())
-            .and_then(|(_, r)| r)
-        {
-            tracing::warn!("lock canary: deleting {}: {e}", self.prefix);
-        }
+        self.pool.clean_up("lock canary", ids, self.cfg.ttl_s, &self.prefix, true, t).await;
         events
     }
 }

@@ -173,6 +173,50 @@ impl Pool {
             r.abort_all();
         }
     }
+
+    /// What a canary leaves behind when it stops: each of its `leases` revoked (which
+    /// deletes their keys), then `key` (with `prefix`: every key under it) deleted for what
+    /// no lease carried; each call bounded by `within`. A failure is a warning naming
+    /// `who` and when the lease expires anyway (`ttl_s`): the run's data is already safe.
+    pub(crate) async fn clean_up(
+        self: &Arc<Self>,
+        who: &str,
+        leases: Vec<i64>,
+        ttl_s: i64,
+        key: &str,
+        prefix: bool,
+        within: Duration,
+    ) {
+        for id in leases {
+            let revoke = self.run(|c| async move {
+                c.lease_client().revoke(id).await.map(|r| (answered_by(r.header()), ()))
+            });
+            match tokio::time::timeout(within, revoke).await {
+                Ok((_, Ok(()))) => {}
+                // Already expired, or revoked with an earlier one: nothing left to delete.
+                Ok((_, Err(e))) if e.contains("not found") => {}
+                Ok((_, Err(e))) => {
+                    tracing::warn!(
+                        "{who}: revoking lease {id:x}: {e} (it expires within {ttl_s} s)"
+                    )
+                }
+                Err(_) => tracing::warn!(
+                    "{who}: revoking lease {id:x} timed out (it expires within {ttl_s} s)"
+                ),
+            }
+        }
+        let delete = self.run(|c| async move {
+            let opts = prefix.then(|| etcd_client::DeleteOptions::new().with_prefix());
+            c.kv_client().delete(key, opts).await.map(|r| (answered_by(r.header()), ()))
+        });
+        if let Err(e) = tokio::time::timeout(within, delete)
+            .await
+            .map_err(|_| "timed out".to_owned())
+            .and_then(|(_, r)| r)
+        {
+            tracing::warn!("{who}: deleting {key}: {e}");
+        }
+    }
 }
 
 impl Pool {

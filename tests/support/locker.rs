@@ -5,10 +5,9 @@
 //! against.
 #![allow(dead_code)]
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
@@ -65,30 +64,13 @@ impl Locker {
             .arg(format!("{}ms", op_timeout.map_or(0, |t| t.as_millis())))
             .stdout(file)
             .stderr(Stdio::inherit());
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                    .map_err(std::io::Error::from)
-            });
-        }
-        let child = cmd.spawn().expect("start lw-etcd-locker");
+        let child = super::spawn_tied(&mut cmd, "lw-etcd-locker");
         Locker { child, out, _dir: dir }
     }
 
     /// Stops it (SIGTERM) and returns every event.
     pub fn stop(mut self) -> Vec<LockerEvent> {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        super::terminate(&mut self.child);
         let mut r = csv::Reader::from_path(&self.out).expect("locker.csv");
         r.records()
             .map(|rec| {

@@ -268,6 +268,35 @@ pub fn sample_rows_for<'a>(
 ) -> Vec<&'a std::collections::HashMap<String, String>> {
     rows.iter().filter(|r| r["member"] == member).collect()
 }
+/// Starts `cmd` so that it dies with the test process (SIGKILL on the parent's death, a
+/// panic's abort included); `what` names it in the panic if it cannot start.
+pub fn spawn_tied(cmd: &mut std::process::Command, what: &str) -> std::process::Child {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)
+        });
+    }
+    cmd.spawn().unwrap_or_else(|e| panic!("start {what}: {e}"))
+}
+
+/// SIGTERM to `child`, then up to 10 s for it to exit (its output flushed).
+pub fn terminate(child: &mut std::process::Child) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        if let Ok(Some(_)) = child.try_wait() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 pub mod fake_api;
 pub mod fake_member;
 pub mod lab;

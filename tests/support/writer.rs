@@ -7,10 +7,9 @@
 //! including this file by path.
 #![allow(dead_code)]
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
@@ -57,30 +56,13 @@ impl Writer {
             // A file, not a pipe: nobody reads until the end, and a full pipe would stall it.
             .stdout(file)
             .stderr(Stdio::inherit());
-        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                    .map_err(std::io::Error::from)
-            });
-        }
-        let child = cmd.spawn().expect("start lw-etcd-writer");
+        let child = super::spawn_tied(&mut cmd, "lw-etcd-writer");
         Writer { child, out, _dir: dir }
     }
 
     /// Stops it (SIGTERM: it waits for its ops in flight) and returns every op.
     pub fn stop(mut self) -> Vec<WriterOp> {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let t = Instant::now();
-        while t.elapsed() < Duration::from_secs(10) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        super::terminate(&mut self.child);
         let mut r = csv::Reader::from_path(&self.out).expect("writer.csv");
         r.records()
             .map(|rec| {
