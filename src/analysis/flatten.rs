@@ -226,26 +226,26 @@ fn client_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
         );
     }
     for (i, e) in w.elections_detail.iter().enumerate() {
-        let mut m = at.figure(
-            "",
-            &format!("election_{}_write_unavailable_s", i + 1),
-            e.write_unavailable_s,
-            SECONDS,
-        );
-        m.note = cause_phrase(e);
-        out.push(m);
+        out.push(per_election(&at, i, "write_unavailable_s", e.write_unavailable_s, e));
         if e.write_unavailable_one_in_flight_s.is_some() {
-            let mut m = at.figure(
-                "",
-                &format!("election_{}_write_unavailable_one_in_flight_s", i + 1),
-                e.write_unavailable_one_in_flight_s,
-                SECONDS,
-            );
-            m.note = cause_phrase(e);
-            out.push(m);
+            let v = e.write_unavailable_one_in_flight_s;
+            out.push(per_election(&at, i, "write_unavailable_one_in_flight_s", v, e));
         }
     }
     out
+}
+
+/// `election_<i+1>_<figure>` in seconds, its cause in `note`.
+fn per_election(
+    at: &Place,
+    i: usize,
+    figure: &str,
+    value: Option<f64>,
+    e: &ElectionDetail,
+) -> Measurement {
+    let mut m = at.figure("", &format!("election_{}_{figure}", i + 1), value, SECONDS);
+    m.note = cause_phrase(e);
+    m
 }
 
 /// Per window, what the lock canary saw: `lock_<figure>`.
@@ -296,14 +296,7 @@ fn lock_row(b: &Baseline, source: &str, d: &Disruption) -> Vec<Measurement> {
     ];
     out.push(safety_figure(&at, b.lock_safety.as_ref()));
     for (i, e) in w.elections_detail.iter().enumerate() {
-        let mut m = at.figure(
-            "",
-            &format!("election_{}_lock_unavailable_s", i + 1),
-            e.lock_unavailable_s,
-            SECONDS,
-        );
-        m.note = cause_phrase(e);
-        out.push(m);
+        out.push(per_election(&at, i, "lock_unavailable_s", e.lock_unavailable_s, e));
     }
     out
 }
