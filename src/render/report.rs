@@ -16,7 +16,14 @@ use crate::Error;
 use crate::analysis::flatten::{Difference, is_election_figure, measurements};
 use crate::model::baseline::{EnvironmentKind, KubeMethod};
 use crate::model::rate::BaselineFile;
-use crate::model::tidy_row::{BYTES, CLIENT, LOCK, Measurement, PER_DISRUPTION, RECOVERY, SECONDS};
+use crate::model::tidy_row::{CLIENT, LOCK, Measurement, PER_DISRUPTION, RECOVERY};
+
+mod health;
+mod maintenance;
+
+pub use health::HEALTH_HEADER;
+use health::{health_rows, ms};
+use maintenance::{MAINTENANCE_HEADER, maintenance_rows};
 
 pub const BEGIN: &str = "<!-- baseline:begin -->";
 pub const END: &str = "<!-- baseline:end -->";
@@ -292,141 +299,6 @@ fn rate_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> Vec<Stri
     out
 }
 
-/// A latency in milliseconds, about three significant digits.
-fn ms(s: f64) -> String {
-    let v = s * 1000.0;
-    match v.abs() {
-        a if a >= 100.0 => format!("{v:.0} ms"),
-        a if a >= 10.0 => format!("{v:.1} ms"),
-        _ => format!("{v:.2} ms"),
-    }
-}
-
-fn bytes(v: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let (mut x, mut i) = (v, 0);
-    while x.abs() >= 1024.0 && i + 1 < units.len() {
-        x /= 1024.0;
-        i += 1;
-    }
-    if x.fract() == 0.0 { format!("{x:.0} {}", units[i]) } else { format!("{x:.1} {}", units[i]) }
-}
-
-fn count(v: f64) -> String {
-    if v.fract() == 0.0 { format!("{v:.0}") } else { format!("{v}") }
-}
-
-fn by_unit(unit: &str) -> fn(f64) -> String {
-    match unit {
-        SECONDS => ms,
-        BYTES => bytes,
-        _ => count,
-    }
-}
-
-/// A health figure: "—" when not known, and marked when it went over a threshold.
-fn cell(m: Option<&Measurement>) -> String {
-    let Some(m) = m else { return "—".to_owned() };
-    let f = by_unit(m.unit);
-    let Some(v) = m.value else { return "—".to_owned() };
-    match (m.over, m.threshold) {
-        (true, Some(t)) => format!("**{} ⚠ > {} ({})**", f(v), f(t), m.threshold_source),
-        (true, None) => format!("**{} ⚠**", f(v)),
-        _ => f(v),
-    }
-}
-
-/// "1.25 ms / 1.99 ms (3 fsyncs)"; the count says what the quantiles rest on.
-fn quantiles_cell(qs: &[Option<&Measurement>], n: Option<f64>, what: &str) -> String {
-    let cells: Vec<String> = qs.iter().map(|q| cell(*q)).collect();
-    let mut out =
-        if cells.iter().all(|c| c == "—") { "—".to_owned() } else { cells.join(" / ") };
-    if let Some(n) = n {
-        out.push_str(&format!(" ({} {what}{})", count(n), if n == 1.0 { "" } else { "s" }));
-    }
-    out
-}
-
-pub const HEALTH_HEADER: &str = "| run | window | member | WAL fsync p50 / p99 | backend commit p99 | peer RTT p99 (worst peer) | heartbeat send failures | slow applies | proposals failed | slow read indexes | db size / quota |";
-
-/// Health-table rows of one baseline's figures, one per member per window.
-fn health_rows(ms: &[Measurement], run: &str) -> Vec<String> {
-    const COLUMNS: [&str; 11] = [
-        "wal_fsyncs",
-        "wal_fsync_p50_s",
-        "wal_fsync_p99_s",
-        "backend_commits",
-        "backend_commit_p99_s",
-        "heartbeat_send_failures",
-        "slow_applies",
-        "proposals_failed",
-        "slow_read_indexes",
-        "db_size_bytes",
-        "quota_bytes",
-    ];
-    let mut out = Vec::new();
-    for rows in groups(ms).iter().filter(|g| g.first().is_some_and(|m| !m.member.is_empty())) {
-        let Some(first) = rows.first() else { continue };
-        let f = |name: &str| get(rows, name);
-        let peers: Vec<(&str, &Measurement)> = rows
-            .iter()
-            .filter_map(|m| {
-                m.figure
-                    .strip_prefix("peer_rtt_p99_s{")
-                    .and_then(|p| p.strip_suffix('}'))
-                    .map(|p| (p, *m))
-            })
-            .collect();
-        let worst = peers
-            .iter()
-            .filter(|(_, m)| m.value.is_some())
-            .max_by(|a, b| a.1.value.unwrap_or_default().total_cmp(&b.1.value.unwrap_or_default()));
-        // The worst peer, and any other peer that went over its threshold.
-        let mut rtt: Vec<String> =
-            worst.iter().map(|(p, m)| format!("{p}: {}", cell(Some(m)))).collect();
-        for (p, m) in &peers {
-            if m.over && worst.is_none_or(|w| w.0 != *p) {
-                rtt.push(format!("{p}: {}", cell(Some(m))));
-            }
-        }
-        let rtt = if rtt.is_empty() { "—".to_owned() } else { rtt.join("; ") };
-        let mut member = first.member.clone();
-        if let Some(r) = value(rows, "restarts").filter(|r| *r > 0.0) {
-            member.push_str(&format!(" ({} restart{})", count(r), if r == 1.0 { "" } else { "s" }));
-        }
-        // Flags on figures without a column of their own.
-        for m in rows.iter().filter(|m| {
-            m.over
-                && !COLUMNS.contains(&m.figure.as_str())
-                && !m.figure.starts_with("peer_rtt_p99_s{")
-        }) {
-            member.push_str(&format!(" {} {}", m.figure, cell(Some(m))));
-        }
-        let db = match (
-            f("db_size_bytes").and_then(|m| m.value),
-            f("quota_bytes").and_then(|m| m.value),
-        ) {
-            (None, None) => "—".to_owned(),
-            _ => format!("{} / {}", cell(f("db_size_bytes")), cell(f("quota_bytes"))),
-        };
-        out.push(format!(
-            "| {run} | {} | {member} | {} | {} | {rtt} | {} | {} | {} | {} | {db} |",
-            first.window,
-            quantiles_cell(
-                &[f("wal_fsync_p50_s"), f("wal_fsync_p99_s")],
-                value(rows, "wal_fsyncs"),
-                "fsync"
-            ),
-            quantiles_cell(&[f("backend_commit_p99_s")], value(rows, "backend_commits"), "commit"),
-            cell(f("heartbeat_send_failures")),
-            cell(f("slow_applies")),
-            cell(f("proposals_failed")),
-            cell(f("slow_read_indexes")),
-        ));
-    }
-    out
-}
-
 /// The baselines in time order (by run id, whatever the order of the arguments, so that
 /// `report --update` gives one table for one set of files).
 fn in_order(baselines: &[BaselineFile]) -> Vec<&BaselineFile> {
@@ -542,110 +414,6 @@ fn routine(f: &BaselineFile) -> bool {
         .as_ref()
         .and_then(|d| d.method.kube_method())
         .is_some_and(|m| m != KubeMethod::Evict)
-}
-
-const MAINTENANCE_HEADER: &str = "| operation | first disrupted | elections (raft-term delta) | leader changes: raw sum / reset-aware increase | causes | client writes unavailable, longest: canary / one in flight | per member, terminating → Ready | operation in all | request → healthy list | environment | source |\n|---|---|---|---|---|---|---|---|---|---|---|";
-
-/// What a method's GKE row says to do, until one is measured there.
-fn gke_method_todo(m: KubeMethod) -> String {
-    let flags = match m {
-        KubeMethod::Evict => "",
-        KubeMethod::Delete => " --method delete",
-        KubeMethod::RollingRestart => " --method rolling-restart",
-        // Autopilot manages its nodes: a cordon of ours may be refused, and its own node
-        // upgrades are the drains there.
-        KubeMethod::Drain => {
-            return format!(
-                "on Autopilot, its own node upgrades are the drains (the continuous sampler records them; a cordon of ours may be refused); on GKE Standard run `{GKE_COMMAND} --method drain`"
-            );
-        }
-    };
-    format!("run `{GKE_COMMAND}{flags}`")
-}
-
-fn secs(v: Option<f64>) -> String {
-    v.map_or_else(|| "—".to_owned(), |s| format!("{s:.2} s"))
-}
-
-/// One row per Kubernetes sitting, by method, from the request to the end of settle
-/// ([`crate::analysis::maintenance::cost`]): what a routine operation costs next to one
-/// eviction. GKE's rows stay "not yet measured" with the command until one is.
-fn maintenance_rows(baselines: &[&BaselineFile], readme_dir: Option<&Path>) -> Vec<String> {
-    let mut out = Vec::new();
-    for &m in KubeMethod::ALL {
-        let of_method = |f: &&&BaselineFile| {
-            f.baseline.disruption.as_ref().and_then(|d| d.method.kube_method()) == Some(m)
-        };
-        if !baselines.iter().filter(of_method).any(|f| f.baseline.environment.on_target_cluster()) {
-            out.push(format!("| {} | — | — | — | — | — | — | — | not yet measured | GKE Autopilot, dlock-gke | {} |", m.as_str(), gke_method_todo(m)));
-        }
-    }
-    let mut rows: Vec<&&BaselineFile> = baselines
-        .iter()
-        .filter(|f| f.baseline.environment.kind == EnvironmentKind::Kubernetes)
-        .collect();
-    rows.sort_by_key(|f| {
-        (
-            !f.baseline.environment.on_target_cluster(),
-            f.baseline.disruption.as_ref().and_then(|d| d.method.kube_method()).map(|m| m as u8),
-            f.baseline.run_id.clone(),
-        )
-    });
-    for f in rows {
-        let (b, path) = (&f.baseline, &f.path);
-        let (Some(d), Some(c)) = (b.disruption.as_ref(), crate::analysis::maintenance::cost(b))
-        else {
-            continue;
-        };
-        let op = c.method.map_or_else(|| d.method.to_string(), |m| m.as_str().to_owned());
-        let first = format!("{} ({})", d.target, d.role());
-        let elections = c.elections.map_or_else(|| "—".to_owned(), |e| e.to_string());
-        let changes = format!(
-            "{} / {:.0}",
-            c.raw_sum.map_or_else(|| "—".to_owned(), |r| format!("{r:.0}")),
-            c.reset_aware_increase
-        );
-        let causes = if c.causes.is_empty() {
-            "none".to_owned()
-        } else {
-            c.causes.iter().map(|(k, n)| format!("{n} {k}")).collect::<Vec<_>>().join(", ")
-        };
-        let writes = format!(
-            "{} / {}",
-            secs(c.write_unavailable_s),
-            secs(c.write_unavailable_one_in_flight_s)
-        );
-        let (members, total) = match &d.maintenance {
-            Some(mt) => (
-                mt.members
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "{}{} {}{}",
-                            r.member,
-                            if r.was_leader { " (leader)" } else { "" },
-                            secs(r.down_s),
-                            r.node.as_deref().map(|n| format!(" on {n}")).unwrap_or_default()
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; "),
-                secs(mt.operation_s),
-            ),
-            None => ("—".to_owned(), "—".to_owned()),
-        };
-        let source = match readme_dir {
-            Some(dir) => format!("[{}]({})", b.run_id, relative(path, dir).display()),
-            None => format!("`{}`", path.display()),
-        };
-        let status = if b.is_complete() { String::new() } else { " (incomplete)".to_owned() };
-        out.push(format!(
-            "| {op}{status} | {first} | {elections} | {changes} | {causes} | {writes} | {members} | {total} | {} | {} | {source} |",
-            secs(d.request_to_healthy_s),
-            b.environment.description
-        ));
-    }
-    out
 }
 
 /// What `rehearse` and `measure` print at the end, the table last. With `log_block` (a

@@ -1,3 +1,4 @@
+use super::health::{bytes, cell};
 use super::*;
 
 #[test]
