@@ -287,6 +287,53 @@ fn compare_locks(out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The rights a method needs beyond an eviction's, if any.
+fn extra_rights(method: &str) -> Option<&'static str> {
+    match method {
+        "drain" => Some("deploy/k8s/leaderwatch/rbac-drain.yaml"),
+        "delete" | "rolling-restart" => Some("deploy/k8s/leaderwatch/rbac-maintenance.yaml"),
+        _ => None,
+    }
+}
+
+/// The run's directory when `--out` is not given: `data/kube-<target>-<what>-<time>`.
+fn run_dir_name(method: &str, leader: Option<&str>, target: Option<&str>, surge: bool) -> PathBuf {
+    // A rolling restart's name says who goes first: the highest ordinal.
+    let target = match (method, leader) {
+        ("rolling-restart", Some(l)) if l.ends_with("-2") => "leader-first",
+        ("rolling-restart", Some(_)) => "follower-first",
+        ("rolling-restart", None) => "all",
+        _ => target.unwrap_or("follower"),
+    };
+    // A drain's name says whether a surge node took the member in.
+    let what = match method {
+        "evict" => "eviction",
+        "drain" if surge => "drain-surge",
+        "drain" => "drain-no-surge",
+        m => m,
+    };
+    PathBuf::from(format!(
+        "data/kube-{target}-{what}-{}",
+        chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+    ))
+}
+
+/// `leaderwatch report` on the run's baseline, if it wrote one (best effort: the run's
+/// files are what counts).
+async fn print_report(lw: &Path, repo: &Path, run_dir: &Path) {
+    let baseline = run_dir.join("baseline.json");
+    if baseline.is_file() {
+        let _ = tokio::process::Command::new(lw)
+            .arg("report")
+            .arg(&baseline)
+            .current_dir(repo)
+            .status()
+            .await;
+    }
+}
+
+/// `lw-lab measure`: `leaderwatch measure` on the lab with the rights its method needs,
+/// the Go lockers beside it (their gaps printed beside the lock canary's), then the report.
 pub async fn run(
     opts: &Options,
     repo: &Path,
@@ -307,12 +354,7 @@ pub async fn run(
         let method = arg(&args, "--method").unwrap_or("evict").to_owned();
         // The rights beyond an eviction's are applied only for the methods that use them,
         // as a user would.
-        let extra = match method.as_str() {
-            "drain" => Some("deploy/k8s/leaderwatch/rbac-drain.yaml"),
-            "delete" | "rolling-restart" => Some("deploy/k8s/leaderwatch/rbac-maintenance.yaml"),
-            _ => None,
-        };
-        if let Some(file) = extra {
+        if let Some(file) = extra_rights(&method) {
             kubectl(&state, &repo, &["apply", "-f", file]).await?;
         }
         if let Some(to) = &leader {
@@ -333,24 +375,7 @@ pub async fn run(
         let out = match arg(&args, "--out") {
             Some(o) => PathBuf::from(o),
             None => {
-                // A rolling restart's name says who goes first: the highest ordinal.
-                let target = match (method.as_str(), leader.as_deref()) {
-                    ("rolling-restart", Some(l)) if l.ends_with("-2") => "leader-first",
-                    ("rolling-restart", Some(_)) => "follower-first",
-                    ("rolling-restart", None) => "all",
-                    _ => arg(&args, "--target").unwrap_or("follower"),
-                };
-                // A drain's name says whether a surge node took the member in.
-                let what = match method.as_str() {
-                    "evict" => "eviction",
-                    "drain" if surge => "drain-surge",
-                    "drain" => "drain-no-surge",
-                    m => m,
-                };
-                let p = PathBuf::from(format!(
-                    "data/kube-{target}-{what}-{}",
-                    chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
-                ));
+                let p = run_dir_name(&method, leader.as_deref(), arg(&args, "--target"), surge);
                 a.extend(["--out".into(), p.display().to_string()]);
                 p
             }
@@ -373,15 +398,7 @@ pub async fn run(
             l.stop(&run_dir).await?;
             compare_locks(&run_dir)?;
         }
-        let baseline = repo.join(&out).join("baseline.json");
-        if baseline.is_file() {
-            let _ = tokio::process::Command::new(&lw)
-                .arg("report")
-                .arg(&baseline)
-                .current_dir(&repo)
-                .status()
-                .await;
-        }
+        print_report(&lw, &repo, &run_dir).await;
         match st.code() {
             Some(0) => Ok(()),
             c => Err(Error::Command(format!(

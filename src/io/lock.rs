@@ -33,8 +33,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, EventType, GetOptions, PutOptions, SortOrder, SortTarget, Txn,
-    TxnOp, TxnOpResponse, WatchOptions,
+    Client, Compare, CompareOp, EventType, GetOptions, LeaseKeepAliveStream, LeaseKeeper,
+    PutOptions, SortOrder, SortTarget, Txn, TxnOp, TxnOpResponse, WatchOptions,
 };
 use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
@@ -306,13 +306,9 @@ async fn keep_alive(
     holding: Arc<AtomicBool>,
     lost: watch::Sender<bool>,
 ) {
+    let k = Kept { sh: &sh, h, lease, key: &key };
     let ttl = Duration::from_secs(sh.cfg.ttl_s.unsigned_abs());
     let mut deadline = Instant::now() + ttl;
-    let ev = |kind: K| LockEvent {
-        lease,
-        key: key.clone(),
-        ..LockEvent::new(kind, sh.clock.stamp(), Some(h))
-    };
     // The member of the last stream: where the lease was kept alive when it was lost.
     let mut on = 0;
     let why = loop {
@@ -336,74 +332,96 @@ async fn keep_alive(
             }
             Ok(Err(e)) => {
                 sh.pool.failed(i, failure(&e));
-                sh.send(LockEvent {
-                    member_id: member,
-                    error: format!("opening: {}", one_line(&e)),
-                    ..ev(K::KeepAliveFailed)
-                });
+                let error = format!("opening: {}", one_line(&e));
+                sh.send(LockEvent { error, ..k.event(K::KeepAliveFailed, member) });
                 tokio::time::sleep(RETRY).await;
                 continue;
             }
             Err(_) => continue,
         };
         // Opening sent a keep-alive and read its answer.
-        let mut sent = Instant::now();
+        let sent = Instant::now();
         deadline = sent + ttl;
-        let mut next = sent + ttl / 3;
-        sh.send(LockEvent {
-            member_id: member,
-            latency_ms: (sent - opening).as_secs_f64() * 1000.0,
-            ..ev(K::KeepAliveOk)
-        });
-        let failed: Result<String, String> = loop {
-            tokio::select! {
-                m = stream.message() => match m {
-                    Ok(Some(r)) if r.ttl() <= 0 => {
-                        break Err("the lease has expired at the server".to_owned());
-                    }
-                    Ok(Some(r)) => {
-                        let now = Instant::now();
-                        deadline = now + Duration::from_secs(r.ttl().unsigned_abs());
-                        next = now + ttl / 3;
-                        sh.send(LockEvent {
-                            member_id: answered_by(r.header()),
-                            latency_ms: (now - sent).as_secs_f64() * 1000.0,
-                            ..ev(K::KeepAliveOk)
-                        });
-                    }
-                    Ok(None) => break Ok("the stream ended".to_owned()),
-                    Err(e) => {
-                        sh.pool.failed(i, failure(&e));
-                        break Ok(one_line(&e));
-                    }
-                },
-                () = tokio::time::sleep_until(next) => {
-                    if let Err(e) = keeper.keep_alive().await {
-                        break Ok(one_line(&e));
-                    }
-                    sent = Instant::now();
-                    next = sent + RETRY;
-                }
-                () = tokio::time::sleep_until(deadline) => break Ok(String::new()),
-            }
-        };
-        match failed {
+        let latency_ms = (sent - opening).as_secs_f64() * 1000.0;
+        sh.send(LockEvent { latency_ms, ..k.event(K::KeepAliveOk, member) });
+        let stream = kept_on_stream(&k, i, sent, &mut deadline, &mut keeper, &mut stream).await;
+        match stream {
             Err(expired) => break expired,
             Ok(e) if e.is_empty() => {}
-            Ok(e) => {
-                sh.send(LockEvent { member_id: member, error: e, ..ev(K::KeepAliveFailed) });
+            Ok(error) => {
+                sh.send(LockEvent { error, ..k.event(K::KeepAliveFailed, member) });
                 tokio::time::sleep(RETRY.min(deadline.saturating_duration_since(Instant::now())))
                     .await;
             }
         }
     };
     let _ = lost.send(true);
-    sh.send(LockEvent {
-        held: holding.load(Ordering::Acquire),
-        member_id: on,
-        error: why,
-        ..ev(K::LeaseLost)
-    });
+    let held = holding.load(Ordering::Acquire);
+    sh.send(LockEvent { held, error: why, ..k.event(K::LeaseLost, on) });
+}
+
+/// Whose lease a keep-alive event is about.
+struct Kept<'a> {
+    sh: &'a Shared,
+    h: u16,
+    lease: i64,
+    key: &'a str,
+}
+
+impl Kept<'_> {
+    fn event(&self, kind: K, member_id: u64) -> LockEvent {
+        LockEvent {
+            lease: self.lease,
+            key: self.key.to_owned(),
+            member_id,
+            ..LockEvent::new(kind, self.sh.clock.stamp(), Some(self.h))
+        }
+    }
+}
+
+/// Keeps the lease alive on one open stream (of pool member `i`), a keep-alive every third
+/// of the TTL, until the stream fails: `Ok(why)` to open another (`why` empty when the TTL
+/// ran out with no answer), `Err(why)` when the server says the lease has expired.
+async fn kept_on_stream(
+    k: &Kept<'_>,
+    i: usize,
+    mut sent: Instant,
+    deadline: &mut Instant,
+    keeper: &mut LeaseKeeper,
+    stream: &mut LeaseKeepAliveStream,
+) -> Result<String, String> {
+    let ttl = Duration::from_secs(k.sh.cfg.ttl_s.unsigned_abs());
+    let mut next = sent + ttl / 3;
+    loop {
+        tokio::select! {
+            m = stream.message() => match m {
+                Ok(Some(r)) if r.ttl() <= 0 => {
+                    return Err("the lease has expired at the server".to_owned());
+                }
+                Ok(Some(r)) => {
+                    let now = Instant::now();
+                    *deadline = now + Duration::from_secs(r.ttl().unsigned_abs());
+                    next = now + ttl / 3;
+                    let latency_ms = (now - sent).as_secs_f64() * 1000.0;
+                    let ok = k.event(K::KeepAliveOk, answered_by(r.header()));
+                    k.sh.send(LockEvent { latency_ms, ..ok });
+                }
+                Ok(None) => return Ok("the stream ended".to_owned()),
+                Err(e) => {
+                    k.sh.pool.failed(i, failure(&e));
+                    return Ok(one_line(&e));
+                }
+            },
+            () = tokio::time::sleep_until(next) => {
+                if let Err(e) = keeper.keep_alive().await {
+                    return Ok(one_line(&e));
+                }
+                sent = Instant::now();
+                next = sent + RETRY;
+            }
+            () = tokio::time::sleep_until(*deadline) => return Ok(String::new()),
+        }
+    }
 }
 
 /// GetOptions for the key with the lowest create revision under the prefix.
