@@ -287,6 +287,23 @@ fn compare_locks(out: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Resolves once the run's events.csv says the canaries started (the at-rest window is
+/// over), or the disruption was requested (both canaries off).
+async fn canaries_started(events: &Path) {
+    loop {
+        if let Ok(text) = tokio::fs::read_to_string(events).await
+            && text.lines().any(|l| {
+                [",canary_started,", ",lock_canary_started,", ",disruption_requested,"]
+                    .iter()
+                    .any(|k| l.contains(k))
+            })
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
 /// The rights a method needs beyond an eviction's, if any.
 fn extra_rights(method: &str) -> Option<&'static str> {
     match method {
@@ -382,16 +399,28 @@ pub async fn run(
         };
         a.extend(args);
         let urls = pod_urls(&state, &repo).await?;
-        let lockers = GoLockers::start(&repo, &urls, &dir).await?;
         println!("lw-lab: {} {}", lw.display(), a.join(" "));
-        let st = tokio::process::Command::new(&lw)
+        let mut child = tokio::process::Command::new(&lw)
             .args(&a)
             .current_dir(&repo)
             .kill_on_drop(true)
-            .status()
-            .await
+            .spawn()
             .map_err(|e| Error::Command(format!("leaderwatch: {e}")))?;
         let run_dir = repo.join(&out);
+        // The at-rest window is idle (T-056): the Go lockers start with the canaries.
+        let events = run_dir.join("events.csv");
+        let started = tokio::select! {
+            st = child.wait() => Err(st),
+            () = canaries_started(&events) => Ok(()),
+        };
+        let (st, lockers) = match started {
+            Err(st) => (st, None),
+            Ok(()) => {
+                let lockers = GoLockers::start(&repo, &urls, &dir).await?;
+                (child.wait().await, lockers)
+            }
+        };
+        let st = st.map_err(|e| Error::Command(format!("leaderwatch: {e}")))?;
         if let Some(l) = lockers
             && run_dir.is_dir()
         {
