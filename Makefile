@@ -51,6 +51,7 @@ help:
 	@echo "make rehearse-kube  the GKE sitting on a fresh local cluster by leaderwatch sitting with the built image, 20 min at rest (ARGS go to sitting)"
 	@echo "make measure-kube   leaderwatch measure from this host on a fresh local cluster, --reach pod-ip (ARGS go to measure)"
 	@echo "make test-kube  leaderwatch's Kubernetes tests on the real local control plane (in make test-lab)"
+	@echo "make test-faults  faults below etcd (lw-lab fault) against leaderwatch's causes (in make test-lab)"
 	@echo "make test-image the image under runc with the pods' securityContext (in make test-lab)"
 	@echo "make test-in-cluster  the Job and the Deployment from the image on the local cluster, Prometheus scraping (in make test-lab)"
 	@echo "make test-sitting-day the sitting from a laptop: installed, operator role only, expiring token, API restart, failures (in make test-lab)"

@@ -6,6 +6,7 @@ mod control_plane;
 mod coredns;
 mod error;
 mod events;
+mod fault;
 mod images;
 mod lab;
 mod measure;
@@ -33,6 +34,8 @@ use std::path::PathBuf;
   lw-lab down               # stops a detached cluster, or cleans what a killed one left (make kube-down)
   lw-lab acceptance         # T-056's acceptance criteria on a fresh cluster (make acceptance)
   lw-lab measure -- --target leader --idle 20m --settle 5m   # the sitting on a fresh cluster (make rehearse-kube)
+  lw-lab fault partition --pod leader    # cut the leader from its peers (lw-lab fault clear undoes it)
+  lw-lab fault cpu --pod dlock-etcd-1 --percent 5   # its container at 5 % of a core
   lw-lab --surge-nodes measure -- --method drain --target leader   # a drain, a surge node joining the zone
 
 Exit codes: 0 ok, 1 error, 2 bad usage, 3 a tool is missing (make kube-tools), 4 left over from an earlier run (lw-lab down), 5 a component did not start, 6 an acceptance criterion failed."
@@ -86,6 +89,12 @@ enum Cmd {
         /// Passed to `leaderwatch measure` (after `--`).
         #[arg(last = true)]
         args: Vec<String>,
+    },
+    /// A fault below etcd on the running cluster (`up --detach`), or its undo: each act is
+    /// a row of <dir>/faults.csv (the ground truth leaderwatch never reads).
+    Fault {
+        #[command(subcommand)]
+        cmd: fault::FaultCmd,
     },
     /// Bring a fresh cluster up, deploy with deploy/k8s/apply.sh, check T-056's criteria 1-8 and §6, tear down.
     Acceptance {
@@ -182,6 +191,15 @@ fn run(cli: Cli) -> Result<()> {
                     if leaderwatch.is_absolute() { leaderwatch } else { repo.join(leaderwatch) };
                 measure::run(&opts, &repo, &lw, leader, args).await
             }
+            Cmd::Fault { cmd } => match lab::read_state(&opts.dir) {
+                Some(s) if registry::alive(s.pid) => {
+                    fault::run(&s, &opts.dir, &opts.tools, cmd).await
+                }
+                _ => Err(Error::Usage(format!(
+                    "no cluster running in {} (start one with `lw-lab up --detach`)",
+                    opts.dir.display()
+                ))),
+            },
             Cmd::Acceptance { repo, leaderwatch } => {
                 let repo = abs(repo);
                 let lw =
@@ -328,6 +346,10 @@ async fn down(opts: &lab::Options) {
     if let Some(s) = lab::read_state(&opts.dir)
         && registry::alive(s.pid)
     {
+        // A frozen container cannot be killed, a stopped kubelet not stopped: undo first.
+        if let Err(e) = fault::clear_all(&s, &opts.dir).await {
+            eprintln!("lw-lab: undoing the faults in force: {e}");
+        }
         let pid = nix::unistd::Pid::from_raw(s.pid as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let start = std::time::Instant::now();

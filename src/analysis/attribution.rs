@@ -8,11 +8,15 @@
 //! 2. `kubernetes`: the API server reported something done to the old leader's pod or
 //!    node (deletion, DisruptionTarget, a container killed, node not ready, preemption);
 //! 3. `restart`: the old leader's process started again (its start time changed);
-//! 4. `unreachable`: leaderwatch could not reach the old leader, or its probe went
-//!    unanswered for a second;
-//! 5. `stress`: the old leader's heartbeats failed, its applies were slow, or its WAL
+//! 4. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed);
+//! 5. `network`: the old leader still answered but said it had no leader (`health_false`,
+//!    RAFT NO LEADER: cut off from its peers, it stepped down), or a link to or from it
+//!    went down (`peer_down`); either up to [`EVIDENCE_WAIT`] after the election, since
+//!    both come after the election the cut caused;
+//! 6. `unreachable` again: its probe went unanswered for a second (`unresponsive`);
+//! 7. `stress`: the old leader's heartbeats failed, its applies were slow, or its WAL
 //!    fsync p99 went over etcd's 10 ms;
-//! 6. otherwise `unexplained`.
+//! 8. otherwise `unexplained`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -300,10 +304,18 @@ pub fn attribute<'a>(
     if let Some(e) = point(&|e| e.kind == EventKind::ProcessRestarted) {
         return (Cause::Restart, Some(e));
     }
-    if let Some(e) =
-        point(&|e| e.kind == EventKind::Unreachable || e.kind == EventKind::Unresponsive)
-            .or_else(|| episode(EventKind::Unreachable, EventKind::Back))
+    if let Some(e) = point(&|e| e.kind == EventKind::Unreachable)
+        .or_else(|| episode(EventKind::Unreachable, EventKind::Back))
     {
+        return (Cause::Unreachable, Some(e));
+    }
+    // Cut off from its peers, but answering: no whole probe failed, and the old leader
+    // said it had no leader (a partitioned leader steps down; a slow `/health` first makes
+    // it `unresponsive`, which therefore comes after this).
+    if let Some(e) = without_leader(old, at, events, h).or_else(|| link_down(old, at, events, h)) {
+        return (Cause::Network, Some(e));
+    }
+    if let Some(e) = point(&|e| e.kind == EventKind::Unresponsive) {
         return (Cause::Unreachable, Some(e));
     }
     if let Some(e) = point(&|e| e.kind == EventKind::Stress)
@@ -312,6 +324,44 @@ pub fn attribute<'a>(
         return (Cause::Stress, Some(e));
     }
     (Cause::Unexplained, None)
+}
+
+/// The old leader's `health_false` row saying it has no leader (etcd's `RAFT NO LEADER`)
+/// closest to the election at `at`, from `horizon` seconds before to [`EVIDENCE_WAIT`]
+/// after: answering leaderwatch while it hears no quorum is a member cut off from its peers.
+fn without_leader<'a>(
+    old: &str,
+    at: &Stamp,
+    events: &'a [Event],
+    horizon: f64,
+) -> Option<&'a Event> {
+    events
+        .iter()
+        .filter(|e| {
+            e.member == old
+                && e.kind == EventKind::HealthFalse
+                && e.detail.to_ascii_uppercase().contains("NO LEADER")
+        })
+        .map(|e| (before(e, at), e))
+        .filter(|(d, _)| (-EVIDENCE_WAIT.as_secs_f64()..=horizon).contains(d))
+        .min_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
+        .map(|(_, e)| e)
+}
+
+/// The `peer_down` row closest to the election at `at` that involves `old` (on it, or on a
+/// peer whose link to it went down: the engine names the peer, `to <name> (<id>)`), from
+/// `horizon` seconds before to [`EVIDENCE_WAIT`] after.
+fn link_down<'a>(old: &str, at: &Stamp, events: &'a [Event], horizon: f64) -> Option<&'a Event> {
+    let to_old = format!("to {old} (");
+    events
+        .iter()
+        .filter(|e| {
+            e.kind == EventKind::PeerDown && (e.member == old || e.detail.starts_with(&to_old))
+        })
+        .map(|e| (before(e, at), e))
+        .filter(|(d, _)| (-EVIDENCE_WAIT.as_secs_f64()..=horizon).contains(d))
+        .min_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
+        .map(|(_, e)| e)
 }
 
 #[cfg(test)]
@@ -426,6 +476,62 @@ mod tests {
         assert_eq!(attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON).0, Cause::Stress);
         let over = vec![evs[0].clone(), ev(20.0, "leaderwatch", "etcd-0", "stress_over", "")];
         assert_eq!(attribute(Some("etcd-0"), &at, &over, DEFAULT_HORIZON).0, Cause::Unexplained);
+    }
+
+    /// A leader cut from its peers while leaderwatch still reaches it (`lw-lab fault
+    /// partition`, 2026-12-06): its `/health` hung for a second (`unresponsive`), then it
+    /// answered with no leader. The attribution of that day called it `unreachable`.
+    #[test]
+    fn a_leader_cut_off_but_answering_is_the_network_not_unreachable() {
+        let at = stamp(100.0);
+        let evs = [
+            ev(99.5, "leaderwatch", "etcd-0", "unresponsive", "no answer for 1013 ms"),
+            ev(101.5, "leaderwatch", "etcd-0", "health_false", "RAFT NO LEADER"),
+        ];
+        let (cause, row) = attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON);
+        assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Network, Some("health_false")));
+        // Frozen: a whole probe failed; its "no leader" after the thaw does not make it a cut.
+        let frozen = [
+            ev(99.4, "leaderwatch", "etcd-0", "unreachable", "status: timed out after 2s"),
+            ev(104.0, "leaderwatch", "etcd-0", "health_false", "RAFT NO LEADER"),
+        ];
+        assert_eq!(attribute(Some("etcd-0"), &at, &frozen, DEFAULT_HORIZON).0, Cause::Unreachable);
+        // Slow and nothing else: still unreachable.
+        assert_eq!(
+            attribute(Some("etcd-0"), &at, &evs[..1], DEFAULT_HORIZON).0,
+            Cause::Unreachable
+        );
+        // Another reason for an unhealthy member is not a cut.
+        let alarm = [ev(101.0, "leaderwatch", "etcd-0", "health_false", "NOSPACE alarm")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &alarm, DEFAULT_HORIZON).0, Cause::Unexplained);
+    }
+
+    /// A link reported down by rafthttp, on the old leader or naming it. (At etcd 3.6.14 a
+    /// silent cut does not show there for minutes: docs/counting.md.)
+    #[test]
+    fn a_leader_cut_from_its_peers_is_the_network_between_members() {
+        let at = stamp(100.0);
+        // On a peer, naming the old leader, 3.5 s after the election.
+        let on_peer =
+            [ev(103.5, "leaderwatch", "etcd-1", "peer_down", "to etcd-0 (a1): stream inactive")];
+        let (cause, row) = attribute(Some("etcd-0"), &at, &on_peer, DEFAULT_HORIZON);
+        assert_eq!((cause, row.map(|e| e.member.as_str())), (Cause::Network, Some("etcd-1")));
+        // On the old leader itself.
+        let on_old =
+            [ev(104.0, "leaderwatch", "etcd-0", "peer_down", "to etcd-2 (c3): disconnected +1")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &on_old, DEFAULT_HORIZON).0, Cause::Network);
+        // A link between two other members says nothing about this leader.
+        let others =
+            [ev(103.0, "leaderwatch", "etcd-1", "peer_down", "to etcd-2 (c3): stream inactive")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &others, DEFAULT_HORIZON).0, Cause::Unexplained);
+        // Nor does a link that went down after the evidence wait.
+        let late =
+            [ev(111.0, "leaderwatch", "etcd-1", "peer_down", "to etcd-0 (a1): stream inactive")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &late, DEFAULT_HORIZON).0, Cause::Unexplained);
+        // An unreachable leader stays unreachable: the links drop because it is gone.
+        let gone =
+            [on_peer[0].clone(), ev(99.0, "leaderwatch", "etcd-0", "unreachable", "refused")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &gone, DEFAULT_HORIZON).0, Cause::Unreachable);
     }
 
     /// A round at `t` s in which member i reports (leader id, term), or is silent (None).

@@ -129,6 +129,7 @@ impl Engine {
         let mut events: Vec<Event> =
             r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
         events.extend(r.silent.iter().filter_map(|s| self.tracker.silent(s)));
+        crate::analysis::events::name_peers(&mut events, |id| self.elections.peer_name(id));
         let transitions = self.windows.push(r);
         for t in &transitions {
             events.push(Event::new(

@@ -1,6 +1,7 @@
 //! What changed for a member between two rounds -> events.csv rows: reachability, health
-//! flips, the member's view of the leader, counter resets and process restarts, and
-//! stress (heartbeat send failures, slow applies, slow WAL fsyncs) starting and ending.
+//! flips, the member's view of the leader, counter resets and process restarts, stress
+//! (heartbeat send failures, slow applies, slow WAL fsyncs) starting and ending, and its
+//! links to its peers going down and up (rafthttp's own view of the network between members).
 //! Pure: the caller supplies the observations, the tracker only remembers the last state
 //! of each member.
 
@@ -26,6 +27,8 @@ struct Last {
     /// The last `/metrics` read, for the stress figures of the next one.
     metrics: Option<MemberMetrics>,
     stressed: bool,
+    /// The peers (member ids, hex) whose link this member reports down now.
+    peers_down: std::collections::BTreeSet<String>,
     /// An `unresponsive` row was written in this spell; cleared when the member answers.
     unresponsive: bool,
 }
@@ -62,6 +65,58 @@ pub fn stress(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> Vec
         out.push(format!("WAL fsync p99 {p:.3} s > {WAL_FSYNC_P99_DOCS_S} s (etcd docs)"));
     }
     out
+}
+
+/// The links to peers that went down (`true`) or came back (`false`) in the step from
+/// `prev` to `now`, each with what shows it. A link is down while its stream is inactive
+/// (`etcd_network_active_peers` 0) or, for a step, when it disconnected or failed to send
+/// (a link can drop and come back between two reads; the counters keep it).
+pub fn peer_links(
+    prev: &MemberMetrics,
+    now: &MemberMetrics,
+    restarted: bool,
+    down_before: &std::collections::BTreeSet<String>,
+) -> Vec<(String, bool, String)> {
+    let mut out = Vec::new();
+    let rose = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (_, Some(b)) if restarted => Some(b).filter(|d| *d > 0.0),
+        (Some(a), Some(b)) => Some(counter_delta(a, b)).filter(|d| *d > 0.0),
+        (None, Some(b)) => Some(b).filter(|d| *d > 0.0),
+        _ => None,
+    };
+    for (peer, l) in &now.peers {
+        let was = prev.peers.get(peer).cloned().unwrap_or_default();
+        let mut why = Vec::new();
+        if l.active == Some(0.0) {
+            why.push("stream inactive".to_owned());
+        }
+        if let Some(d) = rose(was.disconnected_total, l.disconnected_total) {
+            why.push(format!("disconnected +{d}"));
+        }
+        if let Some(d) = rose(was.sent_failures_total, l.sent_failures_total) {
+            why.push(format!("send failures +{d}"));
+        }
+        match (down_before.contains(peer), why.is_empty()) {
+            (false, false) => out.push((peer.clone(), true, why.join(", "))),
+            (true, true) => out.push((peer.clone(), false, String::new())),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Names the peer of `peer_down` / `peer_up` rows (`to <id>` -> `to <name> (<id>)`), where
+/// `name` knows the member id: the tracker sees only ids, the rounds' Status answers the names.
+pub fn name_peers(events: &mut [Event], name: impl Fn(&str) -> Option<String>) {
+    for e in events.iter_mut().filter(|e| matches!(e.kind, EventKind::PeerDown | EventKind::PeerUp))
+    {
+        let Some(rest) = e.detail.strip_prefix("to ") else { continue };
+        let (id, tail) = rest.split_once(':').unwrap_or((rest, ""));
+        if let Some(n) = name(id) {
+            let sep = if tail.is_empty() { "" } else { ":" };
+            e.detail = format!("to {n} ({id}){sep}{tail}");
+        }
+    }
 }
 
 /// Remembers each member's last state and reports what changed.
@@ -173,6 +228,15 @@ impl Tracker {
                     _ => {}
                 }
                 last.stressed = !why.is_empty();
+                for (peer, down, why) in peer_links(prev, m, restarted, &last.peers_down) {
+                    if down {
+                        last.peers_down.insert(peer.clone());
+                        out.push(ev(EventKind::PeerDown, format!("to {peer}: {why}")));
+                    } else {
+                        last.peers_down.remove(&peer);
+                        out.push(ev(EventKind::PeerUp, format!("to {peer}")));
+                    }
+                }
             }
             last.metrics = Some(m.clone());
             if m.leader_changes_seen_total.is_some() {
@@ -210,6 +274,51 @@ mod tests {
             "stamped with the probe's start"
         );
         assert_eq!(t.silent(&s(2500)), None, "once per spell");
+    }
+
+    #[test]
+    fn a_peer_link_is_down_once_per_spell_and_named_by_the_engine() {
+        use crate::model::metrics::PeerLink;
+        let m = |active: f64, disc: f64, fails: f64| {
+            let mut m = MemberMetrics::default();
+            m.peers.insert(
+                "c3".into(),
+                PeerLink {
+                    active: Some(active),
+                    disconnected_total: Some(disc),
+                    sent_failures_total: Some(fails),
+                    sent_bytes_total: None,
+                },
+            );
+            m
+        };
+        let none = std::collections::BTreeSet::new();
+        assert!(peer_links(&m(1.0, 0.0, 0.0), &m(1.0, 0.0, 0.0), false, &none).is_empty());
+        let down = peer_links(&m(1.0, 0.0, 0.0), &m(0.0, 1.0, 12.0), false, &none);
+        assert_eq!(
+            down,
+            vec![("c3".into(), true, "stream inactive, disconnected +1, send failures +12".into())]
+        );
+        // Still down: no second row; up again: one `peer_up`.
+        let was_down: std::collections::BTreeSet<String> = ["c3".to_owned()].into();
+        assert!(peer_links(&m(0.0, 1.0, 12.0), &m(0.0, 1.0, 12.0), false, &was_down).is_empty());
+        assert_eq!(
+            peer_links(&m(0.0, 1.0, 12.0), &m(1.0, 1.0, 12.0), false, &was_down),
+            vec![("c3".into(), false, String::new())]
+        );
+        // Down and back between two reads: the disconnect counter keeps it.
+        let blip = peer_links(&m(1.0, 1.0, 0.0), &m(1.0, 2.0, 0.0), false, &none);
+        assert_eq!(blip, vec![("c3".into(), true, "disconnected +1".into())]);
+
+        let mut rows = vec![Event::new(
+            chrono::Utc::now(),
+            Source::Leaderwatch,
+            "m1",
+            EventKind::PeerDown,
+            "to c3: stream inactive",
+        )];
+        name_peers(&mut rows, |id| (id == "c3").then(|| "m2".to_owned()));
+        assert_eq!(rows[0].detail, "to m2 (c3): stream inactive");
     }
 
     #[test]

@@ -520,6 +520,7 @@ fn event_phrase(cause: Cause, e: &EventRef) -> String {
         (_, EventKind::ProcessRestarted) => format!("the restart of {m}"),
         (Cause::Unreachable, _) => format!("unreachable {m}"),
         (Cause::Stress, _) => format!("stress on {m}"),
+        (Cause::Network, _) => format!("a link of {m} down ({})", e.detail),
         (c, k) => format!("{} ({k} of {m})", c.as_str().replace('_', " ")),
     }
 }

@@ -36,13 +36,15 @@ pub fn category(cause: Cause) -> &'static str {
         Cause::OwnDisruption => "own disruption",
         Cause::Kubernetes => "kubernetes disruption",
         Cause::Restart | Cause::Unreachable => "node or pod events",
+        Cause::Network => "network between members",
         Cause::Stress => "stress",
         Cause::Unexplained => "unexplained",
     }
 }
 
 /// Categories that are residual (counted in the rate), in report order.
-pub const RESIDUAL: [&str; 3] = ["unexplained", "node or pod events", "stress"];
+pub const RESIDUAL: [&str; 4] =
+    ["unexplained", "node or pod events", "network between members", "stress"];
 
 /// The pooled result.
 #[derive(Debug, Clone, Serialize)]

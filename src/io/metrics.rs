@@ -5,8 +5,9 @@
 //! `# HELP` or `# TYPE` line that announces it to the next comment line, by one search for
 //! `#`: etcd's client library announces every family, so a family's samples end there
 //! (samples after them with no comment line of their own would be passed over too).
-//! Other lines are filtered by metric name, and only the wanted ones parsed: the twelve
-//! unlabelled values and the three health histograms, each by the few lines of code their
+//! Other lines are filtered by metric name, and only the wanted ones parsed: the thirteen
+//! unlabelled values, the three health histograms and rafthttp's four values per peer
+//! (the network between members), each by the few lines of code their
 //! fixed form needs (a general parser, prometheus-parse, was slower and its code stayed
 //! resident in every sampler; the fixtures' tests still compare against it).
 
@@ -27,9 +28,14 @@ const QUOTA: &str = "etcd_server_quota_backend_bytes";
 const WAL_FSYNC_BUCKET: &str = "etcd_disk_wal_fsync_duration_seconds_bucket";
 const BACKEND_COMMIT_BUCKET: &str = "etcd_disk_backend_commit_duration_seconds_bucket";
 const PEER_RTT_BUCKET: &str = "etcd_network_peer_round_trip_time_seconds_bucket";
+const PROCESS_CPU: &str = "process_cpu_seconds_total";
+const ACTIVE_PEERS: &str = "etcd_network_active_peers";
+const DISCONNECTED_PEERS: &str = "etcd_network_disconnected_peers_total";
+const PEER_SENT_FAILURES: &str = "etcd_network_peer_sent_failures_total";
+const PEER_SENT_BYTES: &str = "etcd_network_peer_sent_bytes_total";
 
 /// Every unlabelled sample name [`extract`] reads. Anything else is skipped before parsing.
-const WANTED: [&str; 12] = [
+const WANTED: [&str; 13] = [
     LEADER_CHANGES,
     HAS_LEADER,
     IS_LEADER,
@@ -42,32 +48,43 @@ const WANTED: [&str; 12] = [
     SLOW_READ_INDEXES,
     DB_SIZE,
     QUOTA,
+    PROCESS_CPU,
 ];
 
 /// The histograms behind member health, read by [`bucket_line`].
 const BUCKETS: [&str; 3] = [WAL_FSYNC_BUCKET, BACKEND_COMMIT_BUCKET, PEER_RTT_BUCKET];
 
-/// What a wanted line carries: an unlabelled value (its place in [`WANTED`]) or a bucket of
-/// a histogram (its place in [`BUCKETS`]).
+/// The values etcd gives per peer (label `To`, or `Remote` beside `Local`), read by
+/// [`peer_line`].
+const PER_PEER: [&str; 4] = [ACTIVE_PEERS, DISCONNECTED_PEERS, PEER_SENT_FAILURES, PEER_SENT_BYTES];
+
+/// What a wanted line carries: an unlabelled value (its place in [`WANTED`]), a bucket of
+/// a histogram (its place in [`BUCKETS`]) or a value per peer (its place in [`PER_PEER`]).
 #[derive(Debug, Clone, Copy)]
 enum Family {
     Plain(usize),
     Bucket(usize),
+    Peer(usize),
 }
 
 /// Every wanted name with its family and its first eight bytes as one word: a page's
 /// ~1,700 lines are mostly other families, and one word compare each turns them away
 /// (scanning every line's name byte by byte was a third of a full round's instructions).
-const FAMILIES: [(&str, Family, u64); WANTED.len() + BUCKETS.len()] = {
-    let mut t = [("", Family::Plain(0), 0); WANTED.len() + BUCKETS.len()];
+const FAMILIES: [(&str, Family, u64); WANTED.len() + BUCKETS.len() + PER_PEER.len()] = {
+    let mut t = [("", Family::Plain(0), 0); WANTED.len() + BUCKETS.len() + PER_PEER.len()];
     let mut i = 0;
     while i < WANTED.len() {
         t[i] = (WANTED[i], Family::Plain(i), head(WANTED[i].as_bytes()));
         i += 1;
     }
-    while i < t.len() {
+    while i < WANTED.len() + BUCKETS.len() {
         let b = i - WANTED.len();
         t[i] = (BUCKETS[b], Family::Bucket(b), head(BUCKETS[b].as_bytes()));
+        i += 1;
+    }
+    while i < t.len() {
+        let p = i - WANTED.len() - BUCKETS.len();
+        t[i] = (PER_PEER[p], Family::Peer(p), head(PER_PEER[p].as_bytes()));
         i += 1;
     }
     t
@@ -219,6 +236,8 @@ pub struct Extractor {
     buckets: Vec<Buckets>,
     /// The unlabelled values, by their place in [`WANTED`]; a later line wins.
     wanted: [Option<f64>; WANTED.len()],
+    /// The per-peer values as read: (place in [`PER_PEER`], peer, value).
+    per_peer: Vec<(usize, String, f64)>,
 }
 
 /// One histogram's bucket lines: its place in [`BUCKETS`], its peer ("" for none), and
@@ -342,6 +361,13 @@ impl Extractor {
                     }
                 }
             }
+            Some((Family::Peer(i), rest)) => {
+                if let Some((peer, v)) = peer_line(rest)
+                    && let Ok(peer) = std::str::from_utf8(peer)
+                {
+                    self.per_peer.push((i, peer.to_owned(), v));
+                }
+            }
             None => {}
         }
         false
@@ -380,8 +406,19 @@ impl Extractor {
                 SLOW_READ_INDEXES => m.slow_read_indexes_total = Some(v),
                 DB_SIZE => m.db_total_size_bytes = Some(v),
                 QUOTA => m.quota_backend_bytes = Some(v),
+                PROCESS_CPU => m.process_cpu_seconds_total = Some(v),
                 _ => {}
             }
+        }
+        for (i, peer, v) in self.per_peer {
+            let link = m.peers.entry(peer).or_default();
+            let slot = match PER_PEER[i] {
+                ACTIVE_PEERS => &mut link.active,
+                DISCONNECTED_PEERS => &mut link.disconnected_total,
+                PEER_SENT_FAILURES => &mut link.sent_failures_total,
+                _ => &mut link.sent_bytes_total,
+            };
+            *slot = Some(v);
         }
         if m.leader_changes_seen_total.is_none() {
             return Err(MetricsError::NoLeaderChanges);
@@ -408,6 +445,26 @@ fn bucket_line(rest: &[u8]) -> Option<(&[u8], f64, f64)> {
     }
     let count = number(first_field(value)?)?;
     (count.is_finite() && count >= 0.0).then_some((peer, le?, count))
+}
+
+/// A per-peer sample after its name, `{To="<peer>"} <value>` or
+/// `{Local="<me>",Remote="<peer>"} <value>` -> (peer, value). Other label forms are `None`.
+fn peer_line(rest: &[u8]) -> Option<(&[u8], f64)> {
+    let rest = rest.strip_prefix(b"{")?;
+    let end = memchr::memchr(b'}', rest)?;
+    let (labels, value) = (&rest[..end], &rest[end + 1..]);
+    let mut peer = None;
+    for pair in labels.split(|&b| b == b',').filter(|p| !p.trim_ascii().is_empty()) {
+        let eq = memchr::memchr(b'=', pair)?;
+        let v = pair[eq + 1..].trim_ascii().strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+        match pair[..eq].trim_ascii() {
+            b"To" | b"Remote" => peer = Some(v),
+            b"Local" => {}
+            _ => return None,
+        }
+    }
+    let v = number(first_field(value)?)?;
+    (v.is_finite() && v >= 0.0).then_some((peer.filter(|p| !p.is_empty())?, v))
 }
 
 /// An unlabelled sample after its name, `[{}] <value>[ <timestamp>]` -> its value. Labels
@@ -452,6 +509,29 @@ mod tests {
         assert_eq!((m.is_leader, m.has_leader), (Some(true), Some(true)));
         assert_eq!(m.leader_changes_seen_total, Some(3.0));
         assert_eq!(m.process_start_time, Some(5.0));
+    }
+
+    #[test]
+    fn the_network_between_members_is_read_per_peer_in_both_label_forms() {
+        let page = b"etcd_server_leader_changes_seen_total 1\n\
+etcd_network_active_peers{Local=\"a1\",Remote=\"b2\"} 1\n\
+etcd_network_active_peers{Local=\"a1\",Remote=\"c3\"} 0\n\
+etcd_network_disconnected_peers_total{Local=\"a1\",Remote=\"c3\"} 2\n\
+etcd_network_peer_sent_failures_total{To=\"c3\"} 17\n\
+etcd_network_peer_sent_bytes_total{To=\"b2\"} 3269\n\
+etcd_network_peer_sent_bytes_total{To=\"c3\",Other=\"x\"} 5\n\
+process_cpu_seconds_total 12.5\n";
+        let m = extract(&page[..]).unwrap();
+        assert_eq!(m.process_cpu_seconds_total, Some(12.5));
+        let link = |p: &str| m.peers.get(p).cloned().unwrap_or_default();
+        assert_eq!(link("b2").active, Some(1.0));
+        assert_eq!(link("b2").sent_bytes_total, Some(3269.0));
+        assert_eq!(link("c3").active, Some(0.0));
+        assert_eq!(link("c3").disconnected_total, Some(2.0));
+        assert_eq!(link("c3").sent_failures_total, Some(17.0));
+        // A label form etcd does not write is not guessed at.
+        assert_eq!(link("c3").sent_bytes_total, None);
+        assert_eq!(m.peers.len(), 2);
     }
 
     /// A page in etcd's form: every family announced by `# HELP` and `# TYPE`, one with a

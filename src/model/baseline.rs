@@ -154,6 +154,9 @@ named! {
         Restart = "restart",
         /// The old leader stopped answering.
         Unreachable = "unreachable",
+        /// The network between the members: the old leader, still answering leaderwatch,
+        /// said it had no leader, or a link to or from it went down (`peer_down`).
+        Network = "network",
         /// The old leader showed stress (heartbeat failures, slow applies, slow fsyncs).
         Stress = "stress",
         /// Nothing in the horizon explains it.

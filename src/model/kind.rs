@@ -65,6 +65,11 @@ named! {
     Stress = "stress",
     /// back under every threshold
     StressOver = "stress_over",
+    /// a member's link to a peer went down (rafthttp: stream inactive, disconnected, or
+    /// messages it failed to send); the peer's member id in the detail
+    PeerDown = "peer_down",
+    /// that link is up again
+    PeerUp = "peer_up",
     /// the members agree on a new leader
     LeaderTransition = "leader_transition",
     /// an election, with its terms and cause in columns

@@ -52,4 +52,25 @@ pub struct MemberMetrics {
     pub backend_commit: Option<Histogram>,
     /// Round-trip time to each peer, by the peer's member id (the `To` label, hex).
     pub peer_rtt: BTreeMap<String, Histogram>,
+    /// CPU seconds the process has used: a member that is alive but not running (starved,
+    /// frozen) shows it flat.
+    pub process_cpu_seconds_total: Option<f64>,
+    /// The network between members, per peer (its member id, hex), from rafthttp. A peer
+    /// appears only once its series exists: etcd exports a counter's series on its first
+    /// increment, the gauge once a stream to the peer has been up.
+    pub peers: BTreeMap<String, PeerLink>,
+}
+
+/// What one member's rafthttp says about its link to one peer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PeerLink {
+    /// `etcd_network_active_peers`: 1 while a stream to the peer is up, 0 once it went down.
+    pub active: Option<f64>,
+    /// `etcd_network_disconnected_peers_total`: times the streams to the peer went down.
+    pub disconnected_total: Option<f64>,
+    /// `etcd_network_peer_sent_failures_total`: messages to the peer that could not be sent.
+    pub sent_failures_total: Option<f64>,
+    /// `etcd_network_peer_sent_bytes_total`: bytes sent to the peer (a leader's heartbeats
+    /// alone keep it rising).
+    pub sent_bytes_total: Option<f64>,
 }

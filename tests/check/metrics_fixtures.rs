@@ -197,6 +197,7 @@ fn reference(text: &str) -> MemberMetrics {
         slow_read_indexes_total: plain("etcd_server_slow_read_indexes_total"),
         db_total_size_bytes: plain("etcd_mvcc_db_total_size_in_bytes"),
         quota_backend_bytes: plain("etcd_server_quota_backend_bytes"),
+        process_cpu_seconds_total: plain("process_cpu_seconds_total"),
         wal_fsync: histogram("etcd_disk_wal_fsync_duration_seconds", None),
         backend_commit: histogram("etcd_disk_backend_commit_duration_seconds", None),
         ..MemberMetrics::default()
@@ -208,7 +209,23 @@ fn reference(text: &str) -> MemberMetrics {
         {
             m.peer_rtt.insert(peer.to_owned(), h);
         }
+        let peer = s.labels.get("To").or_else(|| s.labels.get("Remote"));
+        let v = match s.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => Some(v),
+            _ => None,
+        };
+        if let (Some(peer), Some(v)) = (peer, v) {
+            let link = m.peers.entry(peer.to_owned()).or_default();
+            match s.metric.as_str() {
+                "etcd_network_active_peers" => link.active = Some(v),
+                "etcd_network_disconnected_peers_total" => link.disconnected_total = Some(v),
+                "etcd_network_peer_sent_failures_total" => link.sent_failures_total = Some(v),
+                "etcd_network_peer_sent_bytes_total" => link.sent_bytes_total = Some(v),
+                _ => {}
+            }
+        }
     }
+    m.peers.retain(|_, l| *l != Default::default());
     m
 }
 

@@ -8,6 +8,7 @@
 mod support;
 
 mod autopilot;
+mod faults;
 mod image;
 mod in_cluster;
 mod kube;

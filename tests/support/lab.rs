@@ -92,6 +92,22 @@ impl Lab {
         lab
     }
 
+    /// `lw-lab fault ARGS` on this cluster (its stdout); panics naming the fault if it fails.
+    pub fn fault(&self, args: &[&str]) -> String {
+        let o = Command::new(repo().join("lab/target/debug/lw-lab"))
+            .arg("--dir")
+            .arg(&self.dir)
+            .arg("--tools")
+            .arg(repo().join(".tools"))
+            .arg("fault")
+            .args(args)
+            .output()
+            .expect("run lw-lab fault");
+        let (out, err) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        assert!(o.status.success(), "lw-lab fault {}: {out}{err}", args.join(" "));
+        out.into_owned()
+    }
+
     /// The host pid of a pod's first container (`containerd://<id>`), read by the nodes'
     /// own runc from their shared state directory.
     pub fn container_pid(&self, pod: &Value) -> i32 {

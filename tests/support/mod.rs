@@ -246,7 +246,7 @@ pub fn locks(dir: &Path) -> Vec<std::collections::HashMap<String, String>> {
     read_csv(&dir.join("locks.csv"))
 }
 
-fn read_csv(p: &Path) -> Vec<std::collections::HashMap<String, String>> {
+pub fn read_csv(p: &Path) -> Vec<std::collections::HashMap<String, String>> {
     let mut r = csv::Reader::from_path(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     let headers = r.headers().expect("header").clone();
     r.records()

@@ -88,7 +88,8 @@ pub(super) const RATE_EXAMPLES: &str = "\
 Quiet exposure: the at_rest and settle windows of sittings, and every `sample` run in a
 directory, minus the time a disruption of our own or a Kubernetes one was in progress (from
 the event to the member's next back / health_true, at most 10 min). Residual elections: those
-in it, by cause (unexplained, node or pod events, stress). Reading it: docs/rate.md.
+in it, by cause (unexplained, node or pod events, network between members, stress).
+Reading it: docs/rate.md.
 
 Examples:
   leaderwatch rate data/                                     # every run in data/
