@@ -260,13 +260,31 @@ fn rbac_yaml() -> String {
 async fn a_follower_eviction_goes_through_the_real_eviction_api(lab: &Lab, kc: &Path, out: &Path) {
     let uids: Vec<String> = (0..3).map(|i| pod_uid(lab, &format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
+    let go = Locker::start_following(
+        lab.client_urls_fn(),
+        "__leaderwatch/independent-lock",
+        Some(Duration::from_secs(1)),
+        10,
+    );
     let b = measure(kc, &out.join("follower"), "follower")
         .await
         .unwrap_or_else(|e| panic!("measure: {e}"));
+    let go = tokio::task::spawn_blocking(move || go.stop()).await.expect("locker");
     let term_after = lab.raft_term();
     assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
     assert_eq!(d.method.to_string(), "kubernetes-eviction");
+    // No election, so no hand-over to compare: the longest time nobody could take the lock
+    // in the disruption window, the lock canary's against Go's concurrency.Mutex's.
+    let dis = b.window(WindowName::Disruption).expect("window");
+    let canary = dis.lock.as_ref().and_then(|l| l.longest_unavailable_s).expect("lock canary");
+    let go_s = locker::unavailable_over(&go, dis.start, dis.end).expect("Go granted in it");
+    eprintln!("follower eviction: lock unavailable: canary {canary:.3} s, Go {go_s:.3} s");
+    assert!(
+        (canary - go_s).abs() <= locker::AGREE_S,
+        "follower eviction: canary {canary:.3} s vs Go {go_s:.3} s"
+    );
+    assert!(!go.iter().any(|e| e.kind == "session_lost"), "the Go client lost a session");
     assert_eq!(d.attempts, 1, "the PDB allowed the first eviction");
     assert_eq!(
         lab.accepted_evictions(),
@@ -415,9 +433,18 @@ async fn a_rolling_restart_replaces_every_member_highest_ordinal_first(
         (0..3).map(|i| pod_uid(lab, &format!("dlock-etcd-{i}"))).collect();
     let term_before = lab.raft_term();
     let rolling = out.join("rolling-restart");
+    // Go's concurrency.Mutex beside it, told each replaced member's new address as the pods
+    // come back (every member gets one): the lock canary's reference for each hand-over.
+    let go = Locker::start_following(
+        lab.client_urls_fn(),
+        "__leaderwatch/independent-lock",
+        Some(Duration::from_secs(1)),
+        10,
+    );
     let b = measure_cfg(maintenance_config(kc, &rolling, "follower", KubeMethod::RollingRestart))
         .await
         .unwrap_or_else(|e| panic!("measure --method rolling-restart: {e}"));
+    let go = tokio::task::spawn_blocking(move || go.stop()).await.expect("locker");
     let term_after = lab.raft_term();
     assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
     let d = b.disruption.as_ref().expect("disruption");
@@ -468,6 +495,13 @@ async fn a_rolling_restart_replaces_every_member_highest_ordinal_first(
         "one patch of the StatefulSet by leaderwatch"
     );
     all_ours(&b, "the rolling restart");
+    // What each hand-over cost a lock, the lock canary as Go's concurrency.Mutex saw it.
+    let locks = crate::support::locks(&rolling);
+    for e in b.windows.iter().flat_map(|w| &w.elections_detail) {
+        locker::assert_agree("rolling restart", e, &locks, &go, None);
+    }
+    assert!(locker::tokens_increase(&go), "the Go client's tokens went down");
+    assert!(!go.iter().any(|e| e.kind == "session_lost"), "the Go client lost a session");
     // Every member replaced, each with a new address: the lock canary's streams and ops
     // followed them (repointed as the pods came back) and no lease was lost.
     lock_kept(&b, "the rolling restart");

@@ -223,6 +223,30 @@ impl Lab {
             .collect()
     }
 
+    /// [`Lab::client_urls`] as a function another thread can call (a client following the
+    /// members as pods are replaced); an API error gives no addresses, never a panic.
+    pub fn client_urls_fn(&self) -> impl Fn() -> Vec<String> + Send + 'static {
+        let kubectl = self.state["kubectl"].as_str().expect("kubectl").to_owned();
+        let kubeconfig = self.state["kubeconfig"].as_str().expect("kubeconfig").to_owned();
+        move || {
+            let o = Command::new(&kubectl)
+                .args(["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd"])
+                .args(["-o", "jsonpath={range .items[*]}{.status.podIP}{\"\\n\"}{end}"])
+                .env("KUBECONFIG", &kubeconfig)
+                .output();
+            o.ok()
+                .filter(|o| o.status.success())
+                .map(|o| {
+                    String::from_utf8_lossy(&o.stdout)
+                        .lines()
+                        .filter(|l| !l.is_empty())
+                        .map(|ip| format!("http://{ip}:2379"))
+                        .collect()
+                })
+                .unwrap_or_default()
+        }
+    }
+
     /// Every member's status, asked at the pods' addresses rather than at the member list's
     /// DNS names: CoreDNS caches a replaced member's NXDOMAIN for up to 30 s after its pod
     /// is back (regression: the drain without a surge node failed here with "no such host"

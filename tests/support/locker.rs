@@ -28,6 +28,8 @@ pub struct Locker {
     child: Child,
     out: PathBuf,
     _dir: tempfile::TempDir,
+    /// While set, a thread writes the members' current addresses for `-endpoints-file`.
+    following: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 fn binary() -> PathBuf {
@@ -35,6 +37,36 @@ fn binary() -> PathBuf {
         || Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/bin/lw-etcd-locker"),
         PathBuf::from,
     )
+}
+
+/// lw-etcd-locker writing into `dir`/locker.csv.
+fn spawn(
+    endpoints: &[String],
+    endpoints_file: Option<&Path>,
+    prefix: &str,
+    op_timeout: Option<Duration>,
+    ttl_s: u32,
+    dir: &tempfile::TempDir,
+) -> Child {
+    let bin = binary();
+    assert!(bin.is_file(), "{} missing: run `make deps-etcd`", bin.display());
+    let file = std::fs::File::create(dir.path().join("locker.csv")).expect("locker.csv");
+    let mut cmd = Command::new(&bin);
+    cmd.arg("-endpoints").arg(endpoints.join(","));
+    if let Some(f) = endpoints_file {
+        cmd.arg("-endpoints-file").arg(f);
+    }
+    cmd.arg("-prefix")
+        .arg(prefix)
+        .arg("-ttl")
+        .arg(ttl_s.to_string())
+        .arg("-hold")
+        .arg(format!("{}ms", HOLD.as_millis()))
+        .arg("-op-timeout")
+        .arg(format!("{}ms", op_timeout.map_or(0, |t| t.as_millis())))
+        .stdout(file)
+        .stderr(Stdio::inherit());
+    super::spawn_tied(&mut cmd, "lw-etcd-locker")
 }
 
 impl Locker {
@@ -46,31 +78,45 @@ impl Locker {
         op_timeout: Option<Duration>,
         ttl_s: u32,
     ) -> Locker {
-        let bin = binary();
-        assert!(bin.is_file(), "{} missing: run `make deps-etcd`", bin.display());
         let dir = tempfile::tempdir().expect("tempdir");
-        let out = dir.path().join("locker.csv");
-        let file = std::fs::File::create(&out).expect("locker.csv");
-        let mut cmd = Command::new(&bin);
-        cmd.arg("-endpoints")
-            .arg(endpoints.join(","))
-            .arg("-prefix")
-            .arg(prefix)
-            .arg("-ttl")
-            .arg(ttl_s.to_string())
-            .arg("-hold")
-            .arg(format!("{}ms", HOLD.as_millis()))
-            .arg("-op-timeout")
-            .arg(format!("{}ms", op_timeout.map_or(0, |t| t.as_millis())))
-            .stdout(file)
-            .stderr(Stdio::inherit());
-        let child = super::spawn_tied(&mut cmd, "lw-etcd-locker");
-        Locker { child, out, _dir: dir }
+        let child = spawn(endpoints, None, prefix, op_timeout, ttl_s, &dir);
+        Locker { child, out: dir.path().join("locker.csv"), _dir: dir, following: None }
+    }
+
+    /// The same, following the members as they move: `urls` is asked every 500 ms (e.g.
+    /// the pods' addresses from the API) and the locker re-reads them (`-endpoints-file`),
+    /// as a client that learns a replaced member's new address would.
+    pub fn start_following(
+        urls: impl Fn() -> Vec<String> + Send + 'static,
+        prefix: &str,
+        op_timeout: Option<Duration>,
+        ttl_s: u32,
+    ) -> Locker {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("endpoints");
+        let first = urls();
+        std::fs::write(&file, first.join(",")).expect("endpoints file");
+        let on = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let (still, path) = (on.clone(), file.clone());
+        std::thread::spawn(move || {
+            while still.load(std::sync::atomic::Ordering::Relaxed) {
+                let now = urls();
+                if !now.is_empty() {
+                    let _ = std::fs::write(&path, now.join(","));
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        });
+        let child = spawn(&first, Some(&file), prefix, op_timeout, ttl_s, &dir);
+        Locker { child, out: dir.path().join("locker.csv"), _dir: dir, following: Some(on) }
     }
 
     /// Stops it (SIGTERM) and returns every event.
     pub fn stop(mut self) -> Vec<LockerEvent> {
         super::terminate(&mut self.child);
+        if let Some(on) = &self.following {
+            on.store(false, std::sync::atomic::Ordering::Relaxed);
+        }
         let mut r = csv::Reader::from_path(&self.out).expect("locker.csv");
         r.records()
             .map(|rec| {

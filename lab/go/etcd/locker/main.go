@@ -51,6 +51,7 @@ func main() {
 	hold := flag.Duration("hold", 100*time.Millisecond, "how long a holder keeps the lock")
 	opTimeout := flag.Duration("op-timeout", time.Second, "deadline of each unary call (0: clientv3's defaults)")
 	runFor := flag.Duration("for", 0, "stop after this long (0: at SIGTERM or SIGINT)")
+	endpointsFile := flag.String("endpoints-file", "", "a file of client URLs (comma or newline separated), re-read every 500 ms: the members' addresses as they change (a replaced pod gets a new one)")
 	flag.Parse()
 	if *endpoints == "" || *holders <= 0 || *ttl <= 0 || *hold < 0 || *opTimeout < 0 {
 		fmt.Fprintln(os.Stderr, "lw-etcd-locker: -endpoints is required; -holders and -ttl must be > 0")
@@ -79,6 +80,9 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	if *endpointsFile != "" {
+		go follow(ctx, cli, *endpointsFile)
+	}
 	if *runFor > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, *runFor)
@@ -202,6 +206,35 @@ func hold1(ctx context.Context, s *concurrency.Session, h int, prefix string, ho
 				return
 			default:
 			}
+		}
+	}
+}
+
+// follow re-reads path every 500 ms and hands the client its endpoints when they change,
+// as an operator's client would learn a replaced member's new address.
+func follow(ctx context.Context, cli *clientv3.Client, path string) {
+	last := ""
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var eps []string
+		for _, f := range strings.FieldsFunc(string(b), func(r rune) bool { return r == ',' || r == '\n' }) {
+			if f = strings.TrimSpace(f); f != "" {
+				eps = append(eps, f)
+			}
+		}
+		if now := strings.Join(eps, ","); len(eps) > 0 && now != last {
+			cli.SetEndpoints(eps...)
+			last = now
 		}
 	}
 }
