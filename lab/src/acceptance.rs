@@ -220,23 +220,10 @@ async fn deploy(env: &Env) {
 /// Criterion 2: three members Running and Ready on three nodes in three zones. Returns
 /// each node's zone (criterion 6 checks the recreated member's).
 async fn criterion_2(env: &Env, r: &mut Report) -> BTreeMap<String, String> {
-    let wide = env
-        .k(&["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd", "-o", "wide"])
-        .await;
+    let wide = env.k(&[&crate::lab::MEMBER_PODS[..], &["-o", "wide"]].concat()).await;
     print_indented(&wide.stdout);
     let zones = node_zones(env).await;
-    let pods = env
-        .json(&[
-            "-n",
-            "dlock",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=dlock-etcd",
-            "-o",
-            "json",
-        ])
-        .await;
+    let pods = env.json(&[&crate::lab::MEMBER_PODS[..], &["-o", "json"]].concat()).await;
     let items = pods.as_ref().and_then(|p| p["items"].as_array().cloned()).unwrap_or_default();
     let running: Vec<(String, String)> = items
         .iter()
@@ -534,18 +521,7 @@ async fn wait_healthy(env: &Env, within: Duration) -> Option<Duration> {
 /// Each member's etcd_server_leader_changes_seen_total, from its /metrics at the pod address.
 async fn leader_changes(env: &Env) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
-    let pods = env
-        .json(&[
-            "-n",
-            "dlock",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=dlock-etcd",
-            "-o",
-            "json",
-        ])
-        .await;
+    let pods = env.json(&[&crate::lab::MEMBER_PODS[..], &["-o", "json"]].concat()).await;
     let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().ok();
     for p in pods.and_then(|p| p["items"].as_array().cloned()).unwrap_or_default() {
         let (Some(name), Some(ip), Some(c)) =

@@ -297,22 +297,11 @@ fn describe(u: &Undo) -> String {
 
 /// dlock's etcd pods, from the API server.
 async fn members(state: &State) -> Result<Vec<Member>> {
-    let out = proc::run(
-        &state.kubectl.display().to_string(),
-        &[
-            "--kubeconfig",
-            &state.kubeconfig.display().to_string(),
-            "-n",
-            "dlock",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=dlock-etcd",
-            "-o",
-            "json",
-        ],
-    )
-    .await?;
+    let kubeconfig = state.kubeconfig.display().to_string();
+    let mut args = vec!["--kubeconfig", &kubeconfig];
+    args.extend(crate::lab::MEMBER_PODS);
+    args.extend(["-o", "json"]);
+    let out = proc::run(&state.kubectl.display().to_string(), &args).await?;
     let v: Value =
         serde_json::from_str(&out).map_err(|e| Error::Command(format!("kubectl get pods: {e}")))?;
     let s =

@@ -52,6 +52,10 @@ const fn pinned(go_mod: &'static str, needle: &[u8]) -> &'static str {
     }
     panic!("a wrapper go.mod lacks a pinned module")
 }
+/// `kubectl` arguments that list dlock's etcd member pods (add `-o <format>`).
+pub const MEMBER_PODS: [&str; 6] =
+    ["-n", "dlock", "get", "pods", "-l", "app.kubernetes.io/name=dlock-etcd"];
+
 pub const REGION: &str = "europe-west1";
 pub const ZONES: [&str; 3] = ["europe-west1-b", "europe-west1-c", "europe-west1-d"];
 

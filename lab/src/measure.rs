@@ -144,21 +144,9 @@ async fn move_leader(state: &State, repo: &Path, to: &str) -> Result<()> {
 
 /// The members' pod IPs, as `--reach pod-ip` reaches them.
 async fn pod_urls(state: &State, repo: &Path) -> Result<Vec<String>> {
-    let out = kubectl(
-        state,
-        repo,
-        &[
-            "-n",
-            "dlock",
-            "get",
-            "pods",
-            "-l",
-            "app.kubernetes.io/name=dlock-etcd",
-            "-o",
-            "jsonpath={range .items[*]}{.status.podIP}{\"\\n\"}{end}",
-        ],
-    )
-    .await?;
+    let mut args = crate::lab::MEMBER_PODS.to_vec();
+    args.extend(["-o", "jsonpath={range .items[*]}{.status.podIP}{\"\\n\"}{end}"]);
+    let out = kubectl(state, repo, &args).await?;
     Ok(out.lines().filter(|l| !l.is_empty()).map(|ip| format!("http://{ip}:2379")).collect())
 }
 
