@@ -326,38 +326,41 @@ pub fn attribute<'a>(
     (Cause::Unexplained, None)
 }
 
-/// The old leader's `health_false` row saying it has no leader (etcd's `RAFT NO LEADER`)
-/// closest to the election at `at`, from `horizon` seconds before to [`EVIDENCE_WAIT`]
-/// after: answering leaderwatch while it hears no quorum is a member cut off from its peers.
+/// The old leader's `health_false` row saying it has no leader (etcd's `RAFT NO LEADER`):
+/// answering leaderwatch while it hears no quorum is a member cut off from its peers.
 fn without_leader<'a>(
     old: &str,
     at: &Stamp,
     events: &'a [Event],
     horizon: f64,
 ) -> Option<&'a Event> {
-    events
-        .iter()
-        .filter(|e| {
-            e.member == old
-                && e.kind == EventKind::HealthFalse
-                && e.detail.to_ascii_uppercase().contains("NO LEADER")
-        })
-        .map(|e| (before(e, at), e))
-        .filter(|(d, _)| (-EVIDENCE_WAIT.as_secs_f64()..=horizon).contains(d))
-        .min_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
-        .map(|(_, e)| e)
+    closest_around(at, events, horizon, |e| {
+        e.member == old
+            && e.kind == EventKind::HealthFalse
+            && e.detail.to_ascii_uppercase().contains("NO LEADER")
+    })
 }
 
-/// The `peer_down` row closest to the election at `at` that involves `old` (on it, or on a
-/// peer whose link to it went down: the engine names the peer, `to <name> (<id>)`), from
-/// `horizon` seconds before to [`EVIDENCE_WAIT`] after.
+/// The `peer_down` row that involves `old` (on it, or on a peer whose link to it went
+/// down: the engine names the peer, `to <name> (<id>)`).
 fn link_down<'a>(old: &str, at: &Stamp, events: &'a [Event], horizon: f64) -> Option<&'a Event> {
     let to_old = format!("to {old} (");
+    closest_around(at, events, horizon, |e| {
+        e.kind == EventKind::PeerDown && (e.member == old || e.detail.starts_with(&to_old))
+    })
+}
+
+/// The row matching `pred` closest to the election at `at`, from `horizon` seconds before
+/// to [`EVIDENCE_WAIT`] after: evidence of a cut comes after the election it caused.
+fn closest_around<'a>(
+    at: &Stamp,
+    events: &'a [Event],
+    horizon: f64,
+    pred: impl Fn(&Event) -> bool,
+) -> Option<&'a Event> {
     events
         .iter()
-        .filter(|e| {
-            e.kind == EventKind::PeerDown && (e.member == old || e.detail.starts_with(&to_old))
-        })
+        .filter(|e| pred(e))
         .map(|e| (before(e, at), e))
         .filter(|(d, _)| (-EVIDENCE_WAIT.as_secs_f64()..=horizon).contains(d))
         .min_by(|a, b| a.0.abs().total_cmp(&b.0.abs()))
