@@ -168,7 +168,15 @@ async fn a_leader_frozen_past_the_ttl_takes_every_lease_kept_alive_on_it() {
             "every lease kept alive on {frozen} is lost: {lost_holders:?}"
         );
         for r in &lost {
-            assert_eq!(r["window"], "disruption", "{r:?}");
+            // A lease kept alive on the frozen member is given up during the freeze; one on
+            // a follower learns "expired" from its next answer, which may come after the
+            // recovery (CI, 2026-12-06: holder 5 on m0, lost in the settle window).
+            let windows: &[&str] = if on_frozen.contains(&&r["holder"]) {
+                &["disruption"]
+            } else {
+                &["disruption", "settle"]
+            };
+            assert!(windows.contains(&r["window"].as_str()), "{r:?}");
             let (_, last_ok) = &before[&r["holder"]];
             let waited = secs(last_ok, &r["at"]);
             assert!(waited >= 10.0 - 0.05, "given up {waited:.3} s after its last answer: {r:?}");
