@@ -18,8 +18,8 @@ KUBE_CMDS    := kube-apiserver kube-controller-manager kube-scheduler kubectl ku
 NODE_MOD     := lab/go/node
 NODE_BIN     := $(TOOLS)/node/bin
 NODE_STAMP   := $(TOOLS)/.node-go
-NODE_SUMS    := $(foreach m,containerd runc cni coredns,$(NODE_MOD)/$(m)/go.mod $(NODE_MOD)/$(m)/go.sum)
-NODE_CMDS    := containerd containerd-shim-runc-v2 ctr runc bridge host-local loopback portmap coredns pause
+NODE_SUMS    := $(foreach m,containerd runc cni coredns slowfs,$(NODE_MOD)/$(m)/go.mod $(NODE_MOD)/$(m)/go.sum) $(NODE_MOD)/slowfs/main.go
+NODE_CMDS    := containerd containerd-shim-runc-v2 ctr runc bridge host-local loopback portmap coredns pause lw-slowfs
 pin           = $(shell sed -n 's|^\t$(1) \(v[^ ]*\).*|\1|p' $(NODE_MOD)/$(2)/go.mod)
 CONTAINERD_VERSION := $(call pin,github.com/containerd/containerd/v2,containerd)
 LW_LAB       := lab/target/debug/lw-lab
@@ -93,6 +93,8 @@ $(NODE_STAMP): $(NODE_SUMS) $(if $(strip $(foreach c,$(NODE_CMDS),$(if $(wildcar
 	CGO_ENABLED=1 build runc seccomp "" github.com/opencontainers/runc; \
 	CGO_ENABLED=0 build cni "" "" $(foreach p,main/bridge main/loopback ipam/host-local meta/portmap,github.com/containernetworking/plugins/plugins/$(p)); \
 	CGO_ENABLED=0 build coredns "" "" github.com/coredns/coredns; \
+	: "The slow disk of lw-lab fault disk: a passthrough FUSE filesystem (hanwen/go-fuse), ours"; \
+	CGO_ENABLED=0 build slowfs "" "" .; \
 	: "The pods' sandbox: Kubernetes' own pause.c, in the module the control plane is built from, compiled as its build/pause/Makefile does"; \
 	pause=$$(cd $(KUBE_MOD) && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$$/\1/p')/build/pause; \
 	echo "kube-tools: compiling pause $$(sed -n 's/^TAG ?= //p' $$pause/Makefile) from $$pause/linux/pause.c"; \

@@ -31,6 +31,15 @@ pub enum FaultCmd {
         #[arg(long)]
         one_way: bool,
     },
+    /// Slow a member's disk: every fsync on its volume waits DELAY first (lw-slowfs, so the
+    /// cluster must be up with `--disk-faults`). MEMBER may be `all` (every member).
+    Disk {
+        #[arg(long, value_name = "MEMBER")]
+        pod: String,
+        /// The added latency of each fsync, e.g. 50ms, 1s.
+        #[arg(long, value_name = "DELAY", value_parser = parse_delay)]
+        fsync: Duration,
+    },
     /// Starve a member's container: its CFS quota set to PERCENT of one core.
     Cpu {
         #[arg(long, value_name = "MEMBER")]
@@ -77,6 +86,22 @@ enum Undo {
     Thaw { dir: PathBuf },
     /// SIGCONT stopped processes.
     Resume { names: Vec<String>, pids: Vec<u32> },
+    /// Put a volume's fsync delay back (lw-slowfs reads `file`).
+    Delay { file: PathBuf, was: String, now: String },
+}
+
+/// A delay as `--fsync` takes it: a number and `us`, `ms` or `s`.
+fn parse_delay(s: &str) -> std::result::Result<Duration, String> {
+    let i = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+    let (n, unit) = s.split_at(i);
+    let n: f64 = n.parse().map_err(|_| format!("{s:?}: a number and a unit, e.g. 50ms"))?;
+    let scale = match unit {
+        "us" => 1e-6,
+        "ms" => 1e-3,
+        "s" => 1.0,
+        _ => return Err(format!("{s:?}: the unit must be us, ms or s")),
+    };
+    Duration::try_from_secs_f64(n * scale).map_err(|e| format!("{s:?}: {e}"))
 }
 
 /// An etcd member's pod as the fault needs it.
@@ -92,7 +117,8 @@ struct Member {
 /// `lw-lab fault ...` on the lab whose state is `state`, run directory `dir`.
 pub async fn run(state: &State, dir: &Path, tools: &Path, cmd: FaultCmd) -> Result<()> {
     let members = members(state).await?;
-    let (fault, target, undo) = match cmd {
+    // (fault, target, undo) of each fault put in force.
+    let faults = match cmd {
         FaultCmd::Clear => return clear(state, dir, &members).await,
         FaultCmd::List => {
             for a in read_active(dir)? {
@@ -104,15 +130,28 @@ pub async fn run(state: &State, dir: &Path, tools: &Path, cmd: FaultCmd) -> Resu
         FaultCmd::Partition { pod, one_way } => {
             let m = resolve(&members, tools, &pod).await?;
             let fault = if one_way { "partition-one-way" } else { "partition" };
-            (fault.to_owned(), m.name.clone(), partition(state, &members, &m, one_way).await?)
+            vec![(fault.to_owned(), m.name.clone(), partition(state, &members, &m, one_way).await?)]
+        }
+        FaultCmd::Disk { pod, fsync } => {
+            let on = match pod.as_str() {
+                "all" => members.clone(),
+                _ => vec![resolve(&members, tools, &pod).await?],
+            };
+            let fault = format!("disk-fsync-{}ms", fsync.as_secs_f64() * 1e3);
+            // Each in force is logged at once: a later member's failure loses none.
+            for m in on {
+                let undo = vec![slow_disk(state, &m, fsync).await?];
+                inject(dir, &members, fault.clone(), m.name.clone(), undo)?;
+            }
+            vec![]
         }
         FaultCmd::Cpu { pod, percent } => {
             let m = resolve(&members, tools, &pod).await?;
-            (format!("cpu-{percent}pct"), m.name.clone(), vec![starve(state, &m, percent)?])
+            vec![(format!("cpu-{percent}pct"), m.name.clone(), vec![starve(state, &m, percent)?])]
         }
         FaultCmd::Freeze { pod } => {
             let m = resolve(&members, tools, &pod).await?;
-            ("freeze".to_owned(), m.name.clone(), vec![freeze(state, &m)?])
+            vec![("freeze".to_owned(), m.name.clone(), vec![freeze(state, &m)?])]
         }
         FaultCmd::NodeLoss { node } => {
             let node = if node.starts_with("lw-node-") {
@@ -120,15 +159,29 @@ pub async fn run(state: &State, dir: &Path, tools: &Path, cmd: FaultCmd) -> Resu
             } else {
                 resolve(&members, tools, &node).await?.node
             };
-            ("node-loss".to_owned(), node.clone(), vec![stop_node(state, &node)?])
+            vec![("node-loss".to_owned(), node.clone(), vec![stop_node(state, &node)?])]
         }
     };
+    for (fault, target, undo) in faults {
+        inject(dir, &members, fault, target, undo)?;
+    }
+    Ok(())
+}
+
+/// Logs a fault just put in force and adds it to faults.json.
+fn inject(
+    dir: &Path,
+    members: &[Member],
+    fault: String,
+    target: String,
+    undo: Vec<Undo>,
+) -> Result<()> {
     let at = now();
     let detail = undo.iter().map(describe).collect::<Vec<_>>().join("; ");
     log(
         dir,
         &Row { at: &at, act: "inject", fault: &fault, target: &target, detail: &detail },
-        &members,
+        members,
     )?;
     let mut active = read_active(dir)?;
     active.push(Active { fault: fault.clone(), target: target.clone(), at: at.clone(), undo });
@@ -211,6 +264,33 @@ fn starve(state: &State, m: &Member, percent: u32) -> Result<Undo> {
     Ok(Undo::Quota { dir, was })
 }
 
+/// Sets the fsync delay of `m`'s volume (its PVC's PV names the file lw-slowfs reads).
+async fn slow_disk(state: &State, m: &Member, fsync: Duration) -> Result<Undo> {
+    let kubeconfig = state.kubeconfig.display().to_string();
+    let kubectl = state.kubectl.display().to_string();
+    let pvc = format!("data-{}", m.name);
+    let get = ["--kubeconfig", &kubeconfig, "-n", "dlock", "get", "pvc", &pvc];
+    let pv =
+        proc::run(&kubectl, &[&get[..], &["-o", "jsonpath={.spec.volumeName}"]].concat()).await?;
+    // storage::FSYNC_DELAY_ANNOTATION, its slash escaped for jsonpath.
+    let path = r"jsonpath={.metadata.annotations.lw-lab\/fsync-delay-file}";
+    let file =
+        proc::run(&kubectl, &["--kubeconfig", &kubeconfig, "get", "pv", pv.trim(), "-o", path])
+            .await?;
+    if file.trim().is_empty() {
+        return Err(Error::Usage(format!(
+            "{}'s volume {} is not on lw-slowfs: bring the cluster up with `lw-lab --disk-faults up --detach`",
+            m.name,
+            pv.trim()
+        )));
+    }
+    let file = PathBuf::from(file.trim());
+    let was = read(&file)?;
+    let now = format!("{}us", fsync.as_micros());
+    write(&file, &now)?;
+    Ok(Undo::Delay { file, was, now })
+}
+
 /// Freezes `m`'s container's freezer cgroup; waits until the kernel says FROZEN.
 fn freeze(state: &State, m: &Member) -> Result<Undo> {
     let dir = cgroup_dir(container_pid(state, &m.container)?, "freezer")?;
@@ -275,6 +355,11 @@ async fn undo(state: &State, members: &[Member], u: &Undo) -> Result<String> {
         Undo::Quota { dir, .. } | Undo::Thaw { dir } => {
             format!("{} is gone (the container was replaced)", dir.display())
         }
+        Undo::Delay { file, was, .. } if file.exists() => {
+            write(file, was)?;
+            format!("fsync delay {was} back on {}", file.display())
+        }
+        Undo::Delay { file, .. } => format!("{} is gone (the volume was deleted)", file.display()),
         Undo::Resume { names, pids } => {
             for &p in pids {
                 // A process that died meanwhile has nothing to resume.
@@ -292,6 +377,7 @@ fn describe(u: &Undo) -> String {
         Undo::Quota { dir, .. } => format!("cfs quota lowered on {}", dir.display()),
         Undo::Thaw { dir } => format!("frozen {}", dir.display()),
         Undo::Resume { names, .. } => format!("SIGSTOP {}", names.join(" and ")),
+        Undo::Delay { file, now, .. } => format!("fsync delay {now} on {}", file.display()),
     }
 }
 
@@ -503,5 +589,15 @@ mod tests {
         // `cpuacct` is a controller of its own, not a prefix match of `cpu`.
         assert_eq!(cgroup_of("4:cpuacct:/a\n", "cpu"), None);
         assert_eq!(cgroup_of("0::/\n", "freezer"), None);
+    }
+
+    #[test]
+    fn an_fsync_delay_is_a_number_and_a_unit() {
+        assert_eq!(parse_delay("50ms"), Ok(Duration::from_millis(50)));
+        assert_eq!(parse_delay("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_delay("200us"), Ok(Duration::from_micros(200)));
+        assert!(parse_delay("50").unwrap_err().contains("unit"));
+        assert!(parse_delay("ms").unwrap_err().contains("a number"));
+        assert!(parse_delay("-5ms").is_err());
     }
 }

@@ -72,6 +72,9 @@ pub struct Options {
     pub surge: bool,
     /// Images served from OCI layouts besides etcd's (`--image`).
     pub images: Vec<crate::images::OciSource>,
+    /// Every volume on lw-slowfs, so that `lw-lab fault disk` can slow its fsync
+    /// (`--disk-faults`; off, a volume is a plain directory).
+    pub disk_faults: bool,
 }
 
 /// state.json: what `down`, `status` and tests read about a running cluster.
@@ -368,7 +371,8 @@ impl Started {
                 self.nodes.clone(),
             )));
         }
-        let prov = Provisioner { client: self.client.clone(), root: o.dir.join("volumes") };
+        let slowfs = o.disk_faults.then(|| node_bins.slowfs());
+        let prov = Provisioner::new(self.client.clone(), o.dir.join("volumes"), slowfs);
         self.tasks.push(tokio::spawn(prov.run()));
         wait_nodes_schedulable(&self.client, plan.specs.len(), &self.nodes).await?;
         Ok(rows)

@@ -36,6 +36,7 @@ use std::path::PathBuf;
   lw-lab measure -- --target leader --idle 20m --settle 5m   # the sitting on a fresh cluster (make rehearse-kube)
   lw-lab fault partition --pod leader    # cut the leader from its peers (lw-lab fault clear undoes it)
   lw-lab fault cpu --pod dlock-etcd-1 --percent 5   # its container at 5 % of a core
+  lw-lab --disk-faults up --detach; lw-lab fault disk --pod leader --fsync 200ms   # a slow disk under the leader
   lw-lab --surge-nodes measure -- --method drain --target leader   # a drain, a surge node joining the zone
 
 Exit codes: 0 ok, 1 error, 2 bad usage, 3 a tool is missing (make kube-tools), 4 left over from an earlier run (lw-lab down), 5 a component did not start, 6 an acceptance criterion failed."
@@ -51,6 +52,10 @@ struct Cli {
     /// adds one: a drained member then comes back on it (without, it waits for the uncordon).
     #[arg(long, global = true)]
     surge_nodes: bool,
+    /// Every volume on lw-slowfs (a passthrough FUSE filesystem), so that `lw-lab fault
+    /// disk` can slow a member's fsync while it runs; without, a volume is a plain directory.
+    #[arg(long, global = true)]
+    disk_faults: bool,
     /// An image the nodes hold besides etcd's and pause, REF=LAYOUT[:TAG] (repeatable):
     /// imported into every node's containerd as REF, e.g.
     /// --image europe-west1-docker.pkg.dev/lw-lab/dlock/leaderwatch:0.1.0=target/image/oci:0.1.0
@@ -146,6 +151,7 @@ fn run(cli: Cli) -> Result<()> {
         tools: abs(cli.tools),
         apiserver_args,
         surge: cli.surge_nodes,
+        disk_faults: cli.disk_faults,
         images: cli
             .images
             .into_iter()
@@ -295,6 +301,9 @@ fn detach(opts: &lab::Options) -> Result<()> {
     cmd.arg("--dir").arg(&opts.dir).arg("--tools").arg(&opts.tools);
     if opts.surge {
         cmd.arg("--surge-nodes");
+    }
+    if opts.disk_faults {
+        cmd.arg("--disk-faults");
     }
     for i in &opts.images {
         cmd.arg(format!("--image={}={}:{}", i.reference, i.layout.display(), i.tag));

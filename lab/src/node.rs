@@ -45,10 +45,15 @@ impl NodeBinaries {
     pub fn ctr(&self) -> PathBuf {
         self.bin.join("ctr")
     }
+
+    /// The slow disk under the volumes of `--disk-faults` (lab/go/node/slowfs).
+    pub fn slowfs(&self) -> PathBuf {
+        self.bin.join("lw-slowfs")
+    }
 }
 
 /// What `make kube-tools` builds into `.tools/node/bin` (lab/go/node, and pause.c).
-const RUNTIME: [&str; 10] = [
+const RUNTIME: [&str; 11] = [
     "containerd",
     "containerd-shim-runc-v2",
     "ctr",
@@ -58,6 +63,7 @@ const RUNTIME: [&str; 10] = [
     "loopback",
     "portmap",
     "coredns",
+    "lw-slowfs",
     "pause",
 ];
 
@@ -514,8 +520,8 @@ async fn wait_containerd(p: &mut Proc, ctr: &Path, sock: &Path) -> Result<()> {
 }
 
 /// What is left of the nodes once their processes are gone, or of a killed run: its
-/// containers (runc, by the shared state directory), the containerd shims (found by the
-/// run directory in their command line), the mounts under the run directory (volumes,
+/// containers (runc, by the shared state directory), the containerd shims and lw-slowfs
+/// processes (found by the run directory in their command line), the mounts under the run directory (volumes,
 /// root filesystems, sandbox namespaces), and the cgroups. Returns what it removed.
 pub async fn teardown(dir: &Path, runc: &Path, ours: &dyn Fn(&str) -> bool) -> Vec<String> {
     let mut removed = Vec::new();
@@ -539,12 +545,12 @@ pub async fn teardown(dir: &Path, runc: &Path, ours: &dyn Fn(&str) -> bool) -> V
         }
     }
     let needle = dir.display().to_string();
-    for pid in shims(&needle) {
+    for (pid, what) in left_behind(&needle) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
         );
-        removed.push(format!("containerd shim {pid}"));
+        removed.push(format!("{what} {pid}"));
     }
     let mut mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
         .unwrap_or_default()
@@ -564,7 +570,7 @@ pub async fn teardown(dir: &Path, runc: &Path, ours: &dyn Fn(&str) -> bool) -> V
 }
 
 /// /proc/self/mountinfo escapes spaces and the like as \ooo.
-fn unescape(s: &str) -> String {
+pub fn unescape(s: &str) -> String {
     let mut out = String::new();
     let b = s.as_bytes();
     let mut i = 0;
@@ -583,16 +589,22 @@ fn unescape(s: &str) -> String {
     out
 }
 
-/// Pids of containerd shims whose command line names the run directory (their
-/// `-address` is a node's socket in it).
-fn shims(needle: &str) -> Vec<i32> {
+/// The containerd shims (their `-address` is a node's socket in the run directory) and the
+/// lw-slowfs filesystems (volumes of `--disk-faults`) of the run directory `needle`, found
+/// by it in their command line: a killed harness leaves them.
+fn left_behind(needle: &str) -> Vec<(i32, &'static str)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
         let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else { continue };
         let cmd = String::from_utf8_lossy(&cmd);
-        if cmd.contains("containerd-shim-runc-v2") && cmd.contains(needle) {
-            out.push(pid);
+        if !cmd.contains(needle) {
+            continue;
+        }
+        if cmd.contains("containerd-shim-runc-v2") {
+            out.push((pid, "containerd shim"));
+        } else if cmd.contains("lw-slowfs") {
+            out.push((pid, "lw-slowfs"));
         }
     }
     out

@@ -3,9 +3,14 @@
 //! the PD CSI driver: it answers each PVC the scheduler has placed (annotation
 //! `volume.kubernetes.io/selected-node`) with a zonal PV backed by a directory, with a
 //! nodeAffinity on the selected node's zone, so a recreated pod is pinned to its disk's zone.
+//!
+//! With `--disk-faults` each volume's directory is an lw-slowfs mount (lab/go/node/slowfs)
+//! of `<pv>.disk`, whose fsync delay `lw-lab fault disk` writes into `<pv>.fsync-delay`
+//! while etcd runs: a slow disk under one member, no restart.
 
 use crate::error::{Error, IoContext, KubeContext, Result};
 use crate::events::{self, Source};
+use crate::proc::Proc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -13,7 +18,13 @@ use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use tokio::sync::Mutex;
+
+/// The PV annotation naming the file that holds its volume's fsync delay (`--disk-faults`).
+pub const FSYNC_DELAY_ANNOTATION: &str = "lw-lab/fsync-delay-file";
 
 /// GKE's PD CSI driver name, which the GKE classes name as their provisioner.
 pub const PROVISIONER: &str = "pd.csi.storage.gke.io";
@@ -46,11 +57,19 @@ pub async fn create_classes(client: &Client) -> Result<()> {
 }
 
 pub struct Provisioner {
-    pub client: Client,
-    pub root: PathBuf,
+    client: Client,
+    root: PathBuf,
+    /// lw-slowfs, when every volume is to be slowable (`--disk-faults`).
+    slowfs: Option<PathBuf>,
+    /// The lw-slowfs process of each volume, by PV name.
+    mounts: Mutex<BTreeMap<String, Proc>>,
 }
 
 impl Provisioner {
+    pub fn new(client: Client, root: PathBuf, slowfs: Option<PathBuf>) -> Self {
+        Provisioner { client, root, slowfs, mounts: Mutex::default() }
+    }
+
     /// Watches PVCs and PVs until cancelled; each failure is logged and retried on the next event.
     pub async fn run(self) {
         let pvcs: Api<PersistentVolumeClaim> = Api::all(self.client.clone());
@@ -117,11 +136,16 @@ impl Provisioner {
             .unwrap_or_else(|| "1Gi".into());
         let dir = self.root.join(&pv_name);
         std::fs::create_dir_all(&dir).ctx(|| format!("create {}", dir.display()))?;
+        let mut annotations = json!({"pv.kubernetes.io/provisioned-by": PROVISIONER, "lw-lab/directory": dir.display().to_string()});
+        if let Some(slowfs) = &self.slowfs {
+            let delay = self.slow_mount(slowfs, &pv_name, &dir).await?;
+            annotations[FSYNC_DELAY_ANNOTATION] = json!(delay.display().to_string());
+        }
         let pv: PersistentVolume = serde_json::from_value(json!({
             "apiVersion": "v1", "kind": "PersistentVolume",
             "metadata": {"name": pv_name,
                 "labels": {"topology.kubernetes.io/zone": zone, "topology.kubernetes.io/region": region},
-                "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER, "lw-lab/directory": dir.display().to_string()}},
+                "annotations": annotations},
             "spec": {
                 "capacity": {"storage": storage},
                 "accessModes": spec.and_then(|s| s.access_modes.clone()).unwrap_or_default(),
@@ -164,8 +188,15 @@ impl Provisioner {
         if !(ours && released && delete) {
             return Ok(());
         }
+        if let Some(mut p) = self.mounts.lock().await.remove(&v.name_any()) {
+            p.stop(Duration::from_secs(5)).await; // SIGTERM: it unmounts
+        }
         if let Some(dir) = v.annotations().get("lw-lab/directory") {
+            let dir = Path::new(dir);
+            let _ = nix::mount::umount2(dir, nix::mount::MntFlags::MNT_DETACH);
             let _ = std::fs::remove_dir_all(dir);
+            let _ = std::fs::remove_dir_all(dir.with_extension("disk"));
+            let _ = std::fs::remove_file(dir.with_extension("fsync-delay"));
         }
         let pvs: Api<PersistentVolume> = Api::all(self.client.clone());
         pvs.delete(&v.name_any(), &DeleteParams::default())
@@ -173,6 +204,37 @@ impl Provisioner {
             .kctx(|| format!("delete PV {}", v.name_any()))?;
         Ok(())
     }
+}
+
+impl Provisioner {
+    /// Mounts lw-slowfs at `dir` over `<dir>.disk`, its delay 0; returns the delay file.
+    async fn slow_mount(&self, slowfs: &Path, pv: &str, dir: &Path) -> Result<PathBuf> {
+        let backing = dir.with_extension("disk");
+        let delay = dir.with_extension("fsync-delay");
+        std::fs::create_dir_all(&backing).ctx(|| format!("create {}", backing.display()))?;
+        std::fs::write(&delay, "0").ctx(|| format!("write {}", delay.display()))?;
+        let args = [&backing, dir, &delay].map(|p| p.display().to_string());
+        let mut p = Proc::spawn("lw-slowfs", slowfs, &args, dir.with_extension("slowfs.log"))?;
+        for _ in 0..100 {
+            if mounted(dir) {
+                self.mounts.lock().await.insert(pv.to_owned(), p);
+                return Ok(delay);
+            }
+            p.check_running()?;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        p.stop(Duration::from_secs(1)).await;
+        Err(Error::Command(format!("lw-slowfs did not mount {} within 5 s", dir.display())))
+    }
+}
+
+/// Whether `dir` is a mount point now (/proc/self/mountinfo).
+fn mounted(dir: &Path) -> bool {
+    let want = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.split(' ').nth(4).map(crate::node::unescape).as_deref() == Some(want.as_str()))
 }
 
 enum Either<A, B> {

@@ -8,15 +8,22 @@
 //! 2. `kubernetes`: the API server reported something done to the old leader's pod or
 //!    node (deletion, DisruptionTarget, a container killed, node not ready, preemption);
 //! 3. `restart`: the old leader's process started again (its start time changed);
-//! 4. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed);
-//! 5. `network`: the old leader still answered but said it had no leader (`health_false`,
+//! 4. `cpu`: the old leader's answers had turned slow and were still slow (or missing) at
+//!    the election (`slow_answers`: a starved process answers late, then not at all);
+//! 5. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed);
+//! 6. `disk`: the old leader's WAL fsync or backend commit p99 was over etcd's bound
+//!    (`slow_disk`), in the horizon or still so;
+//! 7. `network`: the old leader still answered but said it had no leader (`health_false`,
 //!    RAFT NO LEADER: cut off from its peers, it stepped down), or a link to or from it
 //!    went down (`peer_down`); either up to [`EVIDENCE_WAIT`] after the election, since
 //!    both come after the election the cut caused;
-//! 6. `unreachable` again: its probe went unanswered for a second (`unresponsive`);
-//! 7. `stress`: the old leader's heartbeats failed, its applies were slow, or its WAL
-//!    fsync p99 went over etcd's 10 ms;
-//! 8. otherwise `unexplained`.
+//! 8. `unreachable` again: its probe went unanswered for a second (`unresponsive`);
+//! 9. `stress`: the old leader's heartbeats failed or its applies were slow;
+//! 10. otherwise `unexplained`.
+//!
+//! The order is that of the evidence's strength: a slow disk stalls the leader's loop, so
+//! it also stops answering `/health` in time (`unresponsive`) and says it has no leader
+//! after the election; a starved one also stops answering altogether.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -304,10 +311,19 @@ pub fn attribute<'a>(
     if let Some(e) = point(&|e| e.kind == EventKind::ProcessRestarted) {
         return (Cause::Restart, Some(e));
     }
+    // Only while still on: one slow answer long before a freeze is no starvation.
+    if let Some(e) = episode(EventKind::SlowAnswers, EventKind::AnswersPrompt) {
+        return (Cause::Cpu, Some(e));
+    }
     if let Some(e) = point(&|e| e.kind == EventKind::Unreachable)
         .or_else(|| episode(EventKind::Unreachable, EventKind::Back))
     {
         return (Cause::Unreachable, Some(e));
+    }
+    if let Some(e) = point(&|e| e.kind == EventKind::SlowDisk)
+        .or_else(|| episode(EventKind::SlowDisk, EventKind::DiskOk))
+    {
+        return (Cause::Disk, Some(e));
     }
     // Cut off from its peers, but answering: no whole probe failed, and the old leader
     // said it had no leader (a partitioned leader steps down; a slow `/health` first makes
@@ -475,10 +491,58 @@ mod tests {
     #[test]
     fn a_state_still_on_at_the_horizon_counts() {
         let at = stamp(100.0);
-        let evs = vec![ev(10.0, "leaderwatch", "etcd-0", "stress", "fsync p99 40 ms")];
+        let evs = vec![ev(10.0, "leaderwatch", "etcd-0", "stress", "heartbeat send failures +2")];
         assert_eq!(attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON).0, Cause::Stress);
         let over = vec![evs[0].clone(), ev(20.0, "leaderwatch", "etcd-0", "stress_over", "")];
         assert_eq!(attribute(Some("etcd-0"), &at, &over, DEFAULT_HORIZON).0, Cause::Unexplained);
+    }
+
+    /// A slow disk under the leader (`lw-lab fault disk`): its loop waits on each fsync, so
+    /// its `/health` hangs (`unresponsive`) and, after the election, it says it has no
+    /// leader; before `slow_disk` was a row of its own, that was `network`.
+    #[test]
+    fn a_slow_disk_under_the_old_leader_is_the_disk_not_the_network() {
+        let at = stamp(100.0);
+        let evs = [
+            ev(96.0, "leaderwatch", "etcd-0", "slow_disk", "WAL fsync p99 1.900 s > 0.01 s"),
+            ev(99.5, "leaderwatch", "etcd-0", "unresponsive", "no answer for 1013 ms"),
+            ev(101.5, "leaderwatch", "etcd-0", "health_false", "RAFT NO LEADER"),
+        ];
+        let (cause, row) = attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON);
+        assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Disk, Some("slow_disk")));
+        assert_eq!(attribute(Some("etcd-0"), &at, &evs[1..], DEFAULT_HORIZON).0, Cause::Network);
+        // A spell that began before the horizon and was still on counts; one that ended not.
+        let long = [ev(10.0, "leaderwatch", "etcd-0", "slow_disk", "WAL fsync p99 0.2 s")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &long, DEFAULT_HORIZON).0, Cause::Disk);
+        let ended = [long[0].clone(), ev(20.0, "leaderwatch", "etcd-0", "disk_ok", "")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &ended, DEFAULT_HORIZON).0, Cause::Unexplained);
+        // Another member's slow disk is not the old leader's.
+        let other = [ev(96.0, "leaderwatch", "etcd-1", "slow_disk", "WAL fsync p99 1.9 s")];
+        assert_eq!(attribute(Some("etcd-0"), &at, &other, DEFAULT_HORIZON).0, Cause::Unexplained);
+    }
+
+    /// A starved leader (`lw-lab fault cpu`) answers late, then its probes time out: while
+    /// its answers were still slow at the election, the CPU, not the freeze-like silence.
+    #[test]
+    fn a_leader_whose_answers_stayed_slow_is_cpu_starved_not_unreachable() {
+        let at = stamp(100.0);
+        let evs = [
+            ev(91.0, "leaderwatch", "etcd-0", "slow_answers", "Status answered in 900 ms"),
+            ev(97.0, "leaderwatch", "etcd-0", "unreachable", "status: timed out after 2s"),
+        ];
+        let (cause, row) = attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON);
+        assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Cpu, Some("slow_answers")));
+        assert_eq!(
+            attribute(Some("etcd-0"), &at, &evs[1..], DEFAULT_HORIZON).0,
+            Cause::Unreachable
+        );
+        // Prompt again before the freeze: a freeze.
+        let prompt = [
+            evs[0].clone(),
+            ev(93.0, "leaderwatch", "etcd-0", "answers_prompt", ""),
+            evs[1].clone(),
+        ];
+        assert_eq!(attribute(Some("etcd-0"), &at, &prompt, DEFAULT_HORIZON).0, Cause::Unreachable);
     }
 
     /// A leader cut from its peers while leaderwatch still reaches it (`lw-lab fault

@@ -1,7 +1,8 @@
 //! What changed for a member between two rounds -> events.csv rows: reachability, health
-//! flips, the member's view of the leader, counter resets and process restarts, stress
-//! (heartbeat send failures, slow applies, slow WAL fsyncs) starting and ending, and its
-//! links to its peers going down and up (rafthttp's own view of the network between members).
+//! flips, the member's view of the leader, counter resets and process restarts, spells of
+//! stress (heartbeat send failures, slow applies), of a slow disk (WAL fsync, backend
+//! commit) and of slow answers (a starved CPU) starting and ending, and its links to its
+//! peers going down and up (rafthttp's own view of the network between members).
 //! Pure: the caller supplies the observations, the tracker only remembers the last state
 //! of each member.
 
@@ -10,12 +11,14 @@ use std::collections::BTreeMap;
 use chrono::DateTime;
 
 use crate::analysis::counts::{Reset, reset_between};
-use crate::analysis::health::{WAL_FSYNC_P99_DOCS_S, counter_delta, quantile, window_delta};
+use crate::analysis::health::{
+    BACKEND_COMMIT_P99_DOCS_S, WAL_FSYNC_P99_DOCS_S, counter_delta, quantile, window_delta,
+};
 use crate::model::clock::Stamp;
 use crate::model::event::{Event, EventKind, Source};
 use crate::model::member::MemberName;
-use crate::model::metrics::MemberMetrics;
-use crate::model::observation::{Observation, Silent};
+use crate::model::metrics::{Histogram, MemberMetrics};
+use crate::model::observation::{Observation, Part, Silent};
 
 #[derive(Debug, Clone, Default)]
 struct Last {
@@ -27,6 +30,8 @@ struct Last {
     /// The last `/metrics` read, for the stress figures of the next one.
     metrics: Option<MemberMetrics>,
     stressed: bool,
+    slow_disk: bool,
+    slow_answers: bool,
     /// The peers (member ids, hex) whose link this member reports down now.
     peers_down: std::collections::BTreeSet<String>,
     /// An `unresponsive` row was written in this spell; cleared when the member answers.
@@ -38,9 +43,13 @@ struct Last {
 /// after the election it caused.
 pub const UNRESPONSIVE_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// A Status RPC slower than this is a slow answer: it reads neither the disk nor Raft, so
+/// only a process that does not get the CPU (or a host that does not) takes this long;
+/// on a busy 2-core machine it answers in a few milliseconds.
+pub const SLOW_ANSWER_MS: f64 = 250.0;
+
 /// What in the step from `prev` to `now` says the member is under stress (empty: none):
-/// heartbeat send failures or slow applies rose, or the WAL fsync p99 of the step is over
-/// the 10 ms etcd documents.
+/// heartbeat send failures or slow applies rose.
 pub fn stress(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> Vec<String> {
     let mut out = Vec::new();
     let rose = |a: Option<f64>, b: Option<f64>| match (a, b) {
@@ -55,16 +64,46 @@ pub fn stress(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> Vec
     if let Some(d) = rose(prev.slow_apply_total, now.slow_apply_total) {
         out.push(format!("slow applies +{d}"));
     }
-    let p99 = prev
-        .wal_fsync
-        .as_ref()
-        .zip(now.wal_fsync.as_ref())
-        .and_then(|(a, b)| window_delta(a, b, restarted))
-        .and_then(|d| quantile(0.99, &d));
-    if let Some(p) = p99.filter(|p| *p > WAL_FSYNC_P99_DOCS_S) {
+    out
+}
+
+/// What in the step from `prev` to `now` says the member's disk is slow (empty: not): the
+/// step's WAL fsync p99 over the 10 ms etcd documents, or its backend commit p99 over 25 ms.
+pub fn slow_disk(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> Vec<String> {
+    let p99 = |a: &Option<Histogram>, b: &Option<Histogram>| {
+        a.as_ref()
+            .zip(b.as_ref())
+            .and_then(|(a, b)| window_delta(a, b, restarted))
+            .and_then(|d| quantile(0.99, &d))
+    };
+    let mut out = Vec::new();
+    if let Some(p) = p99(&prev.wal_fsync, &now.wal_fsync).filter(|p| *p > WAL_FSYNC_P99_DOCS_S) {
         out.push(format!("WAL fsync p99 {p:.3} s > {WAL_FSYNC_P99_DOCS_S} s (etcd docs)"));
     }
+    if let Some(p) =
+        p99(&prev.backend_commit, &now.backend_commit).filter(|p| *p > BACKEND_COMMIT_P99_DOCS_S)
+    {
+        out.push(format!(
+            "backend commit p99 {p:.3} s > {BACKEND_COMMIT_P99_DOCS_S} s (etcd docs)"
+        ));
+    }
     out
+}
+
+/// A spell's row, if `why` starts or ends one (`on` is whether it is on, and becomes so).
+fn spell(
+    on: &mut bool,
+    why: Vec<String>,
+    start: EventKind,
+    end: EventKind,
+) -> Option<(EventKind, String)> {
+    let row = match (*on, why.is_empty()) {
+        (false, false) => Some((start, why.join("; "))),
+        (true, true) => Some((end, String::new())),
+        _ => None,
+    };
+    *on = !why.is_empty();
+    row
 }
 
 /// The links to peers that went down (`true`) or came back (`false`) in the step from
@@ -186,6 +225,20 @@ impl Tracker {
             last.healthy = Some(h.healthy);
         }
 
+        // Only an answer read now tells how fast the member answers; a failed one continues
+        // the spell (a starved member's next probe often times out).
+        if let Part::Ok { ms, .. } = &o.status {
+            let why = if *ms > SLOW_ANSWER_MS {
+                vec![format!("Status answered in {ms:.0} ms (> {SLOW_ANSWER_MS} ms)")]
+            } else {
+                vec![]
+            };
+            let kinds = (EventKind::SlowAnswers, EventKind::AnswersPrompt);
+            if let Some((k, d)) = spell(&mut last.slow_answers, why, kinds.0, kinds.1) {
+                out.push(ev(k, d));
+            }
+        }
+
         if let Some(s) = o.status.ok() {
             if let Some(prev) = last.leader.filter(|p| *p != s.leader_id) {
                 out.push(ev(
@@ -222,12 +275,15 @@ impl Tracker {
             }
             if let Some(prev) = &last.metrics {
                 let why = stress(prev, m, restarted);
-                match (last.stressed, why.is_empty()) {
-                    (false, false) => out.push(ev(EventKind::Stress, why.join("; "))),
-                    (true, true) => out.push(ev(EventKind::StressOver, String::new())),
-                    _ => {}
+                let kinds = (EventKind::Stress, EventKind::StressOver);
+                if let Some((k, d)) = spell(&mut last.stressed, why, kinds.0, kinds.1) {
+                    out.push(ev(k, d));
                 }
-                last.stressed = !why.is_empty();
+                let why = slow_disk(prev, m, restarted);
+                let kinds = (EventKind::SlowDisk, EventKind::DiskOk);
+                if let Some((k, d)) = spell(&mut last.slow_disk, why, kinds.0, kinds.1) {
+                    out.push(ev(k, d));
+                }
                 for (peer, down, why) in peer_links(prev, m, restarted, &last.peers_down) {
                     if down {
                         last.peers_down.insert(peer.clone());
@@ -322,29 +378,63 @@ mod tests {
     }
 
     #[test]
-    fn stress_is_failures_slow_applies_or_a_slow_fsync_step() {
+    fn stress_is_failures_or_slow_applies_and_a_slow_disk_is_a_slow_fsync_or_commit_step() {
         let m = |hb: f64, slow: f64, fsync: &[(f64, f64)]| MemberMetrics {
             heartbeat_send_failures_total: Some(hb),
             slow_apply_total: Some(slow),
             wal_fsync: Some(Histogram::new(fsync.to_vec())),
+            backend_commit: Some(Histogram::new(vec![
+                (0.016, 5.0),
+                (0.256, 5.0),
+                (f64::INFINITY, 5.0),
+            ])),
             ..MemberMetrics::default()
         };
         let inf = f64::INFINITY;
         let quiet = m(3.0, 1.0, &[(0.001, 10.0), (0.1, 10.0), (inf, 10.0)]);
-        assert!(
-            stress(&quiet, &m(3.0, 1.0, &[(0.001, 20.0), (0.1, 20.0), (inf, 20.0)]), false)
-                .is_empty()
-        );
-        let why = stress(&quiet, &m(5.0, 2.0, &[(0.001, 10.0), (0.1, 12.0), (inf, 12.0)]), false);
-        assert_eq!(why.len(), 3, "{why:?}");
-        assert!(
-            why[0].contains("+2") && why[1].contains("+1") && why[2].contains("fsync"),
-            "{why:?}"
-        );
+        let fast = m(3.0, 1.0, &[(0.001, 20.0), (0.1, 20.0), (inf, 20.0)]);
+        assert!(stress(&quiet, &fast, false).is_empty());
+        assert!(slow_disk(&quiet, &fast, false).is_empty());
+        let busy = m(5.0, 2.0, &[(0.001, 10.0), (0.1, 12.0), (inf, 12.0)]);
+        let why = stress(&quiet, &busy, false);
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(why[0].contains("+2") && why[1].contains("+1"), "{why:?}");
+        let disk = slow_disk(&quiet, &busy, false);
+        assert_eq!(disk.len(), 1, "{disk:?}");
+        assert!(disk[0].starts_with("WAL fsync p99 0.09"), "{disk:?}");
+        // A slow backend commit alone is a slow disk too.
+        let mut commit = fast.clone();
+        commit.backend_commit =
+            Some(Histogram::new(vec![(0.016, 5.0), (0.256, 9.0), (f64::INFINITY, 9.0)]));
+        let why = slow_disk(&quiet, &commit, false);
+        assert!(why.len() == 1 && why[0].starts_with("backend commit p99"), "{why:?}");
         // After a restart the new counters start from zero: 1 failure, not -2.
         assert_eq!(
             stress(&quiet, &m(1.0, 0.0, &[(0.001, 1.0), (0.1, 1.0), (inf, 1.0)]), true),
             vec!["heartbeat send failures +1".to_owned()]
         );
+    }
+
+    #[test]
+    fn a_slow_status_answer_opens_a_spell_that_only_a_prompt_one_closes() {
+        use crate::model::observation::Status;
+        let mut t = Tracker::new();
+        let status = |ms: f64| Part::Ok { value: Status::of(1, 1, 2), ms };
+        let at = Stamp { utc: chrono::Utc::now(), mono: tokio::time::Instant::now() };
+        let obs = |status: Part<Status>| {
+            let (m, h) = (Part::Skipped, Part::Skipped);
+            Observation::new(MemberName("m0".into()), String::new(), at, m, h, status)
+        };
+        let kinds = |t: &mut Tracker, o: Observation| -> Vec<&'static str> {
+            t.observe(&o).iter().map(|e| e.kind.as_str()).collect()
+        };
+        assert!(!kinds(&mut t, obs(status(4.0))).contains(&"slow_answers"));
+        let slow = t.observe(&obs(status(900.0)));
+        let row = slow.iter().find(|e| e.kind == EventKind::SlowAnswers).expect("a slow answer");
+        assert_eq!(row.detail, "Status answered in 900 ms (> 250 ms)");
+        assert!(!kinds(&mut t, obs(status(1200.0))).contains(&"slow_answers"), "once a spell");
+        let failed = Part::Failed { error: "timed out after 2s".into(), ms: 2000.0 };
+        assert!(!kinds(&mut t, obs(failed)).contains(&"answers_prompt"), "a timeout goes on");
+        assert!(kinds(&mut t, obs(status(3.0))).contains(&"answers_prompt"));
     }
 }

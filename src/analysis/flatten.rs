@@ -521,6 +521,8 @@ fn event_phrase(cause: Cause, e: &EventRef) -> String {
         (Cause::Unreachable, _) => format!("unreachable {m}"),
         (Cause::Stress, _) => format!("stress on {m}"),
         (Cause::Network, _) => format!("a link of {m} down ({})", e.detail),
+        (Cause::Disk, _) => format!("a slow disk on {m} ({})", e.detail),
+        (Cause::Cpu, _) => format!("slow answers from {m} ({})", e.detail),
         (c, k) => format!("{} ({k} of {m})", c.as_str().replace('_', " ")),
     }
 }

@@ -37,14 +37,22 @@ pub fn category(cause: Cause) -> &'static str {
         Cause::Kubernetes => "kubernetes disruption",
         Cause::Restart | Cause::Unreachable => "node or pod events",
         Cause::Network => "network between members",
+        Cause::Disk => "slow disk",
+        Cause::Cpu => "CPU starvation",
         Cause::Stress => "stress",
         Cause::Unexplained => "unexplained",
     }
 }
 
 /// Categories that are residual (counted in the rate), in report order.
-pub const RESIDUAL: [&str; 4] =
-    ["unexplained", "node or pod events", "network between members", "stress"];
+pub const RESIDUAL: [&str; 6] = [
+    "unexplained",
+    "node or pod events",
+    "network between members",
+    "slow disk",
+    "CPU starvation",
+    "stress",
+];
 
 /// The pooled result.
 #[derive(Debug, Clone, Serialize)]

@@ -152,12 +152,17 @@ named! {
         Kubernetes = "kubernetes",
         /// The old leader's process restarted.
         Restart = "restart",
+        /// The old leader answered, but slowly, up to the election (`slow_answers`): its
+        /// CPU starved.
+        Cpu = "cpu",
         /// The old leader stopped answering.
         Unreachable = "unreachable",
+        /// The old leader's disk was slow (`slow_disk`: WAL fsync or backend commit p99).
+        Disk = "disk",
         /// The network between the members: the old leader, still answering leaderwatch,
         /// said it had no leader, or a link to or from it went down (`peer_down`).
         Network = "network",
-        /// The old leader showed stress (heartbeat failures, slow applies, slow fsyncs).
+        /// The old leader showed stress (heartbeat failures, slow applies).
         Stress = "stress",
         /// Nothing in the horizon explains it.
         Unexplained = "unexplained",

@@ -61,10 +61,20 @@ named! {
     CounterReset = "counter_reset",
     /// a member's process start time moved
     ProcessRestarted = "process_restarted",
-    /// a member's health figures crossed a threshold
+    /// a member's heartbeats failed or its applies were slow
     Stress = "stress",
-    /// back under every threshold
+    /// no more of either
     StressOver = "stress_over",
+    /// a member's disk is slow: its WAL fsync p99 over etcd's 10 ms, or its backend
+    /// commit p99 over 25 ms, in one step of `/metrics`
+    SlowDisk = "slow_disk",
+    /// both under again
+    DiskOk = "disk_ok",
+    /// a member answers, but slowly: its Status RPC (no disk, no Raft) took over 250 ms,
+    /// as when its CPU is starved
+    SlowAnswers = "slow_answers",
+    /// its Status answers promptly again
+    AnswersPrompt = "answers_prompt",
     /// a member's link to a peer went down (rafthttp: stream inactive, disconnected, or
     /// messages it failed to send); the peer's member id in the detail
     PeerDown = "peer_down",

@@ -6,9 +6,10 @@
 //! to the current header (#35); the outputs did not change. Since then the outputs gained,
 //! on purpose (#49, the M6/M7 hand-off), the CSV's `target_role` column and the
 //! `per_disruption` rows of the CSV and `compare`, (#50) the table's GKE lock row,
-//! not yet measured, and (#48) the `network` cause's figures (`elections_network`, the
-//! rate's "network between members", 0 on every one of these runs): those are taken out of
-//! today's output before it is compared, so that everything else is still checked as before.
+//! not yet measured, and (#48) the `network`, `disk` and `cpu` causes' figures
+//! (`elections_network`, the rate's "network between members", ..., 0 on every one of
+//! these runs): those are taken out of today's output before it is compared, so that
+//! everything else is still checked as before.
 
 use crate::support;
 
@@ -41,9 +42,11 @@ fn same_as_before(args: &[String], before: &str) {
         let parse = |b: &[u8]| serde_json::from_slice::<serde_json::Value>(b).expect("json");
         let mut got = parse(&out.stdout);
         if let Some(rows) = got.as_array_mut() {
-            rows.retain(|r| r["window"] != PER_DISRUPTION && r["figure"] != NETWORK_FIGURE);
+            rows.retain(|r| {
+                r["window"] != PER_DISRUPTION && !NEW_FIGURES.iter().any(|f| r["figure"] == *f)
+            });
         }
-        without_network_cause(&mut got);
+        without_new_causes(&mut got);
         assert_eq!(got, parse(&want), "{args:?} differs from {before}");
         return;
     }
@@ -54,8 +57,10 @@ fn same_as_before(args: &[String], before: &str) {
         let row = format!("| {PER_DISRUPTION} |");
         text.split_inclusive('\n')
             .filter(|l| !l.starts_with(&row) && !l.starts_with(GKE_LOCK_ROW))
-            .filter(|l| !l.contains(&format!("| {NETWORK_FIGURE} |")))
-            .map(|l| l.replace(&format!("{NETWORK_CATEGORY} 0, "), ""))
+            .filter(|l| !NEW_FIGURES.iter().any(|f| l.contains(&format!("| {f} |"))))
+            .map(|l| {
+                NEW_CATEGORIES.iter().fold(l.to_owned(), |l, c| l.replace(&format!("{c} 0, "), ""))
+            })
             .collect::<String>()
             .into_bytes()
     };
@@ -66,32 +71,37 @@ const PER_DISRUPTION: &str = "per_disruption";
 /// The GKE lock row (#50), not yet measured.
 const GKE_LOCK_ROW: &str = "| a lock unavailable during the eviction:";
 
-/// The `network` cause (#48): its per-window figure, and its category in `rate`.
-const NETWORK_FIGURE: &str = "elections_network";
-const NETWORK_CATEGORY: &str = "network between members";
+/// The causes #48 added: their per-window figures, and their categories in `rate`.
+const NEW_FIGURES: [&str; 3] = ["elections_network", "elections_disk", "elections_cpu"];
+const NEW_CATEGORIES: [&str; 3] = ["network between members", "slow disk", "CPU starvation"];
 
-/// A JSON output without the `network` cause's entries (a key of that category, anywhere).
-fn without_network_cause(v: &mut serde_json::Value) {
+/// A JSON output without the new causes' entries (a key of those categories, anywhere).
+fn without_new_causes(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(m) => {
-            m.remove(NETWORK_CATEGORY);
-            m.values_mut().for_each(without_network_cause);
+            NEW_CATEGORIES.iter().for_each(|c| {
+                m.remove(*c);
+            });
+            m.values_mut().for_each(without_new_causes);
         }
-        serde_json::Value::Array(a) => a.iter_mut().for_each(without_network_cause),
+        serde_json::Value::Array(a) => a.iter_mut().for_each(without_new_causes),
         _ => {}
     }
 }
 
-/// Today's CSV without its `target_role` column, its `per_disruption` rows and the
-/// `network` cause's rows.
+/// Today's CSV without its `target_role` column, its `per_disruption` rows and the new
+/// causes' rows.
 fn without_additions_csv(csv_bytes: &[u8]) -> Vec<u8> {
     let mut r = csv::Reader::from_reader(csv_bytes);
     let header = r.headers().expect("header").clone();
     let role = header.iter().position(|h| h == "target_role").expect("a target_role column");
     let window = header.iter().position(|h| h == "window").expect("a window column");
     let figure = header.iter().position(|h| h == "figure").expect("a figure column");
-    let network = |f: Option<&str>| {
-        f.is_some_and(|f| f == NETWORK_FIGURE || f.contains(&format!("cause={NETWORK_CATEGORY}")))
+    let new_cause = |f: Option<&str>| {
+        f.is_some_and(|f| {
+            NEW_FIGURES.contains(&f)
+                || NEW_CATEGORIES.iter().any(|c| f.contains(&format!("cause={c}")))
+        })
     };
     let keep = |rec: &csv::StringRecord| -> csv::StringRecord {
         rec.iter().enumerate().filter(|(i, _)| *i != role).map(|(_, v)| v).collect()
@@ -100,7 +110,7 @@ fn without_additions_csv(csv_bytes: &[u8]) -> Vec<u8> {
     w.write_record(&keep(&header)).expect("write");
     for rec in r.records() {
         let rec = rec.expect("row");
-        if rec.get(window) != Some(PER_DISRUPTION) && !network(rec.get(figure)) {
+        if rec.get(window) != Some(PER_DISRUPTION) && !new_cause(rec.get(figure)) {
             w.write_record(&keep(&rec)).expect("write");
         }
     }

@@ -463,7 +463,7 @@ fn the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted(lab
 #[test]
 #[ignore = "needs root, runc and make kube-tools; make test-kube runs it"]
 fn the_autopilot_rules_on_the_lab_as_every_other_test_runs_it() {
-    let lab = Lab::up_with(&[], false);
+    let lab = Lab::up_with(&[], &[]);
     each_documented_autopilot_rule_refuses_a_pod_that_breaks_it_with_its_message(&lab);
     workloads_whose_pod_template_breaks_a_rule_are_refused_on_create_and_on_update(&lab);
     the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted(&lab);

@@ -1,6 +1,6 @@
 //! Faults injected below etcd on the real nodes (`lw-lab fault`: blackhole routes in the
-//! pods' network namespaces, the cgroup freezer) while `leaderwatch sample` watches, told
-//! nothing. Afterwards the fault log the harness kept (`faults.csv`, which leaderwatch never
+//! pods' network namespaces, the cgroup freezer, a slow fsync under a volume, a lowered CFS
+//! quota) while `leaderwatch sample` watches, told nothing. Afterwards the fault log the harness kept (`faults.csv`, which leaderwatch never
 //! reads) is held against the elections leaderwatch found and the causes it gave them.
 
 use std::collections::HashMap;
@@ -63,30 +63,17 @@ fn expected(fault: &str) -> (&'static [&'static str], &'static [&'static str]) {
         "partition" => (&["network"], &["health_false", "peer_down"]),
         "partition-one-way" => (&["network", "unexplained"], &["health_false", "peer_down"]),
         "freeze" => (&["unreachable"], &["unreachable", "unresponsive"]),
+        f if f.starts_with("disk-fsync-") => (&["disk"], &["slow_disk"]),
+        f if f.starts_with("cpu-") => (&["cpu"], &["slow_answers"]),
         other => panic!("no expectation for fault {other}"),
     }
 }
 
-/// Injects `args`, keeps it `hold`, clears it, lets the cluster settle `quiet`.
-async fn inject(lab: &Lab, args: &[&str], hold: Duration, quiet: Duration) {
-    println!("{}", lab.fault(args).trim());
-    tokio::time::sleep(hold).await;
-    println!("{}", lab.fault(&["clear"]).trim());
-    tokio::time::sleep(quiet).await;
-}
-
-/// A leader cut from its peers both ways and one way, a follower cut, and a frozen leader,
-/// one after the other under one `sample`: every election the raft term shows lies in the
-/// span of a fault that replaces a leader, has that fault's cause, rests on a row of the
-/// fault's evidence and names the faulted member as the old leader; the follower's cut
-/// and the quiet time between faults hold no election at all.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root and make kube-tools; make test runs it"]
-async fn each_fault_below_etcd_is_each_election_s_cause() {
-    let (lab, _kc, out) = Lab::deployed(&[]);
-    let run = out.path().join("sample");
+/// `leaderwatch sample` of the lab's members by pod address, told nothing of the faults.
+fn sample(lab: &Lab, run: &Path, extra: &[&str]) -> std::process::Child {
     let mut cmd = leaderwatch();
-    cmd.args(["sample", "--interval", "100ms", "--metrics-interval", "1s", "--out"]).arg(&run);
+    cmd.args(["sample", "--interval", "100ms", "--metrics-interval", "1s", "--out"]).arg(run);
+    cmd.args(extra);
     for p in lab.member_pods() {
         let (name, ip) = (
             p["metadata"]["name"].as_str().expect("name"),
@@ -94,21 +81,18 @@ async fn each_fault_below_etcd_is_each_election_s_cause() {
         );
         cmd.arg("--endpoint").arg(format!("{name}=http://{ip}:2379"));
     }
-    let mut sample = spawn_tied(&mut cmd, "leaderwatch sample");
-    // A moment the analysis is not told: it is told nothing at all.
-    tokio::time::sleep(Duration::from_secs(5 + u64::from(std::process::id() % 4))).await;
-    let (hold, quiet) = (Duration::from_secs(12), Duration::from_secs(20));
-    inject(&lab, &["partition", "--pod", "leader"], hold, quiet).await;
-    inject(&lab, &["partition", "--pod", "leader", "--one-way"], hold, quiet).await;
-    inject(&lab, &["partition", "--pod", "follower"], hold, quiet).await;
-    inject(&lab, &["freeze", "--pod", "leader"], Duration::from_secs(4), quiet).await;
-    terminate(&mut sample);
+    spawn_tied(&mut cmd, "leaderwatch sample")
+}
 
+/// Holds every election of `run` against the faults the harness logged: each lies in the
+/// span of a fault (up to [`AFTER_CLEAR`] after it), has that fault's cause, rests on a
+/// row of the fault's evidence and names the faulted member as the old leader. Returns
+/// the faults' names and how many elections each caused.
+fn judge(lab: &Lab, run: &Path) -> (Vec<String>, Vec<usize>) {
     let faults = injected(&lab.dir);
-    assert_eq!(faults.len(), 4, "{faults:#?}");
-    let elections: Vec<HashMap<String, String>> =
-        events(&run).into_iter().filter(|e| e["kind"] == "election").collect();
-    let rows = events(&run);
+    let rows = events(run);
+    let elections: Vec<&HashMap<String, String>> =
+        rows.iter().filter(|e| e["kind"] == "election").collect();
     let after = chrono::Duration::from_std(AFTER_CLEAR).expect("duration");
     let mut per_fault = vec![0; faults.len()];
     for e in &elections {
@@ -143,13 +127,81 @@ async fn each_fault_below_etcd_is_each_election_s_cause() {
             f.fault, f.member, e["ts"], row["kind"], row["member"], row["detail"]
         );
     }
+    (faults.into_iter().map(|f| f.fault).collect(), per_fault)
+}
+
+/// Injects `args`, keeps it `hold`, clears it, lets the cluster settle `quiet`.
+async fn inject(lab: &Lab, args: &[&str], hold: Duration, quiet: Duration) {
+    println!("{}", lab.fault(args).trim());
+    tokio::time::sleep(hold).await;
+    println!("{}", lab.fault(&["clear"]).trim());
+    tokio::time::sleep(quiet).await;
+}
+
+/// A leader cut from its peers both ways and one way, a follower cut, and a frozen leader,
+/// one after the other under one `sample`: every election the raft term shows lies in the
+/// span of a fault that replaces a leader, has that fault's cause, rests on a row of the
+/// fault's evidence and names the faulted member as the old leader; the follower's cut
+/// and the quiet time between faults hold no election at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and make kube-tools; make test runs it"]
+async fn each_fault_below_etcd_is_each_election_s_cause() {
+    let (lab, _kc, out) = Lab::deployed(&[]);
+    let run = out.path().join("sample");
+    let mut sample = sample(&lab, &run, &[]);
+    // A moment the analysis is not told: it is told nothing at all.
+    tokio::time::sleep(Duration::from_secs(5 + u64::from(std::process::id() % 4))).await;
+    let (hold, quiet) = (Duration::from_secs(12), Duration::from_secs(20));
+    inject(&lab, &["partition", "--pod", "leader"], hold, quiet).await;
+    inject(&lab, &["partition", "--pod", "leader", "--one-way"], hold, quiet).await;
+    inject(&lab, &["partition", "--pod", "follower"], hold, quiet).await;
+    inject(&lab, &["freeze", "--pod", "leader"], Duration::from_secs(4), quiet).await;
+    terminate(&mut sample);
+
+    let (names, per_fault) = judge(&lab, &run);
+    let elections: Vec<_> = events(&run).into_iter().filter(|e| e["kind"] == "election").collect();
     // In the order injected: CheckQuorum makes a leader that hears no peer step down and
     // the others elect; PreVote keeps a follower that was cut off from disturbing the two
     // that still have a leader.
-    let names: Vec<&str> = faults.iter().map(|f| f.fault.as_str()).collect();
     assert_eq!(names, ["partition", "partition-one-way", "partition", "freeze"]);
     assert!(per_fault[0] >= 1, "the leader cut off both ways caused no election");
     assert!(per_fault[1] >= 1, "the leader cut off one way caused no election");
     assert_eq!(per_fault[2], 0, "a follower cut off caused an election: {elections:#?}");
     assert!(per_fault[3] >= 1, "the frozen leader caused no election");
 }
+
+/// A slow disk under the leader (every fsync DISK_DELAY late, lw-slowfs) and its CPU
+/// starved (CPU_PERCENT of a core), one after the other under one `sample` with the write
+/// canary (the write load that makes etcd fsync): each causes elections, each election
+/// has that fault's cause (`disk` on a `slow_disk` row, `cpu` on a `slow_answers` row),
+/// and a slow disk under a follower causes none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and make kube-tools; make test runs it"]
+async fn a_slow_disk_and_a_starved_cpu_are_each_elections_cause() {
+    let (lab, _kc, out) = Lab::deployed_with(&[], &["--disk-faults"]);
+    let run = out.path().join("sample");
+    let mut sample = sample(&lab, &run, &["--canary"]);
+    tokio::time::sleep(Duration::from_secs(5 + u64::from(std::process::id() % 4))).await;
+    let quiet = Duration::from_secs(20);
+    let disk = ["disk", "--pod", "leader", "--fsync", DISK_DELAY];
+    inject(&lab, &disk, Duration::from_secs(15), quiet).await;
+    let follower = ["disk", "--pod", "follower", "--fsync", DISK_DELAY];
+    inject(&lab, &follower, Duration::from_secs(15), quiet).await;
+    let cpu = ["cpu", "--pod", "leader", "--percent", CPU_PERCENT];
+    inject(&lab, &cpu, Duration::from_secs(15), quiet).await;
+    terminate(&mut sample);
+
+    let (names, per_fault) = judge(&lab, &run);
+    let disk_fault = format!("disk-fsync-{}", DISK_DELAY);
+    let cpu_fault = format!("cpu-{CPU_PERCENT}pct");
+    assert_eq!(names, [disk_fault.as_str(), &disk_fault, &cpu_fault]);
+    assert!(per_fault[0] >= 1, "the leader's slow disk caused no election");
+    assert_eq!(per_fault[1], 0, "a follower's slow disk caused an election");
+    assert!(per_fault[2] >= 1, "the leader's starved CPU caused no election");
+}
+
+/// Slow enough that the leader's loop, waiting on each fsync, misses the followers'
+/// election timeout (1 s): docs/results.md has the sweep.
+const DISK_DELAY: &str = "2000ms";
+/// Low enough that the leader's heartbeats come late (at 5 % they fail but no election).
+const CPU_PERCENT: &str = "1";

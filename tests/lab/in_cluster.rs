@@ -360,7 +360,7 @@ fn move_leader(lab: &Lab) {
 #[test]
 #[ignore = "needs root, make kube-tools and make image; make test runs it"]
 fn the_job_and_the_sampler_run_from_the_image_on_the_real_control_plane() {
-    let lab = Lab::up_images(&[], false, &[image_arg()]);
+    let lab = Lab::up_images(&[], &[], &[image_arg()]);
     lab.deploy();
     let dir = tempfile::tempdir().expect("tempdir");
     let kubectl = lab.state["kubectl"].as_str().expect("kubectl").to_string();

@@ -205,7 +205,7 @@ fn granted() -> BTreeSet<(String, String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and make kube-tools; make test runs it"]
 async fn the_sitting_on_the_real_control_plane_under_the_real_rbac() {
-    let (lab, kc, out) = Lab::deployed_with(&[], true);
+    let (lab, kc, out) = Lab::deployed_with(&[], &["--surge-nodes"]);
     let (kc, out) = (kc.as_path(), out.path());
     a_follower_eviction_goes_through_the_real_eviction_api(&lab, kc, out).await;
     rbac_yaml_grants_evictions_only_and_rbac_maintenance_adds_delete_and_patch(&lab);

@@ -46,7 +46,7 @@ const TOKEN_LIFE_S: u64 = 90;
 #[test]
 #[ignore = "needs root, make kube-tools and the test image; make test runs it"]
 fn a_sitting_day_from_a_laptop_as_the_operator() {
-    let lab = Lab::up_images(&[], false, &[image_arg()]);
+    let lab = Lab::up_images(&[], &[], &[image_arg()]);
     lab.deploy();
     let dir = tempfile::tempdir().expect("tempdir");
     let day = Day::new(&lab, dir.path());

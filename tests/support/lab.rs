@@ -29,26 +29,27 @@ impl Lab {
     /// A cluster with dlock deployed as a user does, the ServiceAccount's kubeconfig, and a
     /// directory for the runs.
     pub fn deployed(apiserver_args: &[&str]) -> (Lab, PathBuf, tempfile::TempDir) {
-        Lab::deployed_with(apiserver_args, false)
+        Lab::deployed_with(apiserver_args, &[])
     }
 
-    /// `surge`: lw-lab's --surge-nodes (a node of the zone joins when one is cordoned).
+    /// `flags`: lw-lab's own, e.g. --surge-nodes (a node of the zone joins when one is
+    /// cordoned) or --disk-faults (every volume on lw-slowfs).
     pub fn deployed_with(
         apiserver_args: &[&str],
-        surge: bool,
+        flags: &[&str],
     ) -> (Lab, PathBuf, tempfile::TempDir) {
-        let lab = Lab::up_with(apiserver_args, surge);
+        let lab = Lab::up_with(apiserver_args, flags);
         lab.deploy();
         let kc = lab.service_account_kubeconfig();
         (lab, kc, tempfile::tempdir().expect("tempdir"))
     }
 
-    pub fn up_with(apiserver_args: &[&str], surge: bool) -> Lab {
-        Lab::up_images(apiserver_args, surge, &[])
+    pub fn up_with(apiserver_args: &[&str], flags: &[&str]) -> Lab {
+        Lab::up_images(apiserver_args, flags, &[])
     }
 
     /// `images`: lw-lab's --image REF=LAYOUT[:TAG], imported into every node besides etcd's.
-    pub fn up_images(apiserver_args: &[&str], surge: bool, images: &[String]) -> Lab {
+    pub fn up_images(apiserver_args: &[&str], flags: &[&str], images: &[String]) -> Lab {
         // A test that panicked poisons the lock; its cluster is gone (Drop), so go on.
         let one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
         let bin = repo().join("lab/target/debug/lw-lab");
@@ -59,7 +60,7 @@ impl Lab {
             .arg(&dir)
             .arg("--tools")
             .arg(repo().join(".tools"))
-            .args(surge.then_some("--surge-nodes"))
+            .args(flags)
             .args(images.iter().map(|i| format!("--image={i}")))
             .arg("up")
             .args(apiserver_args.iter().map(|a| format!("--apiserver-arg={a}")))
