@@ -8,11 +8,11 @@
 //! 2. `kubernetes`: the API server reported something done to the old leader's pod or
 //!    node (deletion, DisruptionTarget, a container killed, node not ready, preemption);
 //! 3. `restart`: the old leader's process started again (its start time changed);
-//! 4. `cpu`: the old leader's answers had turned slow and were still slow (or missing) at
+//! 4. `disk`: the old leader's fsyncs were slow (`slow_disk`, stamped with the start of
+//!    the `/metrics` step that showed it), in the horizon or still so;
+//! 5. `cpu`: the old leader's answers had turned slow and were still slow (or missing) at
 //!    the election (`slow_answers`: a starved process answers late, then not at all);
-//! 5. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed);
-//! 6. `disk`: the old leader's WAL fsync or backend commit p99 was over etcd's bound
-//!    (`slow_disk`), in the horizon or still so;
+//! 6. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed);
 //! 7. `network`: the old leader still answered but said it had no leader (`health_false`,
 //!    RAFT NO LEADER: cut off from its peers, it stepped down), or a link to or from it
 //!    went down (`peer_down`); either up to [`EVIDENCE_WAIT`] after the election, since
@@ -21,9 +21,10 @@
 //! 9. `stress`: the old leader's heartbeats failed or its applies were slow;
 //! 10. otherwise `unexplained`.
 //!
-//! The order is that of the evidence's strength: a slow disk stalls the leader's loop, so
-//! it also stops answering `/health` in time (`unresponsive`) and says it has no leader
-//! after the election; a starved one also stops answering altogether.
+//! The order is that of the evidence's strength: a leader stalled on its disk also answers
+//! slowly, then not at all, and says it has no leader after the election; a starved one
+//! also stops answering altogether (its fsyncs look slow too, but not slow syncs alone:
+//! see [`crate::analysis::events::slow_disk`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,6 +41,11 @@ pub const DEFAULT_HORIZON: Duration = Duration::from_secs(30);
 /// happened before it: a restart is only seen once the member answers again, and a
 /// probe that timed out is only written when it times out.
 pub const EVIDENCE_WAIT: Duration = Duration::from_secs(10);
+
+/// ... and, until the old leader's `/metrics` has been read again after the election, up
+/// to this long: a leader stalled on its disk answers no probe while it stalls, and its
+/// fsync histogram tells of the stall only at the next read.
+pub const EVIDENCE_WAIT_MAX: Duration = Duration::from_secs(60);
 
 /// The disruptor's own actions on a member.
 /// (`rollout_replacing`: the StatefulSet controller replacing a member after our rollout
@@ -100,6 +106,8 @@ pub struct Elections {
     replaced: Option<u64>,
     /// Start of the first round of the current stretch without a quorum leader.
     leaderless_since: Option<Stamp>,
+    /// Start of the last round in which each member's `/metrics` answered, by name.
+    metrics_read: BTreeMap<String, Stamp>,
     pending: Vec<Pending>,
 }
 
@@ -137,6 +145,9 @@ impl Elections {
         for o in &r.observations {
             if let Some(s) = o.status.ok().filter(|s| s.member_id != 0) {
                 self.names.entry(s.member_id).or_insert_with(|| o.member.0.clone());
+            }
+            if o.metrics.answered().is_some() {
+                self.metrics_read.insert(o.member.0.clone(), r.started);
             }
         }
         let mut rose = false;
@@ -187,16 +198,29 @@ impl Elections {
         }
     }
 
-    /// The elections ready for their cause: a quorum agreed on the new leader and
-    /// [`EVIDENCE_WAIT`] has passed since, or `force` (the run is ending).
+    /// The elections ready for their cause: a quorum agreed on the new leader,
+    /// [`EVIDENCE_WAIT`] has passed since and the old leader's `/metrics` was read after
+    /// it (or [`EVIDENCE_WAIT_MAX`] passed); or `force` (the run is ending).
     pub fn ready(&mut self, now: &Stamp, force: bool) -> Vec<Pending> {
-        let (done, keep): (Vec<Pending>, Vec<Pending>) =
-            std::mem::take(&mut self.pending).into_iter().partition(|p| {
+        let read_since = |p: &Pending| {
+            let old = p.old_leader.and_then(|l| self.name(l));
+            old.and_then(|n| self.metrics_read.get(n)).is_some_and(|t| p.observed.secs_to(t) > 0.0)
+        };
+        let ready: Vec<bool> = self
+            .pending
+            .iter()
+            .map(|p| {
+                let waited = p.observed.secs_to(now);
                 force
                     || (p.new_leader.is_some()
-                        && p.observed.secs_to(now) >= EVIDENCE_WAIT.as_secs_f64())
-            });
-        self.pending = keep;
+                        && waited >= EVIDENCE_WAIT.as_secs_f64()
+                        && (read_since(p) || waited >= EVIDENCE_WAIT_MAX.as_secs_f64()))
+            })
+            .collect();
+        let mut done = Vec::new();
+        for (p, r) in std::mem::take(&mut self.pending).into_iter().zip(ready) {
+            if r { done.push(p) } else { self.pending.push(p) }
+        }
         done
     }
 
@@ -311,6 +335,11 @@ pub fn attribute<'a>(
     if let Some(e) = point(&|e| e.kind == EventKind::ProcessRestarted) {
         return (Cause::Restart, Some(e));
     }
+    if let Some(e) = point(&|e| e.kind == EventKind::SlowDisk)
+        .or_else(|| episode(EventKind::SlowDisk, EventKind::DiskOk))
+    {
+        return (Cause::Disk, Some(e));
+    }
     // Only while still on: one slow answer long before a freeze is no starvation.
     if let Some(e) = episode(EventKind::SlowAnswers, EventKind::AnswersPrompt) {
         return (Cause::Cpu, Some(e));
@@ -319,11 +348,6 @@ pub fn attribute<'a>(
         .or_else(|| episode(EventKind::Unreachable, EventKind::Back))
     {
         return (Cause::Unreachable, Some(e));
-    }
-    if let Some(e) = point(&|e| e.kind == EventKind::SlowDisk)
-        .or_else(|| episode(EventKind::SlowDisk, EventKind::DiskOk))
-    {
-        return (Cause::Disk, Some(e));
     }
     // Cut off from its peers, but answering: no whole probe failed, and the old leader
     // said it had no leader (a partitioned leader steps down; a slow `/health` first makes
@@ -511,6 +535,18 @@ mod tests {
         let (cause, row) = attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON);
         assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Disk, Some("slow_disk")));
         assert_eq!(attribute(Some("etcd-0"), &at, &evs[1..], DEFAULT_HORIZON).0, Cause::Network);
+        // Stalled 2 s per fsync (2026-12-06): its Status slow, then no answer at all; the
+        // slow fsyncs were read after the stall, stamped with the start of their step.
+        let stalled = [
+            ev(99.2, "leaderwatch", "etcd-0", "slow_disk", "WAL fsync p99 2.031 s >= 0.1 s"),
+            ev(99.9, "leaderwatch", "etcd-0", "unreachable", "status: timed out after 2s"),
+            ev(101.9, "leaderwatch", "etcd-0", "slow_answers", "Status answered in 1891 ms"),
+        ];
+        assert_eq!(attribute(Some("etcd-0"), &at, &stalled, DEFAULT_HORIZON).0, Cause::Disk);
+        assert_eq!(
+            attribute(Some("etcd-0"), &at, &stalled[1..], DEFAULT_HORIZON).0,
+            Cause::Unreachable
+        );
         // A spell that began before the horizon and was still on counts; one that ended not.
         let long = [ev(10.0, "leaderwatch", "etcd-0", "slow_disk", "WAL fsync p99 0.2 s")];
         assert_eq!(attribute(Some("etcd-0"), &at, &long, DEFAULT_HORIZON).0, Cause::Disk);
@@ -644,8 +680,11 @@ mod tests {
             el.push(r, WindowName::Disruption);
         }
         assert!(el.ready(&rounds[4].started, false).is_empty(), "waits for late evidence");
+        // The old leader's /metrics has not been read since: it waits on, up to a minute.
         let later = Stamp { utc: base.utc, mono: base.mono + Duration::from_secs(12) };
-        let ready = el.ready(&later, false);
+        assert!(el.ready(&later, false).is_empty(), "waits for the old leader's /metrics");
+        let much_later = Stamp { utc: base.utc, mono: base.mono + Duration::from_secs(62) };
+        let ready = el.ready(&much_later, false);
         assert_eq!(ready.len(), 1);
         let d = el.detail(&ready[0], &[], DEFAULT_HORIZON);
         assert_eq!((d.term_from, d.term_to), (2, 3));

@@ -187,17 +187,38 @@ async fn a_slow_disk_and_a_starved_cpu_are_each_elections_cause() {
     inject(&lab, &disk, Duration::from_secs(15), quiet).await;
     let follower = ["disk", "--pod", "follower", "--fsync", DISK_DELAY];
     inject(&lab, &follower, Duration::from_secs(15), quiet).await;
+    // A starved leader loses its leadership in some tries only (2026-12-06: within 2 s
+    // once, not in 15 s the next time): up to three tries, until the raft term rises.
     let cpu = ["cpu", "--pod", "leader", "--percent", CPU_PERCENT];
-    inject(&lab, &cpu, Duration::from_secs(15), quiet).await;
+    let mut tries = 0;
+    while tries < 3 {
+        tries += 1;
+        let term = max_term(&run);
+        inject(&lab, &cpu, Duration::from_secs(15), quiet).await;
+        if max_term(&run) > term {
+            break;
+        }
+    }
     terminate(&mut sample);
 
     let (names, per_fault) = judge(&lab, &run);
     let disk_fault = format!("disk-fsync-{}", DISK_DELAY);
     let cpu_fault = format!("cpu-{CPU_PERCENT}pct");
-    assert_eq!(names, [disk_fault.as_str(), &disk_fault, &cpu_fault]);
+    assert_eq!(names[..2], [disk_fault.as_str(), &disk_fault]);
+    assert!(names[2..].iter().all(|n| *n == cpu_fault), "{names:?}");
     assert!(per_fault[0] >= 1, "the leader's slow disk caused no election");
     assert_eq!(per_fault[1], 0, "a follower's slow disk caused an election");
-    assert!(per_fault[2] >= 1, "the leader's starved CPU caused no election");
+    let starved: usize = per_fault[2..].iter().sum();
+    assert!(starved >= 1, "the leader's starved CPU caused no election in {tries} tries");
+}
+
+/// The highest raft term in the run's samples.csv so far.
+fn max_term(run: &Path) -> u64 {
+    read_csv(&run.join("samples.csv"))
+        .iter()
+        .filter_map(|r| r["raft_term"].parse::<u64>().ok())
+        .max()
+        .unwrap_or(0)
 }
 
 /// Slow enough that the leader's loop, waiting on each fsync, misses the followers'
