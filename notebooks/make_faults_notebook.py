@@ -1,0 +1,120 @@
+"""Writes notebooks/faults.ipynb from the cells below (outputs stripped).
+
+Edit the cells here and run: .tools/venv/bin/python notebooks/make_faults_notebook.py
+"""
+import nbformat as nbf
+
+CELLS = [
+    ("md", """# Faults below etcd: the fsync sweep and the confusion matrix
+
+Given the runs of `lab/fault-runs.sh` (local cluster, real nodes, injected fault):
+
+1. `SWEEP_DIR` (default: the newest `data/fault-sweep-*`): one `leaderwatch sample` per
+   added fsync latency (`lw-lab fault disk`) on the leader of the moment and on all three
+   members. Draws `fig-fsync-sweep.png`: elections per hour against the added latency with
+   `leaderwatch rate`'s exact Poisson 95% interval (each point's `rate.json`), and the
+   write canary's p99 latency (the commit a client waits for) and the share of its writes
+   that failed (deadline 1 s). Prints the table docs/results.md carries.
+2. `REPEAT_DIR` (default: the newest `data/fault-repeat-*`): each fault injected several
+   times under a sample of its own. Prints the confusion matrix: the injected fault (from
+   the harness's `faults.csv`, which leaderwatch never reads) against the cause leaderwatch
+   gave each election (its `events.csv`), an election belonging to the fault whose span
+   (from its injection to 10 s after its clearing) holds it.
+
+The PNG goes to `FIG_DIR` (default: `SWEEP_DIR`)."""),
+    ("code", """import json, os, pathlib
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pandas as pd
+
+ROOT = pathlib.Path.cwd() if (pathlib.Path.cwd() / "data").exists() else pathlib.Path.cwd().parent
+def newest(pattern):
+    found = sorted((ROOT / "data").glob(pattern))
+    return found[-1] if found else None
+SWEEP_DIR = pathlib.Path(os.environ.get("SWEEP_DIR") or newest("fault-sweep-*"))
+REPEAT_DIR = os.environ.get("REPEAT_DIR") or newest("fault-repeat-*")
+FIG_DIR = pathlib.Path(os.environ.get("FIG_DIR") or SWEEP_DIR)
+FIG_DIR.mkdir(parents=True, exist_ok=True)
+
+# A DataFrame as a Markdown table (numbers to one decimal), as docs/results.md has it.
+def md(df, index=True):
+    d = df.reset_index() if index else df
+    cell = lambda v: f"{v:.1f}" if isinstance(v, float) else str(v)
+    lines = ["| " + " | ".join(map(str, d.columns)) + " |", "|" + "---|" * len(d.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in d.itertuples(index=False)]
+    return "\n".join(lines)
+
+print("environment:", (SWEEP_DIR / "ENVIRONMENT").read_text().strip())"""),
+    ("code", """# One row per sweep point: the added latency, on whom, the rate with its interval, and
+# the canary's writes while the fault was in force.
+points = pd.read_csv(SWEEP_DIR / "points.csv", parse_dates=["from", "to"]).rename(columns={"from": "start", "to": "end"})
+rows = []
+for p in points.itertuples():
+    run = SWEEP_DIR / p.run
+    rate = json.loads((run / "rate.json").read_text())
+    delay_ms = float(p.run.split("-")[1].removesuffix("ms"))
+    on = "none" if delay_ms == 0 else p.run.split("-")[2]
+    canary = pd.read_csv(run / "canary.csv", parse_dates=["started"])
+    w = canary[(canary["kind"] == "write") & (canary["started"] >= p.start) & (canary["started"] <= p.end)]
+    ok = w[w["ok"] == True]
+    rows.append({
+        "added fsync ms": delay_ms, "on": on,
+        "exposure s": round(rate["exposure_s"]), "elections": rate["residual"],
+        "per hour": rate["per_hour"]["rate"], "lower": rate["per_hour"]["lower"],
+        "upper": rate["per_hour"]["upper"],
+        "write p99 ms": ok["latency_ms"].quantile(0.99) if len(ok) else float("nan"),
+        "writes failed %": 100 * (1 - len(ok) / len(w)) if len(w) else float("nan"),
+    })
+sweep = pd.DataFrame(rows).sort_values(["on", "added fsync ms"])
+print(md(sweep, index=False))"""),
+    ("code", """fig, (a, b) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+base = sweep[sweep["on"] == "none"]
+for on, colour in (("leader", "tab:red"), ("all", "tab:blue")):
+    d = pd.concat([base, sweep[sweep["on"] == on]]).sort_values("added fsync ms")
+    x = d["added fsync ms"].clip(lower=0.5)  # 0 ms drawn at 0.5 on the log axis
+    a.errorbar(x, d["per hour"], yerr=[d["per hour"] - d["lower"], d["upper"] - d["per hour"]],
+               fmt="o-", color=colour, capsize=3, label=f"on {'the leader' if on == 'leader' else 'all three'}")
+    b.plot(x, d["write p99 ms"], "o-", color=colour)
+    for xi, f, p99 in zip(x, d["writes failed %"], d["write p99 ms"]):
+        if f > 0:
+            b.annotate(f"{f:.0f}% failed", (xi, p99), textcoords="offset points", xytext=(4, 4), fontsize=7, color=colour)
+a.set_xscale("log")
+a.set_ylabel("elections per hour\\n(exact 95% interval)")
+a.legend()
+a.set_title("Added fsync latency under one member's volume or all three (lw-slowfs)")
+b.set_yscale("log")
+b.set_ylabel("write canary p99 (ms)")
+b.set_xlabel("added latency per fsync (ms; 0 drawn at 0.5)")
+for ax in (a, b):
+    ax.grid(True, which="both", alpha=0.3)
+fig.tight_layout()
+fig.savefig(FIG_DIR / "fig-fsync-sweep.png", dpi=100)
+print(sorted(p.name for p in FIG_DIR.glob("fig-*.png")))"""),
+    ("code", """# The confusion matrix: injected fault x attributed cause, counts.
+if REPEAT_DIR is None:
+    print("no data/fault-repeat-* run: no confusion matrix")
+else:
+    rd = pathlib.Path(REPEAT_DIR)
+    truth = pd.read_csv(rd / "faults.csv", parse_dates=["ts"])
+    spans = []
+    for r in truth[truth["act"] == "inject"].itertuples():
+        clear = truth[(truth["act"] == "clear") & (truth["fault"] == r.fault) & (truth["ts"] > r.ts)]["ts"].min()
+        spans.append((r.fault.split("-")[0] if not r.fault.startswith("partition") else r.fault, r.ts, clear + pd.Timedelta(seconds=10)))
+    cells = {}
+    for ev in sorted(rd.glob("*/events.csv")):
+        e = pd.read_csv(ev, parse_dates=["ts"], keep_default_na=False)
+        for x in e[e["kind"] == "election"].itertuples():
+            fault = next((f for f, a0, a1 in spans if a0 <= x.ts <= a1), "no fault")
+            cells[(fault, x.cause)] = cells.get((fault, x.cause), 0) + 1
+    m = pd.Series(cells).unstack(fill_value=0) if cells else pd.DataFrame()
+    m.index.name = "injected \\\\ attributed"
+    print(md(m))"""),
+]
+
+nb = nbf.v4.new_notebook()
+nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+nb.cells = [nbf.v4.new_markdown_cell(src) if kind == "md" else nbf.v4.new_code_cell(src) for kind, src in CELLS]
+for i, c in enumerate(nb.cells):
+    c["id"] = f"cell-{i}"  # stable ids: regenerating changes nothing
+nbf.write(nb, str(__import__("pathlib").Path(__file__).with_name("faults.ipynb")))
