@@ -74,12 +74,23 @@ pub fn stress(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> Vec
 pub const WAL_FSYNC_SLOW_S: f64 = 0.1;
 
 /// What in the step from `prev` to `now` says the member's disk is slow (empty: not): the
-/// step's WAL fsync p99 at least [`WAL_FSYNC_SLOW_S`], and the backend commit p99 at most
-/// [`SYNC_SHARE`] times it. A bbolt commit is two fdatasyncs and some work: on a slow disk
-/// it takes twice the WAL fsync (measured: 0.25/0.50 s, 1.0/2.0 s, 2.0/4.1 s); a starved
-/// CPU makes the commit's work slow far more than the syncs (0.125/1.0 s at 1 % of a core),
-/// and that is not the disk.
-pub fn slow_disk(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> Vec<String> {
+/// step's WAL fsync p99 at least [`WAL_FSYNC_SLOW_S`], while the member still did work that
+/// touches no disk promptly. A starved CPU slows every timed call, fsyncs included, so two
+/// checks tell it apart (docs/counting.md):
+///
+/// - the `/metrics` read that ended the step (`metrics_ms`) took under [`METRICS_SHARE`] of
+///   the fsync p99: the handler touches no disk, so a slow disk leaves it fast (measured:
+///   20-40 ms while fsyncs took 2 s), a starved process answers it as slowly as it syncs
+///   (0.3-0.9 s at 1 % of a core, fsyncs 0.1-0.5 s);
+/// - the backend commit p99 is at most [`SYNC_SHARE`] times the fsync p99: a bbolt commit
+///   is two fdatasyncs and some work, twice the WAL fsync on a slow disk (0.25/0.50 s,
+///   1.0/2.0 s, 2.0/4.1 s), where a starved CPU slows the work far more (0.125/1.0 s).
+pub fn slow_disk(
+    prev: &MemberMetrics,
+    now: &MemberMetrics,
+    restarted: bool,
+    metrics_ms: f64,
+) -> Vec<String> {
     let p99 = |a: &Option<Histogram>, b: &Option<Histogram>| {
         a.as_ref()
             .zip(b.as_ref())
@@ -90,16 +101,25 @@ pub fn slow_disk(prev: &MemberMetrics, now: &MemberMetrics, restarted: bool) -> 
     else {
         return vec![];
     };
+    if metrics_ms / 1000.0 >= METRICS_SHARE * fsync {
+        return vec![];
+    }
     let commit = p99(&prev.backend_commit, &now.backend_commit);
     if commit.is_some_and(|c| c > SYNC_SHARE * fsync) {
         return vec![];
     }
     let commit = commit.map_or_else(String::new, |c| format!(", backend commit p99 {c:.3} s"));
-    vec![format!("WAL fsync p99 {fsync:.3} s >= {WAL_FSYNC_SLOW_S} s{commit}")]
+    vec![format!(
+        "WAL fsync p99 {fsync:.3} s >= {WAL_FSYNC_SLOW_S} s{commit}, /metrics answered in {metrics_ms:.0} ms"
+    )]
 }
 
 /// How many WAL fsyncs' time a backend commit may take and still be the disk's.
 pub const SYNC_SHARE: f64 = 4.0;
+
+/// What share of the WAL fsync p99 the `/metrics` answer may take and still be a slow
+/// disk's (a starved member's answers are as slow as its syncs).
+pub const METRICS_SHARE: f64 = 0.5;
 
 /// A spell's row, if `why` starts or ends one (`on` is whether it is on, and becomes so).
 fn spell(
@@ -202,122 +222,141 @@ impl Tracker {
     /// what is abnormal (unreachable, unhealthy), so a run starts quietly.
     pub fn observe(&mut self, o: &Observation) -> Vec<Event> {
         let mut out = Vec::new();
-        let ev = |kind: EventKind, detail: String| {
-            Event::stamped(
-                Stamp { utc: o.ts, mono: o.at },
-                Source::Leaderwatch,
-                &o.member.0,
-                kind,
-                detail,
-            )
-        };
         let last = self.last.entry(o.member.clone()).or_default();
-        // Only an answer ends the spell: a probe that timed out is more of the same.
-        if o.reachable() {
-            last.unresponsive = false;
-        }
-
-        let reachable = o.reachable();
-        match (last.reachable, reachable) {
-            (Some(true) | None, false) => out.push(ev(EventKind::Unreachable, o.error_summary())),
-            (Some(false), true) => out.push(ev(EventKind::Back, String::new())),
-            _ => {}
-        }
-        last.reachable = Some(reachable);
-
-        if let Some(h) = o.health.ok() {
-            match (last.healthy, h.healthy) {
-                (Some(true) | None, false) => {
-                    out.push(ev(EventKind::HealthFalse, h.reason.clone()))
-                }
-                (Some(false), true) => out.push(ev(EventKind::HealthTrue, String::new())),
-                _ => {}
-            }
-            last.healthy = Some(h.healthy);
-        }
-
-        // Only an answer read now tells how fast the member answers; a failed one continues
-        // the spell (a starved member's next probe often times out).
-        if let Part::Ok { ms, .. } = &o.status {
-            let why = if *ms > SLOW_ANSWER_MS {
-                vec![format!("Status answered in {ms:.0} ms (> {SLOW_ANSWER_MS} ms)")]
-            } else {
-                vec![]
-            };
-            let kinds = (EventKind::SlowAnswers, EventKind::AnswersPrompt);
-            if let Some((k, d)) = spell(&mut last.slow_answers, why, kinds.0, kinds.1) {
-                out.push(ev(k, d));
-            }
-        }
-
-        if let Some(s) = o.status.ok() {
-            if let Some(prev) = last.leader.filter(|p| *p != s.leader_id) {
-                out.push(ev(
-                    EventKind::LeaderChanged,
-                    format!("{prev:x} -> {:x} (term {})", s.leader_id, s.raft_term),
-                ));
-            }
-            last.leader = Some(s.leader_id);
-        }
-
+        reach_and_health(last, o, &mut out);
+        answers(last, o, &mut out);
         if let Some(m) = o.metrics.ok() {
-            if let (Some(prev), Some(now)) = (last.counter, m.leader_changes_seen_total)
-                && let Some(why) = reset_between(prev, last.start_time, now, m.process_start_time)
-            {
-                let why = match why {
-                    Reset::Restarted => "process start time changed",
-                    Reset::Dropped => "counter dropped",
-                };
-                out.push(ev(EventKind::CounterReset, format!("{prev} -> {now} ({why})")));
-            }
-            let restarted =
-                crate::analysis::counts::restarted(last.start_time, m.process_start_time);
-            if let (true, Some(start)) = (restarted, m.process_start_time) {
-                // Stamped with the restart itself (the member's own clock), not when it was seen.
-                let at = DateTime::from_timestamp_micros((start * 1e6) as i64).unwrap_or(o.ts);
-                let was = last.start_time.unwrap_or_default();
-                out.push(Event::new(
-                    at,
-                    Source::Leaderwatch,
-                    &o.member.0,
-                    EventKind::ProcessRestarted,
-                    format!("process_start_time_seconds {start} (was {was})"),
-                ));
-            }
-            if let Some(prev) = &last.metrics {
-                let why = stress(prev, m, restarted);
-                let kinds = (EventKind::Stress, EventKind::StressOver);
-                if let Some((k, d)) = spell(&mut last.stressed, why, kinds.0, kinds.1) {
-                    out.push(ev(k, d));
-                }
-                let why = slow_disk(prev, m, restarted);
-                let kinds = (EventKind::SlowDisk, EventKind::DiskOk);
-                if let Some((k, d)) = spell(&mut last.slow_disk, why, kinds.0, kinds.1) {
-                    // The slow fsyncs happened somewhere in the step: from its start on.
-                    let at = last.metrics_at.filter(|_| k == EventKind::SlowDisk);
-                    let at = at.unwrap_or(Stamp { utc: o.ts, mono: o.at });
-                    out.push(Event::stamped(at, Source::Leaderwatch, &o.member.0, k, d));
-                }
-                for (peer, down, why) in peer_links(prev, m, restarted, &last.peers_down) {
-                    if down {
-                        last.peers_down.insert(peer.clone());
-                        out.push(ev(EventKind::PeerDown, format!("to {peer}: {why}")));
-                    } else {
-                        last.peers_down.remove(&peer);
-                        out.push(ev(EventKind::PeerUp, format!("to {peer}")));
-                    }
-                }
-            }
-            last.metrics = Some(m.clone());
-            last.metrics_at = Some(Stamp { utc: o.ts, mono: o.at });
-            if m.leader_changes_seen_total.is_some() {
-                last.counter = m.leader_changes_seen_total;
-            }
-            if m.process_start_time.is_some() {
-                last.start_time = m.process_start_time;
-            }
+            from_metrics(last, o, m, &mut out);
         }
         out
+    }
+}
+
+/// An event of `o`'s member, stamped when `o` was taken.
+fn ev(o: &Observation, kind: EventKind, detail: String) -> Event {
+    let at = Stamp { utc: o.ts, mono: o.at };
+    Event::stamped(at, Source::Leaderwatch, &o.member.0, kind, detail)
+}
+
+/// Unreachable/back and health false/true, each on its change.
+fn reach_and_health(last: &mut Last, o: &Observation, out: &mut Vec<Event>) {
+    let reachable = o.reachable();
+    // Only an answer ends the spell: a probe that timed out is more of the same.
+    if reachable {
+        last.unresponsive = false;
+    }
+    match (last.reachable, reachable) {
+        (Some(true) | None, false) => out.push(ev(o, EventKind::Unreachable, o.error_summary())),
+        (Some(false), true) => out.push(ev(o, EventKind::Back, String::new())),
+        _ => {}
+    }
+    last.reachable = Some(reachable);
+
+    if let Some(h) = o.health.ok() {
+        match (last.healthy, h.healthy) {
+            (Some(true) | None, false) => out.push(ev(o, EventKind::HealthFalse, h.reason.clone())),
+            (Some(false), true) => out.push(ev(o, EventKind::HealthTrue, String::new())),
+            _ => {}
+        }
+        last.healthy = Some(h.healthy);
+    }
+}
+
+/// What the Status answer tells: how fast the member answers, and whom it follows.
+fn answers(last: &mut Last, o: &Observation, out: &mut Vec<Event>) {
+    // Only an answer read now tells how fast the member answers; a failed one continues
+    // the spell (a starved member's next probe often times out).
+    if let Part::Ok { ms, .. } = &o.status {
+        let why = if *ms > SLOW_ANSWER_MS {
+            vec![format!("Status answered in {ms:.0} ms (> {SLOW_ANSWER_MS} ms)")]
+        } else {
+            vec![]
+        };
+        let kinds = (EventKind::SlowAnswers, EventKind::AnswersPrompt);
+        if let Some((k, d)) = spell(&mut last.slow_answers, why, kinds.0, kinds.1) {
+            out.push(ev(o, k, d));
+        }
+    }
+    if let Some(s) = o.status.ok() {
+        if let Some(prev) = last.leader.filter(|p| *p != s.leader_id) {
+            out.push(ev(
+                o,
+                EventKind::LeaderChanged,
+                format!("{prev:x} -> {:x} (term {})", s.leader_id, s.raft_term),
+            ));
+        }
+        last.leader = Some(s.leader_id);
+    }
+}
+
+/// What a `/metrics` read tells: counter resets, restarts, and the spells and links read
+/// against the previous read.
+fn from_metrics(last: &mut Last, o: &Observation, m: &MemberMetrics, out: &mut Vec<Event>) {
+    if let (Some(prev), Some(now)) = (last.counter, m.leader_changes_seen_total)
+        && let Some(why) = reset_between(prev, last.start_time, now, m.process_start_time)
+    {
+        let why = match why {
+            Reset::Restarted => "process start time changed",
+            Reset::Dropped => "counter dropped",
+        };
+        out.push(ev(o, EventKind::CounterReset, format!("{prev} -> {now} ({why})")));
+    }
+    let restarted = crate::analysis::counts::restarted(last.start_time, m.process_start_time);
+    if let (true, Some(start)) = (restarted, m.process_start_time) {
+        // Stamped with the restart itself (the member's own clock), not when it was seen.
+        let at = DateTime::from_timestamp_micros((start * 1e6) as i64).unwrap_or(o.ts);
+        let was = last.start_time.unwrap_or_default();
+        out.push(Event::new(
+            at,
+            Source::Leaderwatch,
+            &o.member.0,
+            EventKind::ProcessRestarted,
+            format!("process_start_time_seconds {start} (was {was})"),
+        ));
+    }
+    if let Some(prev) = last.metrics.take() {
+        against_previous(last, o, &prev, m, restarted, out);
+    }
+    last.metrics = Some(m.clone());
+    last.metrics_at = Some(Stamp { utc: o.ts, mono: o.at });
+    if m.leader_changes_seen_total.is_some() {
+        last.counter = m.leader_changes_seen_total;
+    }
+    if m.process_start_time.is_some() {
+        last.start_time = m.process_start_time;
+    }
+}
+
+/// The spells (stress, slow disk) and the peer links, from two consecutive reads.
+fn against_previous(
+    last: &mut Last,
+    o: &Observation,
+    prev: &MemberMetrics,
+    m: &MemberMetrics,
+    restarted: bool,
+    out: &mut Vec<Event>,
+) {
+    let why = stress(prev, m, restarted);
+    let kinds = (EventKind::Stress, EventKind::StressOver);
+    if let Some((k, d)) = spell(&mut last.stressed, why, kinds.0, kinds.1) {
+        out.push(ev(o, k, d));
+    }
+    let why = slow_disk(prev, m, restarted, o.metrics.ms());
+    let kinds = (EventKind::SlowDisk, EventKind::DiskOk);
+    if let Some((k, d)) = spell(&mut last.slow_disk, why, kinds.0, kinds.1) {
+        // The slow fsyncs happened somewhere in the step: from its start on.
+        let at = last.metrics_at.filter(|_| k == EventKind::SlowDisk);
+        let at = at.unwrap_or(Stamp { utc: o.ts, mono: o.at });
+        out.push(Event::stamped(at, Source::Leaderwatch, &o.member.0, k, d));
+    }
+    for (peer, down, why) in peer_links(prev, m, restarted, &last.peers_down) {
+        if down {
+            last.peers_down.insert(peer.clone());
+            out.push(ev(o, EventKind::PeerDown, format!("to {peer}: {why}")));
+        } else {
+            last.peers_down.remove(&peer);
+            out.push(ev(o, EventKind::PeerUp, format!("to {peer}")));
+        }
     }
 }
 
@@ -417,19 +456,23 @@ mod tests {
         let quiet = m(3.0, 1.0, [10.0; 5], [5.0; 5]);
         let fast = m(3.0, 1.0, [20.0; 5], [9.0; 5]);
         assert!(stress(&quiet, &fast, false).is_empty());
-        assert!(slow_disk(&quiet, &fast, false).is_empty());
+        assert!(slow_disk(&quiet, &fast, false, 20.0).is_empty());
         let busy = m(5.0, 2.0, [10.0; 5], [5.0; 5]);
         let why = stress(&quiet, &busy, false);
         assert_eq!(why.len(), 2, "{why:?}");
         assert!(why[0].contains("+2") && why[1].contains("+1"), "{why:?}");
         // A slow disk (lw-lab fault disk, 200 ms): fsyncs in 128-256 ms, commits in 256-512 ms.
         let disk = m(3.0, 1.0, [10.0, 10.0, 14.0, 14.0, 14.0], [5.0, 5.0, 5.0, 7.0, 7.0]);
-        let why = slow_disk(&quiet, &disk, false);
+        let why = slow_disk(&quiet, &disk, false, 30.0);
         assert_eq!(why.len(), 1, "{why:?}");
         assert!(why[0].starts_with("WAL fsync p99 0.25") && why[0].contains("commit p99 0.5"));
+        assert!(why[0].ends_with("/metrics answered in 30 ms"), "{why:?}");
+        // The same syncs while /metrics took 300 ms: a starved CPU (CI 2026-12-06 read a
+        // 1 % quota as the disk, its commits no slower than its syncs).
+        assert!(slow_disk(&quiet, &disk, false, 300.0).is_empty(), "a slow answer is the CPU");
         // A starved CPU (1 % of a core): fsyncs just over 128 ms, commits near a second.
         let cpu = m(3.0, 1.0, [10.0, 13.0, 14.0, 14.0, 14.0], [5.0, 5.0, 5.0, 5.0, 8.0]);
-        assert!(slow_disk(&quiet, &cpu, false).is_empty(), "commits far slower than syncs");
+        assert!(slow_disk(&quiet, &cpu, false, 30.0).is_empty(), "commits far slower than syncs");
         // After a restart the new counters start from zero: 1 failure, not -2.
         assert_eq!(
             stress(&quiet, &m(1.0, 0.0, [1.0; 5], [1.0; 5]), true),
