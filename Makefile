@@ -52,6 +52,7 @@ help:
 	@echo "make measure-kube   leaderwatch measure from this host on a fresh local cluster, --reach pod-ip (ARGS go to measure)"
 	@echo "make test-kube  leaderwatch's Kubernetes tests on the real local control plane (in make test-lab)"
 	@echo "make test-faults  faults below etcd (lw-lab fault) against leaderwatch's causes (in make test-lab)"
+	@echo "make fault-runs MODE=sweep|repeat  the committed fault runs: the fsync sweep, or each fault 5 times (data/fault-*)"
 	@echo "make test-image the image under runc with the pods' securityContext (in make test-lab)"
 	@echo "make test-in-cluster  the Job and the Deployment from the image on the local cluster, Prometheus scraping (in make test-lab)"
 	@echo "make test-sitting-day the sitting from a laptop: installed, operator role only, expiring token, API restart, failures (in make test-lab)"
@@ -317,7 +318,7 @@ figures: deps-py
 
 test-shell: deps-apt
 	shellcheck deploy/k8s/apply.sh deploy/k8s/leaderwatch/baseline-from-log.sh deploy/image/rootfs.sh deploy/image/build.sh tests/stubs/kubectl .ci/run
-	shellcheck -x bench/image.sh lab/in-cluster-sitting.sh
+	shellcheck -x bench/image.sh lab/in-cluster-sitting.sh lab/fault-runs.sh
 	@# Negative control: an unquoted expansion must be caught, or the line above proves nothing.
 	@t=$$(mktemp); printf '#!/bin/sh\nrm -rf $$1/cache\n' >"$$t"; \
 	  if shellcheck "$$t" >/dev/null; then rm -f "$$t"; echo "test-shell: shellcheck passed a script with an unquoted \$$1" >&2; exit 1; fi; \

@@ -7,12 +7,13 @@
 #                                    moment, then on all three members, MINUTES each
 #   lab/fault-runs.sh repeat [OUT]   each fault on the leader of the moment, REPEATS times
 #                                    in one sample: a slow disk (DISK ms), CPU at CPU % of
-#                                    a core, a cut both ways, a freeze 4 s; HOLD s each,
+#                                    a core, a cut both ways and one way, a freeze 4 s; HOLD s each,
 #                                    QUIET s between
 #
 # One run directory per sweep point or fault under OUT (default data/fault-<mode>-<UTC>/), the
 # harness's own log beside them (faults.csv: the ground truth, never read by leaderwatch)
-# and points.csv (run directory, lw-lab fault's arguments, from, to: one row per injection). Root; make kube-tools first.
+# and points.csv (run directory, lw-lab fault's arguments, from, to: one row per injection).
+# Root; make kube-tools and make build first (LEADERWATCH: another leaderwatch binary).
 # Tears the cluster down on exit.
 set -euo pipefail
 
@@ -33,8 +34,8 @@ cver=$(sed -n 's|^\tgithub.com/containerd/containerd/v2 v\([^ ]*\).*|\1|p' lab/g
 dir=$repo/.tools/lab-faults
 export KUBECTL=$repo/.tools/kube-$kver/bin/kubectl KUBECONFIG=$dir/kubeconfig
 lab=(lab/target/debug/lw-lab --dir "$dir" --tools "$repo/.tools")
-lw=$repo/target/debug/leaderwatch
-[ -x "$lw" ] || { echo "fault-runs: $lw missing: cargo build first" >&2; exit 3; }
+lw=${LEADERWATCH:-$repo/target/release/leaderwatch}
+[ -x "$lw" ] || { echo "fault-runs: $lw missing: make build first (or LEADERWATCH=path)" >&2; exit 3; }
 mkdir -p "$out"
 sample_pid=
 finish() {
@@ -106,6 +107,7 @@ case $mode in
     series disk "$HOLD" "$REPEATS" disk --pod leader --fsync "${DISK}ms"
     series cpu "$HOLD" "$REPEATS" cpu --pod leader --percent "$CPU"
     series partition "$HOLD" "$REPEATS" partition --pod leader
+    series partition-one-way "$HOLD" "$REPEATS" partition --pod leader --one-way
     series freeze 4 "$REPEATS" freeze --pod leader
     ;;
   *) echo "fault-runs: mode $mode: sweep or repeat" >&2; exit 2 ;;
