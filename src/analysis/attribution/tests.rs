@@ -26,10 +26,7 @@ fn a_member_taken_by_the_controller_during_our_rollout_is_our_disruption() {
         ev(100.1, "kubernetes", "m2", "rollout_replacing", "its old pod is terminating"),
     ];
     let (cause, e) = attribute(Some("m2"), &stamp(100.0), &events, Duration::from_secs(30));
-    assert_eq!(
-        (cause, e.map(|e| e.kind.as_str())),
-        (Cause::OwnDisruption, Some("pod_deleting"))
-    );
+    assert_eq!((cause, e.map(|e| e.kind.as_str())), (Cause::OwnDisruption, Some("pod_deleting")));
     // After the rollout is complete, the same deletion is Kubernetes' own.
     let after = [
         ev(90.0, "kubernetes", "", "rollout_requested", ""),
@@ -79,8 +76,7 @@ fn the_cause_goes_by_precedence_then_by_closeness() {
     assert_eq!(attribute(Some("etcd-0"), &at, &evicted, h).0, Cause::OwnDisruption);
     // After the election: not its cause.
     assert_eq!(
-        attribute(Some("etcd-0"), &at, &[ev(101.0, "local", "etcd-0", "sigkill_sent", "")], h)
-            .0,
+        attribute(Some("etcd-0"), &at, &[ev(101.0, "local", "etcd-0", "sigkill_sent", "")], h).0,
         Cause::Unexplained
     );
     assert_eq!(attribute(None, &at, &more, h).0, Cause::Unexplained);
@@ -97,10 +93,7 @@ fn a_leader_frozen_mid_probe_is_unreachable_not_unexplained() {
         ev(34.0, "leaderwatch", "a", "unreachable", "timed out"),
     ];
     let (cause, row) = attribute(Some("a"), &at, &evs, DEFAULT_HORIZON);
-    assert_eq!(
-        (cause, row.map(|e| e.kind.as_str())),
-        (Cause::Unreachable, Some("unresponsive"))
-    );
+    assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Unreachable, Some("unresponsive")));
 }
 
 #[test]
@@ -159,16 +152,10 @@ fn a_leader_whose_answers_stayed_slow_is_cpu_starved_not_unreachable() {
     ];
     let (cause, row) = attribute(Some("etcd-0"), &at, &evs, DEFAULT_HORIZON);
     assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Cpu, Some("slow_answers")));
-    assert_eq!(
-        attribute(Some("etcd-0"), &at, &evs[1..], DEFAULT_HORIZON).0,
-        Cause::Unreachable
-    );
+    assert_eq!(attribute(Some("etcd-0"), &at, &evs[1..], DEFAULT_HORIZON).0, Cause::Unreachable);
     // Prompt again before the freeze: a freeze.
-    let prompt = [
-        evs[0].clone(),
-        ev(93.0, "leaderwatch", "etcd-0", "answers_prompt", ""),
-        evs[1].clone(),
-    ];
+    let prompt =
+        [evs[0].clone(), ev(93.0, "leaderwatch", "etcd-0", "answers_prompt", ""), evs[1].clone()];
     assert_eq!(attribute(Some("etcd-0"), &at, &prompt, DEFAULT_HORIZON).0, Cause::Unreachable);
 }
 
@@ -191,10 +178,7 @@ fn a_leader_cut_off_but_answering_is_the_network_not_unreachable() {
     ];
     assert_eq!(attribute(Some("etcd-0"), &at, &frozen, DEFAULT_HORIZON).0, Cause::Unreachable);
     // Slow and nothing else: still unreachable.
-    assert_eq!(
-        attribute(Some("etcd-0"), &at, &evs[..1], DEFAULT_HORIZON).0,
-        Cause::Unreachable
-    );
+    assert_eq!(attribute(Some("etcd-0"), &at, &evs[..1], DEFAULT_HORIZON).0, Cause::Unreachable);
     // Another reason for an unhealthy member is not a cut.
     let alarm = [ev(101.0, "leaderwatch", "etcd-0", "health_false", "NOSPACE alarm")];
     assert_eq!(attribute(Some("etcd-0"), &at, &alarm, DEFAULT_HORIZON).0, Cause::Unexplained);
@@ -219,12 +203,10 @@ fn a_leader_cut_from_its_peers_is_the_network_between_members() {
         [ev(103.0, "leaderwatch", "etcd-1", "peer_down", "to etcd-2 (c3): stream inactive")];
     assert_eq!(attribute(Some("etcd-0"), &at, &others, DEFAULT_HORIZON).0, Cause::Unexplained);
     // Nor does a link that went down after the evidence wait.
-    let late =
-        [ev(111.0, "leaderwatch", "etcd-1", "peer_down", "to etcd-0 (a1): stream inactive")];
+    let late = [ev(111.0, "leaderwatch", "etcd-1", "peer_down", "to etcd-0 (a1): stream inactive")];
     assert_eq!(attribute(Some("etcd-0"), &at, &late, DEFAULT_HORIZON).0, Cause::Unexplained);
     // An unreachable leader stays unreachable: the links drop because it is gone.
-    let gone =
-        [on_peer[0].clone(), ev(99.0, "leaderwatch", "etcd-0", "unreachable", "refused")];
+    let gone = [on_peer[0].clone(), ev(99.0, "leaderwatch", "etcd-0", "unreachable", "refused")];
     assert_eq!(attribute(Some("etcd-0"), &at, &gone, DEFAULT_HORIZON).0, Cause::Unreachable);
 }
 
