@@ -7,7 +7,8 @@
 #                                    moment, then on all three members, MINUTES each
 #   lab/fault-runs.sh repeat [OUT]   each fault on the leader of the moment, REPEATS times
 #                                    in one sample: a slow disk (DISK ms), CPU at CPU % of
-#                                    a core, a cut both ways and one way, a freeze 4 s; HOLD s each,
+#                                    a core (CPU_HOLD s: a backlog takes seconds to build), a
+#                                    cut both ways and one way, a freeze 4 s; HOLD s each,
 #                                    QUIET s between
 #
 # One run directory per sweep point or fault under OUT (default data/fault-<mode>-<UTC>/), the
@@ -25,8 +26,9 @@ MINUTES=${MINUTES:-3}
 DELAYS=${DELAYS:-"0 5 20 50 100 200 500 1000 2000"}
 REPEATS=${REPEATS:-5}
 DISK=${DISK:-2000}
-CPU=${CPU:-1}
+CPU=${CPU:-0.5}
 HOLD=${HOLD:-15}
+CPU_HOLD=${CPU_HOLD:-20}
 QUIET=${QUIET:-25}
 
 kver=$(sed -n 's|^\tk8s.io/kubernetes \(v[^ ]*\).*|\1|p' lab/go/kube/go.mod)
@@ -105,7 +107,7 @@ case $mode in
     ;;
   repeat)
     series disk "$HOLD" "$REPEATS" disk --pod leader --fsync "${DISK}ms"
-    series cpu "$HOLD" "$REPEATS" cpu --pod leader --percent "$CPU"
+    series cpu "$CPU_HOLD" "$REPEATS" cpu --pod leader --percent "$CPU"
     series partition "$HOLD" "$REPEATS" partition --pod leader
     series partition-one-way "$HOLD" "$REPEATS" partition --pod leader --one-way
     series freeze 4 "$REPEATS" freeze --pod leader

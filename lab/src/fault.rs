@@ -40,12 +40,13 @@ pub enum FaultCmd {
         #[arg(long, value_name = "DELAY", value_parser = parse_delay)]
         fsync: Duration,
     },
-    /// Starve a member's container: its CFS quota set to PERCENT of one core.
+    /// Starve a member's container: its CFS quota set to PERCENT of one core (0.1-100;
+    /// below 1 % the period grows, up to 1 s, as the kernel's least quota is 1 ms).
     Cpu {
         #[arg(long, value_name = "MEMBER")]
         pod: String,
-        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
-        percent: u32,
+        #[arg(long, default_value_t = 5.0, value_parser = parse_percent)]
+        percent: f64,
     },
     /// Freeze a member's container with the cgroup freezer (no signal reaches etcd, as
     /// when a VM stalls).
@@ -80,8 +81,13 @@ struct Active {
 enum Undo {
     /// Delete blackhole routes in the network namespace of `pod` (while it is `uid`).
     Routes { pod: String, uid: String, addrs: Vec<String> },
-    /// Put a CFS quota back.
-    Quota { dir: PathBuf, was: String },
+    /// Put a CFS quota (and the period, when the fault changed it) back.
+    Quota {
+        dir: PathBuf,
+        was: String,
+        #[serde(default)]
+        period_was: Option<String>,
+    },
     /// Thaw a frozen cgroup.
     Thaw { dir: PathBuf },
     /// SIGCONT stopped processes.
@@ -253,15 +259,47 @@ async fn routes(state: &State, m: &Member, op: &str, addrs: &[String]) -> Result
     Ok(())
 }
 
-/// Lowers the CFS quota of `m`'s container to `percent` of one core.
-fn starve(state: &State, m: &Member, percent: u32) -> Result<Undo> {
+/// Lowers the CFS quota of `m`'s container to `percent` of one core. The kernel's least
+/// quota is 1 ms, so below 1 % of the 100 ms period the period grows to fit (0.5 %: 1 ms
+/// every 200 ms): the process then runs in rarer, equally short bursts.
+fn starve(state: &State, m: &Member, percent: f64) -> Result<Undo> {
     let dir = cgroup_dir(container_pid(state, &m.container)?, "cpu")?;
     let was = read(&dir.join("cpu.cfs_quota_us"))?;
-    let period: u64 = read(&dir.join("cpu.cfs_period_us"))?
+    let period_file = dir.join("cpu.cfs_period_us");
+    let period_now = read(&period_file)?;
+    let period: u64 = period_now
         .parse()
-        .map_err(|e| Error::Command(format!("{}/cpu.cfs_period_us: {e}", dir.display())))?;
-    write(&dir.join("cpu.cfs_quota_us"), &(period * u64::from(percent) / 100).to_string())?;
-    Ok(Undo::Quota { dir, was })
+        .map_err(|e| Error::Command(format!("{}: {e}", period_file.display())))?;
+    let (quota, period) = quota_for(period, percent);
+    // The quota first: written before the period grows, neither write exceeds the
+    // parent's share on the way.
+    write(&dir.join("cpu.cfs_quota_us"), &quota.to_string())?;
+    let period_was = (period.to_string() != period_now).then_some(period_now);
+    if period_was.is_some() {
+        write(&period_file, &period.to_string())?;
+    }
+    Ok(Undo::Quota { dir, was, period_was })
+}
+
+/// The CFS quota and period (microseconds) that give `percent` of one core: `period` kept
+/// while the quota is at least the kernel's least (1 ms), else the period grown to fit.
+fn quota_for(period: u64, percent: f64) -> (u64, u64) {
+    const MIN_QUOTA: u64 = 1000;
+    let quota = (period as f64 * percent / 100.0).round() as u64;
+    if quota >= MIN_QUOTA {
+        return (quota, period);
+    }
+    (MIN_QUOTA, (MIN_QUOTA as f64 * 100.0 / percent).round() as u64)
+}
+
+/// `--percent`: a share of one core the kernel can enforce (0.1 % is 1 ms a second).
+fn parse_percent(s: &str) -> std::result::Result<f64, String> {
+    let p: f64 = s.parse().map_err(|e| format!("{s:?} is not a number: {e}"))?;
+    if (0.1..=100.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("{p} is not a percentage from 0.1 to 100"))
+    }
 }
 
 /// Sets the fsync delay of `m`'s volume (its PVC's PV names the file lw-slowfs reads).
@@ -344,8 +382,12 @@ async fn undo(state: &State, members: &[Member], u: &Undo) -> Result<String> {
             }
             _ => format!("{pod} was replaced: its namespace and routes went with it"),
         },
-        Undo::Quota { dir, was } if dir.is_dir() => {
+        Undo::Quota { dir, was, period_was } if dir.is_dir() => {
+            // Quota first: a period shortened under a lowered quota could exceed the parent's.
             write(&dir.join("cpu.cfs_quota_us"), was)?;
+            if let Some(p) = period_was {
+                write(&dir.join("cpu.cfs_period_us"), p)?;
+            }
             format!("quota {was} back on {}", dir.display())
         }
         Undo::Thaw { dir } if dir.is_dir() => {
@@ -589,6 +631,17 @@ mod tests {
         // `cpuacct` is a controller of its own, not a prefix match of `cpu`.
         assert_eq!(cgroup_of("4:cpuacct:/a\n", "cpu"), None);
         assert_eq!(cgroup_of("0::/\n", "freezer"), None);
+    }
+
+    #[test]
+    fn a_share_under_the_least_quota_grows_the_period() {
+        assert_eq!(quota_for(100_000, 5.0), (5_000, 100_000));
+        assert_eq!(quota_for(100_000, 1.0), (1_000, 100_000));
+        assert_eq!(quota_for(100_000, 0.5), (1_000, 200_000));
+        assert_eq!(quota_for(100_000, 0.1), (1_000, 1_000_000));
+        assert_eq!(parse_percent("0.5"), Ok(0.5));
+        assert!(parse_percent("0.05").is_err() && parse_percent("101").is_err());
+        assert!(parse_percent("half").is_err());
     }
 
     #[test]

@@ -35,7 +35,7 @@ use std::path::PathBuf;
   lw-lab acceptance         # T-056's acceptance criteria on a fresh cluster (make acceptance)
   lw-lab measure -- --target leader --idle 20m --settle 5m   # the sitting on a fresh cluster (make rehearse-kube)
   lw-lab fault partition --pod leader    # cut the leader from its peers (lw-lab fault clear undoes it)
-  lw-lab fault cpu --pod dlock-etcd-1 --percent 5   # its container at 5 % of a core
+  lw-lab fault cpu --pod dlock-etcd-1 --percent 5   # its container at 5 % of a core (0.5: 1 ms in 200)
   lw-lab --disk-faults up --detach; lw-lab fault disk --pod leader --fsync 200ms   # a slow disk under the leader
   lw-lab --surge-nodes measure -- --method drain --target leader   # a drain, a surge node joining the zone
 
