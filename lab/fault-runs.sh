@@ -55,7 +55,7 @@ env="local cluster, real nodes, injected fault (lw-lab, Kubernetes $kver, kubele
 
 # `leaderwatch sample` of the members by pod address into $1, in the background.
 start_sample() {
-  local eps=()
+  local eps=() name ip
   while read -r name ip; do eps+=(--endpoint "$name=http://$ip:2379"); done < <(
     "$KUBECTL" -n dlock get pods -l app.kubernetes.io/name=dlock-etcd \
       -o jsonpath='{range .items[*]}{.metadata.name} {.status.podIP}{"\n"}{end}')

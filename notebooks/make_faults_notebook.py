@@ -108,6 +108,10 @@ else:
             fault = next((f for f, a0, a1 in spans if a0 <= x.ts <= a1), "no fault")
             cells[(fault, x.cause)] = cells.get((fault, x.cause), 0) + 1
     m = pd.Series(cells).unstack(fill_value=0) if cells else pd.DataFrame()
+    # How many times each fault was injected: a fault that caused no election shows here.
+    injected = pd.Series([f for f, _, _ in spans]).value_counts()
+    m = m.reindex(m.index.union(injected.index), fill_value=0)
+    m.insert(0, "injections", injected.reindex(m.index).fillna(0).astype(int))
     m.index.name = "injected \\\\ attributed"
     print(md(m))"""),
 ]

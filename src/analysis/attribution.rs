@@ -12,9 +12,12 @@
 //!    the `/metrics` step that showed it), in the horizon or still so;
 //! 5. `cpu`: the old leader's answers had turned slow and were still slow (or missing) at
 //!    the election (`slow_answers`: a starved process answers late, then not at all);
-//! 6. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed);
+//! 6. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed),
+//!    unless its first answer after the election was slow (`slow_answers` with its
+//!    `back`) and it stayed so: then `cpu`, as a starved leader often goes silent before
+//!    it answers late;
 //! 7. `network`: the old leader still answered but said it had no leader (`health_false`,
-//!    RAFT NO LEADER: cut off from its peers, it stepped down), or a link to or from it
+//!    RAFT NO LEADER, or its Status's leader 0: cut off from its peers, it stepped down), or a link to or from it
 //!    went down (`peer_down`); either up to [`EVIDENCE_WAIT`] after the election, since
 //!    both come after the election the cut caused;
 //! 8. `unreachable` again: its probe went unanswered for a second (`unresponsive`);
@@ -347,6 +350,9 @@ pub fn attribute<'a>(
     if let Some(e) = point(&|e| e.kind == EventKind::Unreachable)
         .or_else(|| episode(EventKind::Unreachable, EventKind::Back))
     {
+        if let Some(slow) = back_slow(old, at, events) {
+            return (Cause::Cpu, Some(slow));
+        }
         return (Cause::Unreachable, Some(e));
     }
     // Cut off from its peers, but answering: no whole probe failed, and the old leader
@@ -366,8 +372,40 @@ pub fn attribute<'a>(
     (Cause::Unexplained, None)
 }
 
-/// The old leader's `health_false` row saying it has no leader (etcd's `RAFT NO LEADER`):
-/// answering leaderwatch while it hears no quorum is a member cut off from its peers.
+/// The `slow_answers` row with which the old leader, silent at the election at `at`, came
+/// back (its first `back` after the election, up to [`EVIDENCE_WAIT_MAX`] later), if it
+/// then stayed slow: its next word on answering is a missed one (`unresponsive`,
+/// `unreachable`), not `answers_prompt`. A starved process answers again slowly and keeps
+/// on so; a thawed one's first answer is slow only because it was asked while frozen, and
+/// the next is prompt (fault-repeat 2026-12-06: a leader starved at 0.5 % went silent at
+/// once and came back 9 s after the election answering in 1402 ms, then missed three
+/// probes; a leader frozen 4 s came back answering in 1999 ms, then promptly).
+fn back_slow<'a>(old: &str, at: &Stamp, events: &'a [Event]) -> Option<&'a Event> {
+    let after = |e: &Event| -before(e, at);
+    let mut later: Vec<(f64, &Event)> = events
+        .iter()
+        .filter(|e| e.member == old)
+        .map(|e| (after(e), e))
+        .filter(|(d, _)| *d >= 0.0)
+        .collect();
+    later.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let (t, back) = later.iter().find(|(_, e)| e.kind == EventKind::Back)?;
+    if *t > EVIDENCE_WAIT_MAX.as_secs_f64() {
+        return None;
+    }
+    let slow = later.iter().find(|(_, e)| e.kind == EventKind::SlowAnswers && e.ts == back.ts)?;
+    let next = later.iter().filter(|(d, _)| d > t).find(|(_, e)| {
+        matches!(
+            e.kind,
+            EventKind::AnswersPrompt | EventKind::Unresponsive | EventKind::Unreachable
+        )
+    });
+    next.filter(|(_, e)| e.kind != EventKind::AnswersPrompt).map(|_| slow.1)
+}
+
+/// The old leader's row saying it has no leader (`health_false` with etcd's `RAFT NO
+/// LEADER`, or `leader_changed` to 0 from its Status): answering leaderwatch while it hears
+/// no quorum is a member cut off from its peers.
 fn without_leader<'a>(
     old: &str,
     at: &Stamp,
@@ -376,8 +414,11 @@ fn without_leader<'a>(
 ) -> Option<&'a Event> {
     closest_around(at, events, horizon, |e| {
         e.member == old
-            && e.kind == EventKind::HealthFalse
-            && e.detail.to_ascii_uppercase().contains("NO LEADER")
+            && ((e.kind == EventKind::HealthFalse
+                && e.detail.to_ascii_uppercase().contains("NO LEADER"))
+                // Its Status saying the same: leader 0 (fault-repeat 2026-12-06, a leader
+                // cut off one way whose `/health` never answered "no leader").
+                || (e.kind == EventKind::LeaderChanged && e.detail.contains(" -> 0 (")))
     })
 }
 

@@ -78,10 +78,11 @@ pub const WAL_FSYNC_SLOW_S: f64 = 0.1;
 /// touches no disk promptly. A starved CPU slows every timed call, fsyncs included, so two
 /// checks tell it apart (docs/counting.md):
 ///
-/// - the `/metrics` read that ended the step (`metrics_ms`) took under [`METRICS_SHARE`] of
-///   the fsync p99: the handler touches no disk, so a slow disk leaves it fast (measured:
-///   20-40 ms while fsyncs took 2 s), a starved process answers it as slowly as it syncs
-///   (0.3-0.9 s at 1 % of a core, fsyncs 0.1-0.5 s);
+/// - the `/metrics` read that ended the step (`metrics_ms`) was prompt: under
+///   [`METRICS_SHARE`] of the fsync p99 and under [`SLOW_ANSWER_MS`]. The handler touches
+///   no disk, so a slow disk leaves it fast (measured: 6-40 ms while fsyncs took 2 s); a
+///   starved process answers it as slowly as anything else (0.3-0.9 s at 1 % of a core,
+///   fsyncs 0.1-0.5 s; 0.96 s at 0.5 %, when one fsync's timing took 4 s);
 /// - the backend commit p99 is at most [`SYNC_SHARE`] times the fsync p99: a bbolt commit
 ///   is two fdatasyncs and some work, twice the WAL fsync on a slow disk (0.25/0.50 s,
 ///   1.0/2.0 s, 2.0/4.1 s), where a starved CPU slows the work far more (0.125/1.0 s).
@@ -101,7 +102,7 @@ pub fn slow_disk(
     else {
         return vec![];
     };
-    if metrics_ms / 1000.0 >= METRICS_SHARE * fsync {
+    if metrics_ms >= SLOW_ANSWER_MS || metrics_ms / 1000.0 >= METRICS_SHARE * fsync {
         return vec![];
     }
     let commit = p99(&prev.backend_commit, &now.backend_commit);
@@ -470,6 +471,19 @@ mod tests {
         // The same syncs while /metrics took 300 ms: a starved CPU (CI 2026-12-06 read a
         // 1 % quota as the disk, its commits no slower than its syncs).
         assert!(slow_disk(&quiet, &disk, false, 300.0).is_empty(), "a slow answer is the CPU");
+        // Starved at 0.5 %, one fsync's timing took 4 s and /metrics 964 ms: slow, though
+        // under half the fsync p99 (fault-repeat 2026-12-06, read as the disk before).
+        let starved = m(3.0, 1.0, [10.0, 10.0, 10.0, 10.0, 10.0], [5.0; 5]);
+        let starved = MemberMetrics {
+            wal_fsync: Some(Histogram::new(vec![(2.048, 10.0), (4.096, 14.0), (inf, 14.0)])),
+            ..starved
+        };
+        let before = MemberMetrics {
+            wal_fsync: Some(Histogram::new(vec![(2.048, 10.0), (4.096, 10.0), (inf, 10.0)])),
+            ..quiet.clone()
+        };
+        assert!(!slow_disk(&before, &starved, false, 30.0).is_empty(), "prompt: the disk");
+        assert!(slow_disk(&before, &starved, false, 964.0).is_empty(), "a slow answer: the CPU");
         // A starved CPU (1 % of a core): fsyncs just over 128 ms, commits near a second.
         let cpu = m(3.0, 1.0, [10.0, 13.0, 14.0, 14.0, 14.0], [5.0, 5.0, 5.0, 5.0, 8.0]);
         assert!(slow_disk(&quiet, &cpu, false, 30.0).is_empty(), "commits far slower than syncs");

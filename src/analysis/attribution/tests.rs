@@ -159,6 +159,51 @@ fn a_leader_whose_answers_stayed_slow_is_cpu_starved_not_unreachable() {
     assert_eq!(attribute(Some("etcd-0"), &at, &prompt, DEFAULT_HORIZON).0, Cause::Unreachable);
 }
 
+/// A leader starved at 0.5 % of a core went silent without a slow answer first (its last,
+/// 184 ms, was under the bound), came back 9 s after the election answering in 1402 ms and
+/// missed the next probes (fault-repeat 2026-12-06): read as `unreachable` then, `cpu` now.
+/// A leader frozen 4 s came back answering in 1999 ms (a probe sent while frozen), then
+/// promptly: it stays `unreachable`.
+#[test]
+fn a_silent_leader_that_comes_back_slow_and_stays_so_was_starved_not_frozen() {
+    let at = stamp(100.0);
+    let silent = ev(96.6, "leaderwatch", "etcd-0", "unreachable", "status: timed out after 2s");
+    let row = |t: f64, kind: &str| ev(t, "leaderwatch", "etcd-0", kind, "");
+    let slow =
+        |t: f64| ev(t, "leaderwatch", "etcd-0", "slow_answers", "Status answered in 1402 ms");
+    let starved = [silent.clone(), row(108.8, "back"), slow(108.8), row(110.8, "unresponsive")];
+    let (cause, e) = attribute(Some("etcd-0"), &at, &starved, DEFAULT_HORIZON);
+    assert_eq!((cause, e.map(|e| e.ts)), (Cause::Cpu, Some(slow(108.8).ts)));
+    let thawed = [silent.clone(), row(103.0, "back"), slow(103.0), row(105.0, "answers_prompt")];
+    assert_eq!(attribute(Some("etcd-0"), &at, &thawed, DEFAULT_HORIZON).0, Cause::Unreachable);
+    let prompt = [silent.clone(), row(104.0, "back"), row(106.0, "unresponsive")];
+    assert_eq!(attribute(Some("etcd-0"), &at, &prompt, DEFAULT_HORIZON).0, Cause::Unreachable);
+    // Only its first answer back counts.
+    let later = [silent.clone(), row(104.0, "back"), row(120.0, "back"), slow(120.0)];
+    assert_eq!(attribute(Some("etcd-0"), &at, &later, DEFAULT_HORIZON).0, Cause::Unreachable);
+    // Back after the longest wait: not this election's evidence.
+    let late = [silent, row(170.0, "back"), slow(170.0), row(172.0, "unresponsive")];
+    assert_eq!(attribute(Some("etcd-0"), &at, &late, DEFAULT_HORIZON).0, Cause::Unreachable);
+}
+
+/// A leader cut off one way (fault-repeat 2026-12-06): its `/health` went unanswered for a
+/// second, then its Status said leader 0, and its `/health` never said "no leader". Read as
+/// `unreachable` (on `unresponsive`) then.
+#[test]
+fn a_leader_whose_status_says_no_leader_is_cut_off() {
+    let at = stamp(100.0);
+    let evs = [
+        ev(98.4, "leaderwatch", "etcd-2", "unresponsive", "no answer for 1015 ms"),
+        ev(102.0, "leaderwatch", "etcd-2", "leader_changed", "f4e02c65b397be26 -> 0 (term 18)"),
+    ];
+    let (cause, row) = attribute(Some("etcd-2"), &at, &evs, DEFAULT_HORIZON);
+    assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Network, Some("leader_changed")));
+    // A new leader named is no such word.
+    let other =
+        [evs[0].clone(), ev(102.0, "leaderwatch", "etcd-2", "leader_changed", "a -> b0 (term 19)")];
+    assert_eq!(attribute(Some("etcd-2"), &at, &other, DEFAULT_HORIZON).0, Cause::Unreachable);
+}
+
 /// A leader cut from its peers while leaderwatch still reaches it (`lw-lab fault
 /// partition`, 2026-12-06): its `/health` hung for a second (`unresponsive`), then it
 /// answered with no leader. The attribution of that day called it `unreachable`.
