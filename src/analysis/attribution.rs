@@ -9,7 +9,8 @@
 //!    node (deletion, DisruptionTarget, a container killed, node not ready, preemption);
 //! 3. `restart`: the old leader's process started again (its start time changed);
 //! 4. `disk`: the old leader's fsyncs were slow (`slow_disk`, stamped with the start of
-//!    the `/metrics` step that showed it), in the horizon or still so;
+//!    the `/metrics` step that showed it), in the horizon or still so, while its peers'
+//!    round trips to it stayed prompt (no `slow_round_trips` to it);
 //! 5. `cpu`: the old leader's answers had turned slow and were still slow (or missing) at
 //!    the election (`slow_answers`: a starved process answers late, then not at all);
 //! 6. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed),
@@ -340,6 +341,7 @@ pub fn attribute<'a>(
     }
     if let Some(e) = point(&|e| e.kind == EventKind::SlowDisk)
         .or_else(|| episode(EventKind::SlowDisk, EventKind::DiskOk))
+        .filter(|_| slow_round_trips_to(old, at, events, h).is_none())
     {
         return (Cause::Disk, Some(e));
     }
@@ -419,6 +421,23 @@ fn without_leader<'a>(
                 // Its Status saying the same: leader 0 (fault-repeat 2026-12-06, a leader
                 // cut off one way whose `/health` never answered "no leader").
                 || (e.kind == EventKind::LeaderChanged && e.detail.contains(" -> 0 (")))
+    })
+}
+
+/// A peer's `slow_round_trips` row about `old` around the election: a member whose disk is
+/// slow still answers rafthttp's prober at once (fault-repeat 2026-12-06: peers' round
+/// trips to a leader waiting 2 s on each fsync stayed under 26 ms), a starved one late
+/// (0.41 s at 0.5 % of a core, while its fsyncs, timed by a starved process, looked as
+/// slow as a slow disk's).
+fn slow_round_trips_to<'a>(
+    old: &str,
+    at: &Stamp,
+    events: &'a [Event],
+    horizon: f64,
+) -> Option<&'a Event> {
+    let to_old = format!("to {old} (");
+    closest_around(at, events, horizon, |e| {
+        e.kind == EventKind::SlowRoundTrips && e.member != old && e.detail.starts_with(&to_old)
     })
 }
 

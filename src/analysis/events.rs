@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use chrono::DateTime;
 
 use crate::analysis::counts::{Reset, reset_between};
-use crate::analysis::health::{counter_delta, quantile, window_delta};
+use crate::analysis::health::{PEER_RTT_P99_MIXIN_S, counter_delta, quantile, window_delta};
 use crate::model::clock::Stamp;
 use crate::model::event::{Event, EventKind, Source};
 use crate::model::member::MemberName;
@@ -35,6 +35,8 @@ struct Last {
     metrics_at: Option<Stamp>,
     /// The peers (member ids, hex) whose link this member reports down now.
     peers_down: std::collections::BTreeSet<String>,
+    /// The peers (member ids, hex) this member's round trips to are slow now.
+    slow_round_trips: std::collections::BTreeSet<String>,
     /// An `unresponsive` row was written in this spell; cleared when the member answers.
     unresponsive: bool,
 }
@@ -115,6 +117,36 @@ pub fn slow_disk(
     )]
 }
 
+/// The peers whose round trips from this member turned slow (`true`, with what shows it)
+/// or prompt again (`false`) in the step from `prev` to `now`: the step's p99 of
+/// `etcd_network_peer_round_trip_time_seconds` to the peer against [`PEER_RTT_P99_MIXIN_S`]
+/// (etcd's mixin). rafthttp's prober asks each peer every few seconds; a step with no
+/// round trip to a peer changes nothing for it.
+pub fn round_trips(
+    prev: &MemberMetrics,
+    now: &MemberMetrics,
+    restarted: bool,
+    slow_before: &std::collections::BTreeSet<String>,
+) -> Vec<(String, bool, String)> {
+    let mut out = Vec::new();
+    for (peer, h) in &now.peer_rtt {
+        // A series read for the first time is the member's whole life, not a step.
+        let Some(before) = prev.peer_rtt.get(peer) else { continue };
+        let step = window_delta(before, h, restarted);
+        let Some(p99) = step.and_then(|d| quantile(0.99, &d)) else { continue };
+        let slow = p99 > PEER_RTT_P99_MIXIN_S;
+        if slow != slow_before.contains(peer) {
+            let why = if slow {
+                format!(": p99 {p99:.3} s > {PEER_RTT_P99_MIXIN_S} s")
+            } else {
+                String::new()
+            };
+            out.push((peer.clone(), slow, why));
+        }
+    }
+    out
+}
+
 /// How many WAL fsyncs' time a backend commit may take and still be the disk's.
 pub const SYNC_SHARE: f64 = 4.0;
 
@@ -179,8 +211,16 @@ pub fn peer_links(
 /// Names the peer of `peer_down` / `peer_up` rows (`to <id>` -> `to <name> (<id>)`), where
 /// `name` knows the member id: the tracker sees only ids, the rounds' Status answers the names.
 pub fn name_peers(events: &mut [Event], name: impl Fn(&str) -> Option<String>) {
-    for e in events.iter_mut().filter(|e| matches!(e.kind, EventKind::PeerDown | EventKind::PeerUp))
-    {
+    let about_a_peer = |k: EventKind| {
+        matches!(
+            k,
+            EventKind::PeerDown
+                | EventKind::PeerUp
+                | EventKind::SlowRoundTrips
+                | EventKind::RoundTripsOk
+        )
+    };
+    for e in events.iter_mut().filter(|e| about_a_peer(e.kind)) {
         let Some(rest) = e.detail.strip_prefix("to ") else { continue };
         let (id, tail) = rest.split_once(':').unwrap_or((rest, ""));
         if let Some(n) = name(id) {
@@ -350,6 +390,15 @@ fn against_previous(
         let at = at.unwrap_or(Stamp { utc: o.ts, mono: o.at });
         out.push(Event::stamped(at, Source::Leaderwatch, &o.member.0, k, d));
     }
+    for (peer, slow, why) in round_trips(prev, m, restarted, &last.slow_round_trips) {
+        let kind = if slow { EventKind::SlowRoundTrips } else { EventKind::RoundTripsOk };
+        if slow {
+            last.slow_round_trips.insert(peer.clone());
+        } else {
+            last.slow_round_trips.remove(&peer);
+        }
+        out.push(ev(o, kind, format!("to {peer}{why}")));
+    }
     for (peer, down, why) in peer_links(prev, m, restarted, &last.peers_down) {
         if down {
             last.peers_down.insert(peer.clone());
@@ -492,6 +541,33 @@ mod tests {
             stress(&quiet, &m(1.0, 0.0, [1.0; 5], [1.0; 5]), true),
             vec!["heartbeat send failures +1".to_owned()]
         );
+    }
+
+    #[test]
+    fn round_trips_to_a_peer_turn_slow_and_prompt_again_only_on_a_step_that_has_some() {
+        let inf = f64::INFINITY;
+        // Cumulative counts in buckets 12.8 ms, 0.2048 s, 0.8192 s, +Inf.
+        let m = |c: [f64; 3]| MemberMetrics {
+            peer_rtt: BTreeMap::from([(
+                "c3".to_owned(),
+                Histogram::new(vec![(0.0128, c[0]), (0.2048, c[1]), (0.8192, c[2]), (inf, c[2])]),
+            )]),
+            ..MemberMetrics::default()
+        };
+        let none = std::collections::BTreeSet::new();
+        let slow = std::collections::BTreeSet::from(["c3".to_owned()]);
+        let (a, b, c) = (m([10.0; 3]), m([10.0, 10.0, 13.0]), m([12.0, 12.0, 13.0]));
+        assert!(round_trips(&a, &a, false, &none).is_empty(), "no round trip in the step");
+        let turned = round_trips(&a, &b, false, &none);
+        assert_eq!(turned.len(), 1);
+        assert!(turned[0].1 && turned[0].2.starts_with(": p99 0.8"), "{turned:?}");
+        assert!(round_trips(&b, &b, false, &slow).is_empty(), "none since: still slow");
+        assert_eq!(
+            round_trips(&b, &c, false, &slow),
+            vec![("c3".to_owned(), false, String::new())]
+        );
+        // First read of the series: its whole life, not a step.
+        assert!(round_trips(&MemberMetrics::default(), &b, false, &none).is_empty());
     }
 
     #[test]

@@ -80,6 +80,12 @@ named! {
     PeerDown = "peer_down",
     /// that link is up again
     PeerUp = "peer_up",
+    /// a member's round trips to a peer (rafthttp's prober) turned slow: p99 over 0.15 s
+    /// in one step of `/metrics`; the peer's member id in the detail. A starved or frozen
+    /// peer answers them late; a peer whose disk is slow does not
+    SlowRoundTrips = "slow_round_trips",
+    /// they are prompt again
+    RoundTripsOk = "round_trips_ok",
     /// the members agree on a new leader
     LeaderTransition = "leader_transition",
     /// an election, with its terms and cause in columns

@@ -159,6 +159,32 @@ fn a_leader_whose_answers_stayed_slow_is_cpu_starved_not_unreachable() {
     assert_eq!(attribute(Some("etcd-0"), &at, &prompt, DEFAULT_HORIZON).0, Cause::Unreachable);
 }
 
+/// A leader starved at 0.5 % of a core (fault-repeat 2026-12-06): the `/metrics` read that
+/// ended its long step came after the fault, promptly, and showed fsyncs timed as slow as a
+/// slow disk's; its peers' round trips to it had turned slow. Read as `disk` then.
+#[test]
+fn slow_syncs_with_slow_round_trips_to_the_member_are_not_the_disk() {
+    let at = stamp(100.0);
+    let disk = ev(92.0, "leaderwatch", "etcd-2", "slow_disk", "WAL fsync p99 1.638 s >= 0.1 s");
+    let answers = ev(92.2, "leaderwatch", "etcd-2", "slow_answers", "Status answered in 1234 ms");
+    let rtt = |member: &str, t: f64| {
+        ev(t, "leaderwatch", member, "slow_round_trips", "to etcd-2 (c3): p99 0.408 s > 0.15 s")
+    };
+    let starved = [disk.clone(), answers.clone(), rtt("etcd-0", 103.0)];
+    let (cause, row) = attribute(Some("etcd-2"), &at, &starved, DEFAULT_HORIZON);
+    assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Cpu, Some("slow_answers")));
+    // Its own round trips to others say nothing of it (a starved member measures late too,
+    // but so may any member behind a cut); nor do others' round trips to someone else.
+    let own = [disk.clone(), answers.clone(), rtt("etcd-2", 103.0)];
+    assert_eq!(attribute(Some("etcd-2"), &at, &own, DEFAULT_HORIZON).0, Cause::Disk);
+    let mut other = rtt("etcd-0", 103.0);
+    other.detail = "to etcd-1 (b2): p99 0.408 s > 0.15 s".to_owned();
+    assert_eq!(
+        attribute(Some("etcd-2"), &at, &[disk, answers, other], DEFAULT_HORIZON).0,
+        Cause::Disk
+    );
+}
+
 /// A leader starved at 0.5 % of a core went silent without a slow answer first (its last,
 /// 184 ms, was under the bound), came back 9 s after the election answering in 1402 ms and
 /// missed the next probes (fault-repeat 2026-12-06): read as `unreachable` then, `cpu` now.
