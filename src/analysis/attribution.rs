@@ -9,8 +9,9 @@
 //!    node (deletion, DisruptionTarget, a container killed, node not ready, preemption);
 //! 3. `restart`: the old leader's process started again (its start time changed);
 //! 4. `disk`: the old leader's fsyncs were slow (`slow_disk`, stamped with the start of
-//!    the `/metrics` step that showed it), in the horizon or still so, while its peers'
-//!    round trips to it stayed prompt (no `slow_round_trips` to it);
+//!    the `/metrics` step that showed it), in the horizon (or up to [`EVIDENCE_WAIT`]
+//!    after) or still so, while its peers' round trips to it were prompt (no
+//!    `slow_round_trips` spell to it on);
 //! 5. `cpu`: the old leader's answers had turned slow and were still slow (or missing) at
 //!    the election (`slow_answers`: a starved process answers late, then not at all);
 //! 6. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed),
@@ -339,9 +340,12 @@ pub fn attribute<'a>(
     if let Some(e) = point(&|e| e.kind == EventKind::ProcessRestarted) {
         return (Cause::Restart, Some(e));
     }
-    if let Some(e) = point(&|e| e.kind == EventKind::SlowDisk)
+    // A sync that stalled the leader is timed when it returns, often after the election:
+    // the step that shows it may begin just after (fault-repeat 2026-12-06).
+    let slow_syncs = |e: &Event| e.member == old && e.kind == EventKind::SlowDisk;
+    if let Some(e) = closest_around(at, events, h, slow_syncs)
         .or_else(|| episode(EventKind::SlowDisk, EventKind::DiskOk))
-        .filter(|_| slow_round_trips_to(old, at, events, h).is_none())
+        .filter(|_| !round_trips_slow_to(old, at, events))
     {
         return (Cause::Disk, Some(e));
     }
@@ -424,21 +428,33 @@ fn without_leader<'a>(
     })
 }
 
-/// A peer's `slow_round_trips` row about `old` around the election: a member whose disk is
-/// slow still answers rafthttp's prober at once (fault-repeat 2026-12-06: peers' round
-/// trips to a leader waiting 2 s on each fsync stayed under 26 ms), a starved one late
-/// (0.41 s at 0.5 % of a core, while its fsyncs, timed by a starved process, looked as
-/// slow as a slow disk's).
-fn slow_round_trips_to<'a>(
-    old: &str,
-    at: &Stamp,
-    events: &'a [Event],
-    horizon: f64,
-) -> Option<&'a Event> {
+/// A peer's round trips to `old` were slow at the election (its latest `slow_round_trips`
+/// / `round_trips_ok` row about `old`, up to [`EVIDENCE_WAIT`] after, is the former): a
+/// member whose disk is slow still answers rafthttp's prober at once (fault-repeat
+/// 2026-12-06: peers' round trips to a leader waiting 2 s on each fsync stayed under
+/// 26 ms), a starved one late (0.41 s at 0.5 % of a core, while its fsyncs, timed by a
+/// starved process, looked as slow as a slow disk's). etcd exports the prober's smoothed
+/// round trip only every 30 s (5 s while a probe fails), so a spell still on counts, not
+/// only one that began near the election.
+fn round_trips_slow_to(old: &str, at: &Stamp, events: &[Event]) -> bool {
     let to_old = format!("to {old} (");
-    closest_around(at, events, horizon, |e| {
-        e.kind == EventKind::SlowRoundTrips && e.member != old && e.detail.starts_with(&to_old)
-    })
+    let wait = EVIDENCE_WAIT.as_secs_f64();
+    let mut latest: BTreeMap<&str, (f64, EventKind)> = BTreeMap::new();
+    for e in events.iter().filter(|e| {
+        matches!(e.kind, EventKind::SlowRoundTrips | EventKind::RoundTripsOk)
+            && e.member != old
+            && e.detail.starts_with(&to_old)
+    }) {
+        let d = before(e, at);
+        if d < -wait {
+            continue;
+        }
+        let entry = latest.entry(e.member.as_str()).or_insert((f64::INFINITY, e.kind));
+        if d < entry.0 {
+            *entry = (d, e.kind);
+        }
+    }
+    latest.values().any(|(_, k)| *k == EventKind::SlowRoundTrips)
 }
 
 /// The `peer_down` row that involves `old` (on it, or on a peer whose link to it went

@@ -60,8 +60,11 @@ fn injected(lab_dir: &Path) -> Vec<Injected> {
 /// `unexplained` is the honest answer (docs/counting.md), never a wrong cause.
 fn expected(fault: &str) -> (&'static [&'static str], &'static [&'static str]) {
     match fault {
-        "partition" => (&["network"], &["health_false", "peer_down"]),
-        "partition-one-way" => (&["network", "unexplained"], &["health_false", "peer_down"]),
+        // The cut leader's "no leader": from its `/health`, or from its Status (leader 0).
+        "partition" => (&["network"], &["health_false", "leader_changed", "peer_down"]),
+        "partition-one-way" => {
+            (&["network", "unexplained"], &["health_false", "leader_changed", "peer_down"])
+        }
         "freeze" => (&["unreachable"], &["unreachable", "unresponsive"]),
         f if f.starts_with("disk-fsync-") => (&["disk"], &["slow_disk"]),
         f if f.starts_with("cpu-") => (&["cpu"], &["slow_answers"]),

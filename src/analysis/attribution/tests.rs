@@ -179,10 +179,32 @@ fn slow_syncs_with_slow_round_trips_to_the_member_are_not_the_disk() {
     assert_eq!(attribute(Some("etcd-2"), &at, &own, DEFAULT_HORIZON).0, Cause::Disk);
     let mut other = rtt("etcd-0", 103.0);
     other.detail = "to etcd-1 (b2): p99 0.408 s > 0.15 s".to_owned();
-    assert_eq!(
-        attribute(Some("etcd-2"), &at, &[disk, answers, other], DEFAULT_HORIZON).0,
-        Cause::Disk
-    );
+    let others = [disk.clone(), answers.clone(), other];
+    assert_eq!(attribute(Some("etcd-2"), &at, &others, DEFAULT_HORIZON).0, Cause::Disk);
+    // A spell begun long before and still on counts (etcd exports the smoothed round trip
+    // every 30 s); one that ended does not.
+    let on = [rtt("etcd-0", 20.0), disk.clone(), answers.clone()];
+    assert_eq!(attribute(Some("etcd-2"), &at, &on, DEFAULT_HORIZON).0, Cause::Cpu);
+    let ok = ev(60.0, "leaderwatch", "etcd-0", "round_trips_ok", "to etcd-2 (c3)");
+    let ended = [rtt("etcd-0", 20.0), ok, disk, answers];
+    assert_eq!(attribute(Some("etcd-2"), &at, &ended, DEFAULT_HORIZON).0, Cause::Disk);
+}
+
+/// A leader waiting 2 s on each fsync lost its leadership before any stalled sync had
+/// returned: the `/metrics` step that showed the slow syncs began 0.4 s after the election
+/// (fault-repeat 2026-12-06), and the election was read as `unreachable`.
+#[test]
+fn slow_syncs_shown_just_after_the_election_are_its_cause() {
+    let at = stamp(100.0);
+    let evs = [
+        ev(98.4, "leaderwatch", "etcd-1", "unresponsive", "no answer for 1017 ms"),
+        ev(100.4, "leaderwatch", "etcd-1", "slow_disk", "WAL fsync p99 2.038 s >= 0.1 s"),
+    ];
+    let (cause, row) = attribute(Some("etcd-1"), &at, &evs, DEFAULT_HORIZON);
+    assert_eq!((cause, row.map(|e| e.kind.as_str())), (Cause::Disk, Some("slow_disk")));
+    let late =
+        [evs[0].clone(), ev(111.0, "leaderwatch", "etcd-1", "slow_disk", "WAL fsync p99 2 s")];
+    assert_eq!(attribute(Some("etcd-1"), &at, &late, DEFAULT_HORIZON).0, Cause::Unreachable);
 }
 
 /// A leader starved at 0.5 % of a core went silent without a slow answer first (its last,
