@@ -75,6 +75,11 @@ pub struct Cadence {
     paged: Option<Option<StatusKey>>,
     /// The Status of the last probe (`None`: it failed, or no probe yet).
     last: Option<StatusKey>,
+    /// A page was due ([`Pages::Every`]) while this member's probe was still out: its next
+    /// probe asks it. A member whose probes each take longer than a round (a leader
+    /// waiting on its disk) would otherwise never be in a paging round, and its slow syncs
+    /// would show only after the fault (fault sweep 2026-12-06: no page in 2 minutes).
+    owed: bool,
 }
 
 impl Cadence {
@@ -92,11 +97,23 @@ impl Cadence {
         self.last = k;
     }
 
+    /// A round of `pages` found this member's probe still out.
+    pub fn missed(&mut self, pages: Pages) {
+        self.owed |= pages == Pages::Every;
+    }
+
+    /// The plan of the probe starting at `now`, which pays a page owed.
+    pub fn plan_next(&mut self, pages: Pages, now: Instant) -> Plan {
+        let plan = self.plan(pages, now);
+        self.owed &= !plan.metrics;
+        plan
+    }
+
     /// The plan of a probe starting at `now`.
     pub fn plan(&self, pages: Pages, now: Instant) -> Plan {
         let metrics = match pages {
             Pages::Every => true,
-            Pages::Skip => false,
+            Pages::Skip => self.owed,
             Pages::OnChange => self.last.is_none() || self.paged.as_ref() != Some(&self.last),
         };
         let health = match &self.health {
@@ -293,4 +310,16 @@ mod tests {
         w.observe([arrival(2_000, false)]);
         assert_eq!(w.wait(), ms(30));
     }
-}
+}    #[test]
+    fn a_page_due_while_the_probe_is_out_is_asked_by_the_next_probe() {
+        let t = Instant::now();
+        let mut c = Cadence::default();
+        assert!(!c.plan_next(Pages::Skip, t).metrics);
+        c.missed(Pages::Skip);
+        assert!(!c.plan_next(Pages::Skip, t).metrics, "nothing was due");
+        c.missed(Pages::Every);
+        assert!(c.plan_next(Pages::Skip, t).metrics, "owed from the paging round");
+        assert!(!c.plan_next(Pages::Skip, t).metrics, "paid");
+    }
+
+

@@ -160,10 +160,18 @@ impl Sampler {
     /// future leaves the probes in flight for the next round.
     pub async fn round_within(&mut self, wait: Option<Duration>) -> Round {
         let started = self.clock.stamp();
+        let pages = self.pages;
         let plans: Vec<_> = self
             .slots
-            .iter()
-            .map(|s| s.inflight.is_none().then(|| s.cadence.plan(self.pages, started.mono)))
+            .iter_mut()
+            .map(|s| match s.inflight {
+                // A page due while the last probe is still out is asked by the next one.
+                Some(_) => {
+                    s.cadence.missed(pages);
+                    None
+                }
+                None => Some(s.cadence.plan_next(pages, started.mono)),
+            })
             .collect();
         let with_pages = plans.iter().flatten().any(|p| p.metrics);
         // Read no later than halfway through the round's own wait.
