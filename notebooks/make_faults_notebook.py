@@ -43,7 +43,7 @@ def md(df, index=True):
     cell = lambda v: f"{v:.1f}" if isinstance(v, float) else str(v)
     lines = ["| " + " | ".join(map(str, d.columns)) + " |", "|" + "---|" * len(d.columns)]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in d.itertuples(index=False)]
-    return "\n".join(lines)
+    return "\\n".join(lines)
 
 print("environment:", (SWEEP_DIR / "ENVIRONMENT").read_text().strip())"""),
     ("code", """# One row per sweep point: the added latency, on whom, the rate with its interval, and
