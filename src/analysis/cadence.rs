@@ -310,7 +310,8 @@ mod tests {
         w.observe([arrival(2_000, false)]);
         assert_eq!(w.wait(), ms(30));
     }
-}    #[test]
+
+    #[test]
     fn a_page_due_while_the_probe_is_out_is_asked_by_the_next_probe() {
         let t = Instant::now();
         let mut c = Cadence::default();
@@ -321,5 +322,4 @@ mod tests {
         assert!(c.plan_next(Pages::Skip, t).metrics, "owed from the paging round");
         assert!(!c.plan_next(Pages::Skip, t).metrics, "paid");
     }
-
-
+}
