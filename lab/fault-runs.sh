@@ -10,6 +10,14 @@
 #                                    a core (CPU_HOLD s: a backlog takes seconds to build), a
 #                                    cut both ways and one way, a freeze 4 s; HOLD s each,
 #                                    QUIET s between
+#   lab/fault-runs.sh node [OUT]     the leader's node lost (lw-lab fault node-loss: kubelet
+#                                    and containerd stopped, its pods frozen, its link
+#                                    down) REPEATS times for NODE_HOLD s (past the node
+#                                    controller's grace period), then once for
+#                                    TOLERATION_HOLD s (past the pods' 300 s toleration of
+#                                    an unreachable node: the taint deletes the member's
+#                                    pod); the control plane's view of it every 5 s in each
+#                                    run's control-plane.csv, its Events in k8s-events.json
 #
 # One run directory per sweep point or fault under OUT (default data/fault-<mode>-<UTC>/), the
 # harness's own log beside them (faults.csv: the ground truth, never read by leaderwatch)
@@ -30,6 +38,8 @@ CPU=${CPU:-0.5}
 HOLD=${HOLD:-15}
 CPU_HOLD=${CPU_HOLD:-20}
 QUIET=${QUIET:-25}
+NODE_HOLD=${NODE_HOLD:-75}
+TOLERATION_HOLD=${TOLERATION_HOLD:-420}
 
 kver=$(sed -n 's|^\tk8s.io/kubernetes \(v[^ ]*\).*|\1|p' lab/go/kube/go.mod)
 cver=$(sed -n 's|^\tgithub.com/containerd/containerd/v2 v\([^ ]*\).*|\1|p' lab/go/node/containerd/go.mod)
@@ -65,7 +75,29 @@ start_sample() {
   sleep 5
 }
 
+# The control plane's view of the members every 5 s into $1/control-plane.csv (ts, pod, its
+# node, the node's Ready status, the pod's Ready status and deletionTimestamp, the PDB's
+# allowed disruptions), in the background until stop_sample.
+watch_pid=
+watch_control_plane() {
+  local f=$1/control-plane.csv
+  echo "ts,pod,node,node_ready,pod_ready,pod_deleting,pdb_allowed" >"$f"
+  while :; do
+    local now pdb nodes
+    now=$(date -u +%FT%T.%3NZ)
+    pdb=$("$KUBECTL" -n dlock get pdb dlock-etcd-pdb -o jsonpath='{.status.disruptionsAllowed}' 2>/dev/null || echo "")
+    nodes=$("$KUBECTL" get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{" "}{end}' 2>/dev/null || echo "")
+    "$KUBECTL" -n dlock get pods -l app.kubernetes.io/name=dlock-etcd -o jsonpath='{range .items[*]}{.metadata.name} {.spec.nodeName} {.status.conditions[?(@.type=="Ready")].status} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null |
+      while read -r pod node ready deleting; do
+        local nr=${nodes#*"$node="}
+        echo "$now,$pod,$node,${nr%% *},$ready,$deleting,$pdb" >>"$f"
+      done
+    sleep 5
+  done
+}
+
 stop_sample() {
+  [ -z "$watch_pid" ] || { kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null || true; watch_pid=; }
   kill -TERM "$sample_pid"
   wait "$sample_pid" || true
   sample_pid=
@@ -76,19 +108,20 @@ stop_sample() {
 
 # A series in a sample of its own ($1: the run directory's name): $3 times the fault of
 # lw-lab fault's arguments (the rest; `none`: nothing), held $2 seconds, then cleared and
-# $QUIET seconds of quiet (10 s after the last).
+# $QUIET seconds of quiet ($TAIL, default 10 s, after the last).
 series() {
   local name=$1 hold=$2 n=$3 run from i
   shift 3
   run=$out/$name
   start_sample "$run"
+  if [ "$1" = node-loss ]; then watch_control_plane "$run" & watch_pid=$!; fi
   for i in $(seq 1 "$n"); do
     from=$(date -u +%FT%T.%3NZ)
     if [ "$1" != none ]; then "${lab[@]}" fault "$@"; fi
     sleep "$hold"
     "${lab[@]}" fault clear >/dev/null
     echo "$name,$*,$from,$(date -u +%FT%T.%3NZ)" >>"$out/points.csv"
-    if [ "$i" -lt "$n" ]; then sleep "$QUIET"; else sleep 10; fi
+    if [ "$i" -lt "$n" ]; then sleep "$QUIET"; else sleep "${TAIL:-10}"; fi
   done
   stop_sample "$run"
 }
@@ -112,7 +145,14 @@ case $mode in
     series partition-one-way "$HOLD" "$REPEATS" partition --pod leader --one-way
     series freeze 4 "$REPEATS" freeze --pod leader
     ;;
-  *) echo "fault-runs: mode $mode: sweep or repeat" >&2; exit 2 ;;
+  node)
+    series node-loss "$NODE_HOLD" "$REPEATS" node-loss --node leader
+    # Cleared, the node's kubelet finds its member's pod deleted and stops it; the
+    # StatefulSet then makes it anew on the same node (its volume is pinned to the zone).
+    TAIL=90 series node-loss-toleration "$TOLERATION_HOLD" 1 node-loss --node leader
+    "$KUBECTL" get events -A -o json >"$out/k8s-events.json"
+    ;;
+  *) echo "fault-runs: mode $mode: sweep, repeat or node" >&2; exit 2 ;;
 esac
 echo "$env" >"$out/ENVIRONMENT"
 echo "fault-runs: $out"

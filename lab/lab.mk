@@ -137,7 +137,9 @@ test-faults: kube-tools deps
 
 # The committed fault runs (lab/fault-runs.sh, on a fresh cluster with --disk-faults):
 # make fault-runs MODE=sweep (added fsync latency, MINUTES per point) or MODE=repeat (each
-# fault REPEATS times on the leader); the runs go to data/fault-<mode>-<UTC>/.
+# fault REPEATS times on the leader) or MODE=node (the leader's node lost REPEATS times past
+# the node controller's grace period, then once past the pods' 300 s toleration: about 20
+# minutes); the runs go to data/fault-<mode>-<UTC>/.
 fault-runs: kube-tools build
 	lab/fault-runs.sh $(MODE)
 
@@ -171,8 +173,28 @@ test-sitting-day: kube-tools test-image-build deps
 # killed outright left on this machine is removed (`up` refuses such leftovers by name, and
 # a killed CI job or session leaves them for the next make test; a live cluster's are never
 # touched), then lw-lab's own faults (a missing tool, a namespace a killed run left), then
-# each cluster in turn.
-test-lab-steps: kube-tools
+# the clusters in three lanes side by side, each lane one cluster at a time in a directory
+# of its own (LW_LAB_TEST_DIR): the tests mostly wait on grace periods, probes and scrapes,
+# so three clusters share two cores, and test-lab takes the longest lane's time, not the
+# sum. Lanes b and c write into target/test-lab-b.log and -c.log, printed when all end.
+# Every build comes first.
+LAB_LANE_A := acceptance test-kube
+LAB_LANE_B := test-faults test-image
+LAB_LANE_C := test-in-cluster test-sitting-day
+test-lab-steps: kube-tools test-image-build deps
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test down
+	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test-b down
+	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test-c down
 	$(CARGO) test --locked --manifest-path lab/Cargo.toml --test faults
-	@$(MAKE) --no-print-directory acceptance test-kube test-faults test-image test-in-cluster test-sitting-day
+	$(CARGO) test --locked --no-run --test check --test lab
+	@lane() { d=$$1; shift; LW_LAB_TEST_DIR=$(TOOLS)/lab-test-$$d $(MAKE) --no-print-directory "$$@" \
+	    >target/test-lab-$$d.log 2>&1; }; \
+	lane b $(LAB_LANE_B) & b=$$!; lane c $(LAB_LANE_C) & c=$$!; \
+	$(MAKE) --no-print-directory $(LAB_LANE_A); a=$$?; \
+	wait $$b; rb=$$?; wait $$c; rc=$$?; \
+	for l in b:$$rb:"$(LAB_LANE_B)" c:$$rc:"$(LAB_LANE_C)"; do \
+	  d=$${l%%:*}; r=$${l#*:}; r=$${r%%:*}; \
+	  echo "--- lane $$d ($${l##*:}): $$([ $$r = 0 ] && echo passed || echo FAILED); its log, target/test-lab-$$d.log:"; \
+	  cat target/test-lab-$$d.log; \
+	done; \
+	[ $$a = 0 ] && [ $$rb = 0 ] && [ $$rc = 0 ]

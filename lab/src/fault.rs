@@ -54,8 +54,11 @@ pub enum FaultCmd {
         #[arg(long, value_name = "MEMBER")]
         pod: String,
     },
-    /// A node lost: its kubelet and containerd stopped (SIGSTOP). Its pods keep running
-    /// until the node controller's taint evicts them; NODE is a node name or MEMBER's node.
+    /// A node lost, as when its VM goes: its kubelet and containerd stopped (SIGSTOP), every
+    /// pod on it frozen (the node's cgroup root, the cgroup freezer) and its link to the
+    /// others down. The node controller marks it NotReady after its grace period, and its
+    /// taint deletes the pods only after their toleration; NODE is a node name or MEMBER's
+    /// node.
     NodeLoss {
         #[arg(long, value_name = "NODE|MEMBER")]
         node: String,
@@ -92,6 +95,8 @@ enum Undo {
     Thaw { dir: PathBuf },
     /// SIGCONT stopped processes.
     Resume { names: Vec<String>, pids: Vec<u32> },
+    /// Set a network link up again.
+    LinkUp { link: String },
     /// Put a volume's fsync delay back (lw-slowfs reads `file`).
     Delay { file: PathBuf, was: String, now: String },
 }
@@ -165,7 +170,7 @@ pub async fn run(state: &State, dir: &Path, tools: &Path, cmd: FaultCmd) -> Resu
             } else {
                 resolve(&members, tools, &node).await?.node
             };
-            vec![("node-loss".to_owned(), node.clone(), vec![stop_node(state, &node)?])]
+            vec![("node-loss".to_owned(), node.clone(), lose_node(state, dir, &node).await?)]
         }
     };
     for (fault, target, undo) in faults {
@@ -216,7 +221,7 @@ async fn clear(state: &State, dir: &Path, members: &[Member]) -> Result<()> {
     while let Some(a) = active.pop() {
         let mut done = Vec::new();
         for u in a.undo.iter().rev() {
-            done.push(undo(state, members, u).await?);
+            done.push(undo_step(state, members, u).await?);
         }
         let at = now();
         let detail = done.join("; ");
@@ -331,7 +336,11 @@ async fn slow_disk(state: &State, m: &Member, fsync: Duration) -> Result<Undo> {
 
 /// Freezes `m`'s container's freezer cgroup; waits until the kernel says FROZEN.
 fn freeze(state: &State, m: &Member) -> Result<Undo> {
-    let dir = cgroup_dir(container_pid(state, &m.container)?, "freezer")?;
+    freeze_dir(cgroup_dir(container_pid(state, &m.container)?, "freezer")?)
+}
+
+/// Freezes a freezer cgroup (with all below it) and waits until it is.
+fn freeze_dir(dir: PathBuf) -> Result<Undo> {
     write(&dir.join("freezer.state"), "FROZEN")?;
     for _ in 0..50 {
         if read(&dir.join("freezer.state"))? == "FROZEN" {
@@ -341,6 +350,46 @@ fn freeze(state: &State, m: &Member) -> Result<Undo> {
     }
     let _ = write(&dir.join("freezer.state"), "THAWED");
     Err(Error::Command(format!("{}: not FROZEN within 1 s", dir.display())))
+}
+
+/// A node gone as a VM goes: its kubelet and containerd stopped, its pods frozen, its link
+/// down (in that order, so that the kubelet reports nothing of the rest). Each step put in
+/// force is undone again if a later one fails.
+async fn lose_node(state: &State, dir: &Path, node: &str) -> Result<Vec<Undo>> {
+    let (cgroup, link) = node_names(state, dir, node)?;
+    let mut undo = vec![stop_node(state, node)?];
+    let rest = async {
+        undo.push(freeze_dir(Path::new("/sys/fs/cgroup/freezer").join(&cgroup))?);
+        proc::run("ip", &["link", "set", &link, "down"]).await?;
+        undo.push(Undo::LinkUp { link: link.clone() });
+        Ok::<(), Error>(())
+    };
+    if let Err(e) = rest.await {
+        for u in undo.iter().rev() {
+            let _ = undo_step(state, &[], u).await;
+        }
+        return Err(e);
+    }
+    Ok(undo)
+}
+
+/// A node's cgroup root (its kubelet's `cgroupRoot`, `/lw<id>-n<k>`) and the host's end of
+/// its veth (`lw<id>n<k>`, src/net.rs), from the kubelet's config in the run directory.
+fn node_names(state: &State, dir: &Path, node: &str) -> Result<(String, String)> {
+    let config = dir.join("nodes").join(node).join("kubelet.yaml");
+    let text = std::fs::read_to_string(&config).map_err(|_| {
+        Error::Usage(format!("node {node}: no {} (the nodes: {})", config.display(), nodes(state)))
+    })?;
+    let root = text
+        .lines()
+        .find_map(|l| l.strip_prefix("cgroupRoot:"))
+        .map(|v| v.trim().trim_matches('"').trim_start_matches('/').to_owned())
+        .ok_or_else(|| Error::Command(format!("{}: no cgroupRoot", config.display())))?;
+    let k =
+        root.strip_prefix(&format!("{}{}-n", crate::net::PREFIX, state.id)).ok_or_else(|| {
+            Error::Command(format!("{}: cgroupRoot {root} not this run's", config.display()))
+        })?;
+    Ok((root.clone(), format!("{}{}n{k}", crate::net::PREFIX, state.id)))
 }
 
 /// SIGSTOPs a node's kubelet and containerd (their pids from state.json).
@@ -373,7 +422,7 @@ fn signal(pid: u32, s: nix::sys::signal::Signal) -> Result<()> {
 }
 
 /// Carries out one undo step; says what it did.
-async fn undo(state: &State, members: &[Member], u: &Undo) -> Result<String> {
+async fn undo_step(state: &State, members: &[Member], u: &Undo) -> Result<String> {
     Ok(match u {
         Undo::Routes { pod, uid, addrs } => match members.iter().find(|m| &m.name == pod) {
             Some(m) if &m.uid == uid => {
@@ -409,6 +458,10 @@ async fn undo(state: &State, members: &[Member], u: &Undo) -> Result<String> {
             }
             format!("{} resumed", names.join(" and "))
         }
+        Undo::LinkUp { link } => {
+            proc::run("ip", &["link", "set", link, "up"]).await?;
+            format!("link {link} up")
+        }
     })
 }
 
@@ -419,6 +472,7 @@ fn describe(u: &Undo) -> String {
         Undo::Quota { dir, .. } => format!("cfs quota lowered on {}", dir.display()),
         Undo::Thaw { dir } => format!("frozen {}", dir.display()),
         Undo::Resume { names, .. } => format!("SIGSTOP {}", names.join(" and ")),
+        Undo::LinkUp { link } => format!("link {link} down"),
         Undo::Delay { file, now, .. } => format!("fsync delay {now} on {}", file.display()),
     }
 }

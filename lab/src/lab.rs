@@ -282,7 +282,9 @@ impl Lab {
         node::teardown(&self.dir, &self.runc, &|n| n.starts_with(&prefix)).await;
         self.coredns.stop(Duration::from_secs(5)).await;
         self.cp.stop().await;
-        // Unregistered first: its own names count as left over only once it is not live.
+        // Its own names removed while it is registered (a cluster starting beside it would
+        // take them for a killed run's), then unregistered, then any a killed run left.
+        let _ = net::remove_own(&self.state.id).await;
         registry::unregister(&self.state.id);
         let _ = net::remove_leftovers().await;
         let _ = std::fs::remove_file(state_path(&self.dir));

@@ -51,9 +51,21 @@ pub async fn leftovers() -> Result<Vec<String>> {
 
 /// Removes what `leftovers` finds.
 pub async fn remove_leftovers() -> Result<Vec<String>> {
+    remove_where(&left_over).await
+}
+
+/// Removes run `id`'s own network namespaces and links, while it is still registered: a
+/// cluster starting beside it meanwhile must not find them unregistered (it would refuse
+/// them as a killed run's).
+pub async fn remove_own(id: &str) -> Result<Vec<String>> {
+    let prefix = format!("{PREFIX}{id}");
+    remove_where(&|n: &str| n.starts_with(&prefix)).await
+}
+
+async fn remove_where(pick: &dyn Fn(&str) -> bool) -> Result<Vec<String>> {
     let mut removed = Vec::new();
     for line in run("ip", &["netns", "list"]).await?.lines() {
-        if let Some(n) = line.split_whitespace().next().filter(|n| left_over(n)) {
+        if let Some(n) = line.split_whitespace().next().filter(|n| pick(n)) {
             let _ = run("ip", &["netns", "delete", n]).await;
             let _ = std::fs::remove_dir_all(format!("/etc/netns/{n}"));
             removed.push(format!("network namespace {n}"));
@@ -63,7 +75,7 @@ pub async fn remove_leftovers() -> Result<Vec<String>> {
         if let Some(n) = line.split_whitespace().nth(1) {
             let n = n.trim_end_matches(':');
             let n = n.split('@').next().unwrap_or(n);
-            if left_over(n) && run("ip", &["link", "delete", n]).await.is_ok() {
+            if pick(n) && run("ip", &["link", "delete", n]).await.is_ok() {
                 removed.push(format!("network link {n}"));
             }
         }

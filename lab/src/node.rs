@@ -545,7 +545,7 @@ pub async fn teardown(dir: &Path, runc: &Path, ours: &dyn Fn(&str) -> bool) -> V
         }
     }
     let needle = dir.display().to_string();
-    for (pid, what) in left_behind(&needle) {
+    for (pid, what) in left_behind(dir) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
             nix::sys::signal::Signal::SIGKILL,
@@ -590,9 +590,13 @@ pub fn unescape(s: &str) -> String {
 }
 
 /// The containerd shims (their `-address` is a node's socket in the run directory) and the
-/// lw-slowfs filesystems (volumes of `--disk-faults`) of the run directory `needle`, found
-/// by it in their command line: a killed harness leaves them.
-fn left_behind(needle: &str) -> Vec<(i32, &'static str)> {
+/// lw-slowfs filesystems (volumes of `--disk-faults`) of the run directory `dir`, found by
+/// `<dir>/` in their command line (with the `/`: .tools/lab is a prefix of
+/// .tools/lab-test-b, whose volumes a stopping acceptance cluster once killed): a killed
+/// harness leaves them.
+fn left_behind(dir: &Path) -> Vec<(i32, &'static str)> {
+    let needle = format!("{}/", dir.display());
+    let needle = needle.as_str();
     let mut out = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else { continue };
@@ -612,6 +616,29 @@ fn left_behind(needle: &str) -> Vec<(i32, &'static str)> {
 
 #[cfg(test)]
 mod tests {
+    /// Regression: a stopping cluster in .tools/lab killed the lw-slowfs volumes of one
+    /// running beside it in .tools/lab-test-b (its pods then failed to mount: "transport
+    /// endpoint is not connected").
+    #[test]
+    fn a_run_directory_that_is_a_prefix_of_another_leaves_the_other_s_processes() {
+        use std::os::unix::process::CommandExt;
+        let base = format!("/nonexistent/lw-{}", std::process::id());
+        let mut child = std::process::Command::new("sh")
+            .arg0("lw-slowfs")
+            .args(["-c", "sleep 30; true", &format!("{base}/lab-test-b/volumes/pvc-1")])
+            .spawn()
+            .expect("spawn sh");
+        let pid = child.id() as i32;
+        let found = |dir: String| {
+            super::left_behind(std::path::Path::new(&dir)).iter().any(|(p, _)| *p == pid)
+        };
+        let (other, own) = (found(format!("{base}/lab")), found(format!("{base}/lab-test-b")));
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(!other, "the process of lab-test-b was taken for one of lab");
+        assert!(own, "the process of lab-test-b was not found for its own directory");
+    }
+
     #[test]
     fn mountinfo_escapes_are_undone() {
         assert_eq!(super::unescape(r"/a\040b/c"), "/a b/c");

@@ -364,7 +364,11 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
                     "{m}: first answer at {} for a stop at {stopped}",
                     first.0
                 );
-                assert!(last.0 >= thawed, "{m}: last answer at {} before the thaw at {thawed}", last.0);
+                assert!(
+                    last.0 >= thawed,
+                    "{m}: last answer at {} before the thaw at {thawed}",
+                    last.0
+                );
                 for w in answers.windows(2) {
                     let (gap, own) = ((w[1].0 - w[0].0).num_milliseconds() as f64, w[0].1);
                     assert!(

@@ -1,11 +1,11 @@
 //! Faults injected below etcd on the real nodes (`lw-lab fault`: blackhole routes in the
 //! pods' network namespaces, the cgroup freezer, a slow fsync under a volume, a lowered CFS
-//! quota) while `leaderwatch sample` watches, told nothing. Afterwards the fault log the harness kept (`faults.csv`, which leaderwatch never
+//! quota, a lost node) while `leaderwatch sample` watches, told nothing. Afterwards the fault log the harness kept (`faults.csv`, which leaderwatch never
 //! reads) is held against the elections leaderwatch found and the causes it gave them.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
@@ -65,7 +65,8 @@ fn expected(fault: &str) -> (&'static [&'static str], &'static [&'static str]) {
         "partition-one-way" => {
             (&["network", "unexplained"], &["health_false", "leader_changed", "peer_down"])
         }
-        "freeze" => (&["unreachable"], &["unreachable", "unresponsive"]),
+        // A lost node's member is as silent to leaderwatch as to its peers.
+        "freeze" | "node-loss" => (&["unreachable"], &["unreachable", "unresponsive"]),
         f if f.starts_with("disk-fsync-") => (&["disk"], &["slow_disk"]),
         f if f.starts_with("cpu-") => (&["cpu"], &["slow_answers"]),
         other => panic!("no expectation for fault {other}"),
@@ -141,15 +142,17 @@ async fn inject(lab: &Lab, args: &[&str], hold: Duration, quiet: Duration) {
     tokio::time::sleep(quiet).await;
 }
 
-/// A leader cut from its peers both ways and one way, a follower cut, and a frozen leader,
-/// one after the other under one `sample`: every election the raft term shows lies in the
-/// span of a fault that replaces a leader, has that fault's cause, rests on a row of the
-/// fault's evidence and names the faulted member as the old leader; the follower's cut
-/// and the quiet time between faults hold no election at all.
+/// A leader cut from its peers both ways and one way, a follower cut, a frozen leader and
+/// the leader's node lost, one after the other under one `sample`: every election the raft
+/// term shows lies in the span of a fault that replaces a leader, has that fault's cause,
+/// rests on a row of the fault's evidence and names the faulted member as the old leader;
+/// the follower's cut and the quiet time between faults hold no election at all. The lost
+/// node is also held against what the control plane did ([`lose_the_leaders_node`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root and make kube-tools; make test runs it"]
 async fn each_fault_below_etcd_is_each_election_s_cause() {
-    let (lab, _kc, out) = Lab::deployed(&[]);
+    let toleration = format!("--default-unreachable-toleration-seconds={TOLERATION_S}");
+    let (lab, _kc, out) = Lab::deployed(&[&toleration]);
     let run = out.path().join("sample");
     let mut sample = sample(&lab, &run, &[]);
     // A moment the analysis is not told: it is told nothing at all.
@@ -159,6 +162,7 @@ async fn each_fault_below_etcd_is_each_election_s_cause() {
     inject(&lab, &["partition", "--pod", "leader", "--one-way"], hold, quiet).await;
     inject(&lab, &["partition", "--pod", "follower"], hold, quiet).await;
     inject(&lab, &["freeze", "--pod", "leader"], Duration::from_secs(4), quiet).await;
+    lose_the_leaders_node(&lab).await;
     terminate(&mut sample);
 
     let (names, per_fault) = judge(&lab, &run);
@@ -166,11 +170,12 @@ async fn each_fault_below_etcd_is_each_election_s_cause() {
     // In the order injected: CheckQuorum makes a leader that hears no peer step down and
     // the others elect; PreVote keeps a follower that was cut off from disturbing the two
     // that still have a leader.
-    assert_eq!(names, ["partition", "partition-one-way", "partition", "freeze"]);
+    assert_eq!(names, ["partition", "partition-one-way", "partition", "freeze", "node-loss"]);
     assert!(per_fault[0] >= 1, "the leader cut off both ways caused no election");
     assert!(per_fault[1] >= 1, "the leader cut off one way caused no election");
     assert_eq!(per_fault[2], 0, "a follower cut off caused an election: {elections:#?}");
     assert!(per_fault[3] >= 1, "the frozen leader caused no election");
+    assert!(per_fault[4] >= 1, "the lost node's leader caused no election");
 }
 
 /// A slow disk under the leader (every fsync DISK_DELAY late, lw-slowfs) and its CPU
@@ -231,3 +236,91 @@ const DISK_DELAY: &str = "2000ms";
 /// Low enough that the leader's heartbeats come late (at 5 % they fail but no election;
 /// at 1 % not always within 15 s): 1 ms of CPU every 200 ms.
 const CPU_PERCENT: &str = "0.5";
+
+/// How long the test cluster's pods tolerate an unreachable node (the API server's
+/// `--default-unreachable-toleration-seconds`): 300 s by default, as on GKE; lowered here to
+/// keep the test short (`make fault-runs MODE=node` measures the default).
+const TOLERATION_S: u64 = 30;
+
+/// The leader's node lost (`lw-lab fault node-loss`: kubelet and containerd stopped, its
+/// pods frozen, its link down), held until the node controller's taint has deleted the
+/// member's pod, then brought back, with the control plane's view checked at each step:
+/// the node NotReady only after the node controller's grace period; the PDB then allowing
+/// no disruption, and the pod deleted anyway once its toleration ran out (node failure
+/// ignores the PDB, as the spec says); no replacement while the node is gone (the pod
+/// stays Terminating: nobody can confirm its containers stopped); once the node is back,
+/// the member made anew and Ready.
+async fn lose_the_leaders_node(lab: &Lab) {
+    println!("{}", lab.fault(&["node-loss", "--node", "leader"]).trim());
+    let lost = Instant::now();
+    let row = read_csv(&lab.dir.join("faults.csv")).pop().expect("faults.csv's inject row");
+    let (name, node) = (row["member"].clone(), row["node"].clone());
+    let pod = |lab: &Lab| lab.json(&["-n", "dlock", "get", "pod", &name, "-o", "json"]);
+    let uid = pod(lab)["metadata"]["uid"].as_str().expect("uid").to_owned();
+    let node_ready = |lab: &Lab| {
+        let n = lab.json(&["get", "node", &node, "-o", "json"]);
+        let conds = n["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        conds.iter().find(|c| c["type"] == "Ready").map(|c| c["status"] == "True")
+    };
+    let pdb_allowed = |lab: &Lab| {
+        lab.json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"])["status"]
+            ["disruptionsAllowed"]
+            .as_i64()
+    };
+    let not_ready = wait_for(Duration::from_secs(240), || node_ready(lab) == Some(false))
+        .await
+        .unwrap_or_else(|| panic!("{node} still Ready 240 s after it was lost"));
+    // The kubelet renews its lease every 10 s, so the last renewal may lie 10 s before the
+    // loss; the grace period is 50 s (Kubernetes v1.35's default).
+    let since_loss = not_ready - lost;
+    assert!(since_loss >= Duration::from_secs(30), "{node} NotReady after {since_loss:?}");
+    println!("{node} NotReady {:.0} s after it was lost", since_loss.as_secs_f64());
+    let deleting = wait_for(Duration::from_secs(TOLERATION_S + 180), || {
+        pod(lab)["metadata"]["deletionTimestamp"].is_string()
+    })
+    .await
+    .unwrap_or_else(|| panic!("{name} not deleted {TOLERATION_S} s + 180 s after NotReady"));
+    // The PDB allowed no disruption then (two healthy of two desired), and it was deleted.
+    assert_eq!(pdb_allowed(lab), Some(0), "the PDB allows a disruption with {name} lost");
+    // The taint goes on when the node controller marks the node; the deletion waits for
+    // the toleration from then (our NotReady is seen up to a poll later than the taint).
+    let waited = deleting - not_ready;
+    assert!(
+        waited >= Duration::from_secs(TOLERATION_S * 2 / 3),
+        "{name} deleted {waited:?} after {node} was NotReady, within its {TOLERATION_S} s toleration"
+    );
+    println!("{name} deleted by the taint {:.0} s after NotReady", waited.as_secs_f64());
+    // Nobody can confirm its containers stopped: it stays, Terminating, and the StatefulSet
+    // makes no second pod of that name.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let p = pod(lab);
+    assert_eq!(p["metadata"]["uid"], uid.as_str(), "{name} replaced while {node} was gone");
+    assert!(p["metadata"]["deletionTimestamp"].is_string());
+    println!("{}", lab.fault(&["clear"]).trim());
+    let back = wait_for(Duration::from_secs(240), || {
+        let pods = lab.member_pods();
+        pods.len() == 3
+            && pods.iter().all(|p| {
+                let conds = p["status"]["conditions"].as_array().cloned().unwrap_or_default();
+                p["metadata"]["deletionTimestamp"].is_null()
+                    && conds.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+            && pods.iter().any(|p| {
+                p["metadata"]["name"] == name.as_str() && p["metadata"]["uid"] != uid.as_str()
+            })
+    })
+    .await;
+    assert!(back.is_some(), "{name} not made anew and Ready within 240 s of {node}'s return");
+}
+
+/// Polls `cond` every second until it holds (the moment it was seen to) or `limit` passes.
+async fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Instant> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if cond() {
+            return Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    None
+}

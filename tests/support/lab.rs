@@ -13,8 +13,9 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// One cluster at a time in this test binary: they share .tools/lab-test, and two clusters
-/// on two cores would make each other's measurements noisy.
+/// One cluster at a time in this test binary: its tests share one directory ([`dir`]).
+/// Another binary may run its own cluster beside (make test-lab's two lanes), each in a
+/// directory of its own.
 pub static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A running lw-lab cluster, stopped (SIGTERM, then SIGKILL) when dropped, a panic included.
@@ -23,6 +24,13 @@ pub struct Lab {
     pub dir: PathBuf,
     pub state: Value,
     _one: std::sync::MutexGuard<'static, ()>,
+}
+
+/// The cluster's directory: `LW_LAB_TEST_DIR`, else .tools/lab-test (make test-lab gives
+/// each of its lanes its own).
+pub fn dir() -> PathBuf {
+    std::env::var_os("LW_LAB_TEST_DIR")
+        .map_or_else(|| repo().join(".tools/lab-test"), PathBuf::from)
 }
 
 impl Lab {
@@ -54,7 +62,7 @@ impl Lab {
         let one = ONE_CLUSTER.lock().unwrap_or_else(|p| p.into_inner());
         let bin = repo().join("lab/target/debug/lw-lab");
         assert!(bin.is_file(), "{} missing: run `make kube-tools`", bin.display());
-        let dir = repo().join(".tools/lab-test");
+        let dir = dir();
         let child = Command::new(&bin)
             .arg("--dir")
             .arg(&dir)
