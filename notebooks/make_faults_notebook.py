@@ -20,6 +20,11 @@ Given the runs of `lab/fault-runs.sh` (local cluster, real nodes, injected fault
    the harness's `faults.csv`, which leaderwatch never reads) against the cause leaderwatch
    gave each election (its `events.csv`), an election belonging to the fault whose span
    (from its injection to 10 s after its clearing) holds it.
+3. `NODE_DIR` (default: the newest `data/fault-node-*`): the leader's node lost
+   (`lw-lab fault node-loss`) several times past the node controller's grace period, and
+   once past the pods' 300 s toleration. Its elections join the confusion matrix; prints
+   what the control plane did after each loss (`control-plane.csv`, read every 5 s): when
+   the node was NotReady, when the taint deleted the member's pod, what the PDB allowed.
 
 The PNG goes to `FIG_DIR` (default: `SWEEP_DIR`)."""),
     ("code", """import json, os, pathlib
@@ -34,6 +39,7 @@ def newest(pattern):
     return found[-1] if found else None
 SWEEP_DIR = pathlib.Path(os.environ.get("SWEEP_DIR") or newest("fault-sweep-*"))
 REPEAT_DIR = os.environ.get("REPEAT_DIR") or newest("fault-repeat-*")
+NODE_DIR = os.environ.get("NODE_DIR") or newest("fault-node-*")
 FIG_DIR = pathlib.Path(os.environ.get("FIG_DIR") or SWEEP_DIR)
 FIG_DIR.mkdir(parents=True, exist_ok=True)
 
@@ -91,22 +97,26 @@ for ax in (a, b):
 fig.tight_layout()
 fig.savefig(FIG_DIR / "fig-fsync-sweep.png", dpi=100)
 print(sorted(p.name for p in FIG_DIR.glob("fig-*.png")))"""),
-    ("code", """# The confusion matrix: injected fault x attributed cause, counts.
-if REPEAT_DIR is None:
-    print("no data/fault-repeat-* run: no confusion matrix")
+    ("code", """# The confusion matrix: injected fault x attributed cause, counts, over the repeat
+# and node runs.
+dirs = [pathlib.Path(d) for d in (REPEAT_DIR, NODE_DIR) if d]
+if not dirs:
+    print("no data/fault-repeat-* or data/fault-node-* run: no confusion matrix")
 else:
-    rd = pathlib.Path(REPEAT_DIR)
-    truth = pd.read_csv(rd / "faults.csv", parse_dates=["ts"])
-    spans = []
-    for r in truth[truth["act"] == "inject"].itertuples():
-        clear = truth[(truth["act"] == "clear") & (truth["fault"] == r.fault) & (truth["ts"] > r.ts)]["ts"].min()
-        spans.append((r.fault.split("-")[0] if not r.fault.startswith("partition") else r.fault, r.ts, clear + pd.Timedelta(seconds=10)))
-    cells = {}
-    for ev in sorted(rd.glob("*/events.csv")):
-        e = pd.read_csv(ev, parse_dates=["ts"], keep_default_na=False)
-        for x in e[e["kind"] == "election"].itertuples():
-            fault = next((f for f, a0, a1 in spans if a0 <= x.ts <= a1), "no fault")
-            cells[(fault, x.cause)] = cells.get((fault, x.cause), 0) + 1
+    spans, cells = [], {}
+    for rd in dirs:
+        truth = pd.read_csv(rd / "faults.csv", parse_dates=["ts"])
+        mine = []
+        for r in truth[truth["act"] == "inject"].itertuples():
+            clear = truth[(truth["act"] == "clear") & (truth["fault"] == r.fault) & (truth["ts"] > r.ts)]["ts"].min()
+            name = r.fault if r.fault.startswith(("partition", "node")) else r.fault.split("-")[0]
+            mine.append((name, r.ts, clear + pd.Timedelta(seconds=10)))
+        spans += mine
+        for ev in sorted(rd.glob("*/events.csv")):
+            e = pd.read_csv(ev, parse_dates=["ts"], keep_default_na=False)
+            for x in e[e["kind"] == "election"].itertuples():
+                fault = next((f for f, a0, a1 in mine if a0 <= x.ts <= a1), "no fault")
+                cells[(fault, x.cause)] = cells.get((fault, x.cause), 0) + 1
     m = pd.Series(cells).unstack(fill_value=0) if cells else pd.DataFrame()
     # How many times each fault was injected: a fault that caused no election shows here.
     injected = pd.Series([f for f, _, _ in spans]).value_counts()
@@ -114,6 +124,31 @@ else:
     m.insert(0, "injections", injected.reindex(m.index).fillna(0).astype(int))
     m.index.name = "injected \\\\ attributed"
     print(md(m))"""),
+    ("code", """# A lost node as the control plane saw it: per injection (points.csv), seconds from the
+# loss to the first read with the node not Ready, to the first with the member's pod
+# deleting (the taint), and to the fault's clearing; the PDB's allowed disruptions
+# between NotReady and the clearing; whether the pod was replaced before the clearing.
+if NODE_DIR is None:
+    print("no data/fault-node-* run")
+else:
+    nd = pathlib.Path(NODE_DIR)
+    truth = pd.read_csv(nd / "faults.csv", parse_dates=["ts"])
+    rows = []
+    for r in truth[truth["act"] == "inject"].itertuples():
+        cleared = truth[(truth["act"] == "clear") & (truth["ts"] > r.ts)]["ts"].min()
+        run = next(p for p in sorted(nd.glob("*/control-plane.csv"))
+                   if pd.read_csv(p, parse_dates=["ts"])["ts"].between(r.ts, cleared).any())
+        cp = pd.read_csv(run, parse_dates=["ts"], keep_default_na=False)
+        cp = cp[(cp["ts"] >= r.ts) & (cp["ts"] <= cleared) & (cp["pod"] == r.member)]
+        since = lambda t: round((t - r.ts).total_seconds(), 1) if pd.notna(t) else None
+        not_ready = cp[cp["node_ready"] != "True"]["ts"].min()
+        deleting = cp[cp["pod_deleting"] != ""]["ts"].min()
+        after = cp[cp["ts"] >= not_ready] if pd.notna(not_ready) else cp.iloc[0:0]
+        rows.append({"run": run.parent.name, "node": r.node, "member": r.member,
+                     "NotReady after s": since(not_ready), "pod deleted after s": since(deleting),
+                     "cleared after s": since(cleared),
+                     "PDB allowed": "/".join(sorted({str(v) for v in after["pdb_allowed"]})) or "-"})
+    print(md(pd.DataFrame(rows), index=False))"""),
 ]
 
 nb = nbf.v4.new_notebook()
