@@ -140,7 +140,7 @@ else:
                    if pd.read_csv(p, parse_dates=["ts"])["ts"].between(r.ts, cleared).any())
         cp = pd.read_csv(run, parse_dates=["ts"], keep_default_na=False)
         cp = cp[(cp["ts"] >= r.ts) & (cp["ts"] <= cleared) & (cp["pod"] == r.member)]
-        since = lambda t: round((t - r.ts).total_seconds(), 1) if pd.notna(t) else None
+        since = lambda t: f"{(t - r.ts).total_seconds():.1f}" if pd.notna(t) else "-"
         not_ready = cp[cp["node_ready"] != "True"]["ts"].min()
         deleting = cp[cp["pod_deleting"] != ""]["ts"].min()
         after = cp[cp["ts"] >= not_ready] if pd.notna(not_ready) else cp.iloc[0:0]
