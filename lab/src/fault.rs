@@ -380,16 +380,22 @@ fn node_names(state: &State, dir: &Path, node: &str) -> Result<(String, String)>
     let text = std::fs::read_to_string(&config).map_err(|_| {
         Error::Usage(format!("node {node}: no {} (the nodes: {})", config.display(), nodes(state)))
     })?;
+    names_in_kubelet_config(&state.id, &text)
+        .map_err(|e| Error::Command(format!("{}: {e}", config.display())))
+}
+
+/// [`node_names`] from the text of run `id`'s kubelet.yaml.
+fn names_in_kubelet_config(id: &str, text: &str) -> std::result::Result<(String, String), String> {
     let root = text
         .lines()
         .find_map(|l| l.strip_prefix("cgroupRoot:"))
         .map(|v| v.trim().trim_matches('"').trim_start_matches('/').to_owned())
-        .ok_or_else(|| Error::Command(format!("{}: no cgroupRoot", config.display())))?;
-    let k =
-        root.strip_prefix(&format!("{}{}-n", crate::net::PREFIX, state.id)).ok_or_else(|| {
-            Error::Command(format!("{}: cgroupRoot {root} not this run's", config.display()))
-        })?;
-    Ok((root.clone(), format!("{}{}n{k}", crate::net::PREFIX, state.id)))
+        .ok_or("no cgroupRoot")?;
+    let k = root
+        .strip_prefix(&format!("{}{id}-n", crate::net::PREFIX))
+        .filter(|k| !k.is_empty() && k.chars().all(|c| c.is_ascii_digit()))
+        .ok_or_else(|| format!("cgroupRoot {root} is not run {id}'s"))?;
+    Ok((root.clone(), format!("{}{id}n{k}", crate::net::PREFIX)))
 }
 
 /// SIGSTOPs a node's kubelet and containerd (their pids from state.json).
@@ -668,6 +674,19 @@ fn log(dir: &Path, r: &Row, members: &[Member]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lost_node_s_cgroup_root_and_link_come_from_its_kubelet_config() {
+        let config =
+            "kind: KubeletConfiguration\ncgroupDriver: cgroupfs\ncgroupRoot: \"/lw1a2b-n2\"\n";
+        assert_eq!(
+            names_in_kubelet_config("1a2b", config),
+            Ok(("lw1a2b-n2".to_owned(), "lw1a2bn2".to_owned()))
+        );
+        // Another run's config, or none, is refused rather than freezing the wrong cgroup.
+        assert!(names_in_kubelet_config("ffff", config).is_err());
+        assert!(names_in_kubelet_config("1a2b", "cgroupDriver: cgroupfs\n").is_err());
+    }
 
     #[test]
     fn a_containers_cgroup_is_found_in_the_hierarchy_of_its_controller() {
