@@ -329,54 +329,8 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
                     .resets,
                 0
             );
-            // The survivors kept their own cadence while the target was frozen: each of
-            // their probes started one fast interval after their previous answer (the
-            // target's probe timeout is 3 s: had it held the rounds, they would wait 3 s).
-            // Their own /health can be slow meanwhile (a linearizable read that waits for
-            // the frozen leader), which is theirs to pay.
             let rows = samples(out.path());
-            for m in ["m0", "m1", "m2"].into_iter().filter(|m| *m != d.target) {
-                let answers: Vec<(DateTime<Utc>, f64)> = rows
-                    .iter()
-                    .filter(|r| {
-                        r["member"] == m
-                            && r["phase"] == "disruption"
-                            && !r["error"].starts_with("silent:")
-                    })
-                    .map(|r| {
-                        (r["ts"].parse().expect("ts"), r["probe_ms"].parse().expect("probe_ms"))
-                    })
-                    .collect();
-                // They answered through the whole freeze: the first answer came on cadence
-                // after the stop, the last after the thaw, and none waited between (a fixed
-                // count failed in CI: a loaded machine's slow /health leaves fewer answers).
-                let at = |kind: &str| -> DateTime<Utc> {
-                    let e = all_events.iter().find(|e| e["kind"] == kind);
-                    e.unwrap_or_else(|| panic!("no {kind} event"))["ts"].parse().expect("ts")
-                };
-                let (stopped, thawed) = (at(&signal), at("continued"));
-                let (first, last) = match (answers.first(), answers.last()) {
-                    (Some(f), Some(l)) if answers.len() >= 2 => (*f, *l),
-                    _ => panic!("{m}: {} answers during the disruption", answers.len()),
-                };
-                assert!(
-                    (first.0 - stopped).num_milliseconds() as f64 <= first.1 + 100.0 + 500.0,
-                    "{m}: first answer at {} for a stop at {stopped}",
-                    first.0
-                );
-                assert!(
-                    last.0 >= thawed,
-                    "{m}: last answer at {} before the thaw at {thawed}",
-                    last.0
-                );
-                for w in answers.windows(2) {
-                    let (gap, own) = ((w[1].0 - w[0].0).num_milliseconds() as f64, w[0].1);
-                    assert!(
-                        gap < own + 100.0 + 500.0,
-                        "{m}: next probe {gap} ms after one that took {own} ms"
-                    );
-                }
-            }
+            assert_survivors_kept_their_cadence(&rows, &all_events, &d.target, &signal);
             let silent = rows
                 .iter()
                 .filter(|r| r["member"] == d.target && r["error"].starts_with("silent:"))
@@ -388,6 +342,52 @@ async fn each_method_on_the_leader_is_one_election_and_the_windows_tile_the_run(
     // a graceful hand-over does not.
     assert!(cost["sigkill"] > 0.0, "{cost:?}");
     assert!(cost["sigterm"] < cost["sigkill"], "{cost:?}");
+}
+
+/// While the target was frozen, the survivors kept their own cadence: each of their probes
+/// started one fast interval after their previous answer (the target's probe timeout is
+/// 3 s: had it held the rounds, they would wait 3 s), through the whole freeze: the first
+/// answer came on cadence after the stop, the last after the thaw (a fixed count of answers
+/// failed in CI: a loaded machine's slow /health leaves fewer). Their own /health can be
+/// slow meanwhile (a linearizable read that waits for the frozen leader), which is theirs
+/// to pay.
+fn assert_survivors_kept_their_cadence(
+    rows: &[HashMap<String, String>],
+    events: &[HashMap<String, String>],
+    target: &str,
+    signal: &str,
+) {
+    let at = |kind: &str| -> DateTime<Utc> {
+        let e = events.iter().find(|e| e["kind"] == kind);
+        e.unwrap_or_else(|| panic!("no {kind} event"))["ts"].parse().expect("ts")
+    };
+    let (stopped, thawed) = (at(signal), at("continued"));
+    for m in ["m0", "m1", "m2"].into_iter().filter(|m| *m != target) {
+        let answers: Vec<(DateTime<Utc>, f64)> = rows
+            .iter()
+            .filter(|r| {
+                r["member"] == m && r["phase"] == "disruption" && !r["error"].starts_with("silent:")
+            })
+            .map(|r| (r["ts"].parse().expect("ts"), r["probe_ms"].parse().expect("probe_ms")))
+            .collect();
+        let (first, last) = match (answers.first(), answers.last()) {
+            (Some(f), Some(l)) if answers.len() >= 2 => (*f, *l),
+            _ => panic!("{m}: {} answers during the disruption", answers.len()),
+        };
+        assert!(
+            (first.0 - stopped).num_milliseconds() as f64 <= first.1 + 100.0 + 500.0,
+            "{m}: first answer at {} for a stop at {stopped}",
+            first.0
+        );
+        assert!(last.0 >= thawed, "{m}: last answer at {} before the thaw at {thawed}", last.0);
+        for w in answers.windows(2) {
+            let (gap, own) = ((w[1].0 - w[0].0).num_milliseconds() as f64, w[0].1);
+            assert!(
+                gap < own + 100.0 + 500.0,
+                "{m}: next probe {gap} ms after one that took {own} ms"
+            );
+        }
+    }
 }
 
 /// The canary ran from the request to the end: a canary.csv row for every op the
