@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 
+use crate::in_cluster::wait_until;
 use crate::support::lab::Lab;
 use crate::support::{events, leaderwatch, read_csv, spawn_tied, terminate};
 
@@ -274,19 +275,19 @@ async fn lose_the_leaders_node(lab: &Lab) {
             ["disruptionsAllowed"]
             .as_i64()
     };
-    let not_ready = wait_for(Duration::from_secs(240), || node_ready(lab) == Some(false))
-        .await
-        .unwrap_or_else(|| panic!("{node} still Ready 240 s after it was lost"));
+    wait_until(&format!("{node} NotReady"), Duration::from_secs(240), || {
+        node_ready(lab) == Some(false)
+    });
+    let not_ready = Instant::now();
     // The kubelet renews its lease every 10 s, so the last renewal may lie 10 s before the
     // loss; the grace period is 50 s (Kubernetes v1.35's default).
     let since_loss = not_ready - lost;
     assert!(since_loss >= Duration::from_secs(30), "{node} NotReady after {since_loss:?}");
     println!("{node} NotReady {:.0} s after it was lost", since_loss.as_secs_f64());
-    let deleting = wait_for(Duration::from_secs(TOLERATION_S + 180), || {
+    wait_until(&format!("{name} deleted"), Duration::from_secs(TOLERATION_S + 180), || {
         pod(lab)["metadata"]["deletionTimestamp"].is_string()
-    })
-    .await
-    .unwrap_or_else(|| panic!("{name} not deleted {TOLERATION_S} s + 180 s after NotReady"));
+    });
+    let deleting = Instant::now();
     // The PDB allowed no disruption then (two healthy of two desired), and it was deleted.
     assert_eq!(pdb_allowed(lab), Some(0), "the PDB allows a disruption with {name} lost");
     // The taint goes on when the node controller marks the node; the deletion waits for
@@ -304,7 +305,7 @@ async fn lose_the_leaders_node(lab: &Lab) {
     assert_eq!(p["metadata"]["uid"], uid.as_str(), "{name} replaced while {node} was gone");
     assert!(p["metadata"]["deletionTimestamp"].is_string());
     println!("{}", lab.fault(&["clear"]).trim());
-    let back = wait_for(Duration::from_secs(240), || {
+    wait_until(&format!("{name} made anew and Ready"), Duration::from_secs(240), || {
         let pods = lab.member_pods();
         pods.len() == 3
             && pods.iter().all(|p| {
@@ -315,19 +316,5 @@ async fn lose_the_leaders_node(lab: &Lab) {
             && pods.iter().any(|p| {
                 p["metadata"]["name"] == name.as_str() && p["metadata"]["uid"] != uid.as_str()
             })
-    })
-    .await;
-    assert!(back.is_some(), "{name} not made anew and Ready within 240 s of {node}'s return");
-}
-
-/// Polls `cond` every second until it holds (the moment it was seen to) or `limit` passes.
-async fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Instant> {
-    let t = Instant::now();
-    while t.elapsed() < limit {
-        if cond() {
-            return Some(Instant::now());
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    None
+    });
 }
