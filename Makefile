@@ -176,14 +176,18 @@ test-image: test-image-build deps
 
 # The tiers (docs/internals.md, "Test tiers"). `make test` runs check first and stops if it
 # fails, then test-etcd and test-notebook beside test-lab (test-beside-lab); each prints
-# one line: passed or FAILED, its time and how many tests passed. $(call tier,NAME,TARGETS) runs `make TARGETS`, its output also in
+# one line: passed or FAILED, its time and how many tests passed, and under a FAILED line
+# each failed test with where and why it panicked (.ci/failures.awk), so the end of a CI
+# log, which is what CI keeps, names them. $(call tier,NAME,TARGETS) runs `make TARGETS`, its output also in
 # target/tier-NAME.log.
 define tier
 @mkdir -p target; s=$$(date +%s); \
 if $(MAKE) --no-print-directory $(2) 2>&1 | tee target/tier-$(1).log; then r=passed; else r=FAILED; fi; \
 n=$$(awk '/^test result:/ {p += $$4} /^acceptance: [0-9]+ PASS/ {a += $$2} END {printf "%d tests passed", p; if (a) printf ", %d acceptance criteria", a}' target/tier-$(1).log); \
 line="make $(1): $$r in $$(( $$(date +%s) - s )) s ($$n; log: target/tier-$(1).log)"; \
-echo "$$line"; echo "$$line" >>target/test-summary.txt; [ $$r = passed ]
+echo "$$line"; echo "$$line" >>target/test-summary.txt; \
+if [ $$r = FAILED ]; then awk -f .ci/failures.awk target/tier-$(1).log | tee -a target/test-summary.txt; fi; \
+[ $$r = passed ]
 endef
 
 test:

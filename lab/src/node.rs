@@ -629,6 +629,15 @@ mod tests {
             .spawn()
             .expect("spawn sh");
         let pid = child.id() as i32;
+        // Regression (make check, 2026-12-07): read at once, /proc/<pid>/cmdline can still be
+        // the test binary's, before the child's exec: wait until it is the child's own.
+        let began = std::time::Instant::now();
+        while !std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|c| String::from_utf8_lossy(&c).contains("lab-test-b"))
+            && began.elapsed() < std::time::Duration::from_secs(10)
+        {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         let found = |dir: String| {
             super::left_behind(std::path::Path::new(&dir)).iter().any(|(p, _)| *p == pid)
         };
