@@ -12,6 +12,7 @@ use crate::model::baseline::WindowName;
 use crate::model::canary::Op;
 use crate::model::clock::Stamp;
 use crate::model::event::{DisruptorReport, Event};
+use crate::model::lock::LockEvent;
 use crate::model::member::MemberName;
 use crate::model::observation::Round;
 
@@ -25,10 +26,12 @@ pub enum Input<'a> {
     /// The round asked for by [`Next::Round`], already taken in by the engine, with the
     /// watchers' events that arrived beside it (already recorded).
     Round { round: &'a Round, side: &'a [Event] },
-    /// [`Next::StartCanary`] carried out: whether the canary runs.
-    CanaryStarted(bool),
-    /// [`Next::AwaitCanary`] carried out: the canary's ops since (already recorded).
-    CanaryOps(&'a [Op]),
+    /// [`Next::StartCanary`] carried out: whether the write canary runs, and the lock
+    /// canary (off, or failed to start: `false`).
+    CanaryStarted { writes: bool, lock: bool },
+    /// [`Next::AwaitCanary`] carried out: the canaries' ops and the lock canary's events
+    /// since (already recorded).
+    CanaryOps { ops: &'a [Op], lock: &'a [LockEvent] },
     /// [`Next::OpenWindow`] carried out.
     WindowOpened,
     /// [`Next::Disrupt`] carried out: the disruptor's task runs.
@@ -66,10 +69,11 @@ pub enum Next {
     /// Take a round now, reading `/metrics` as `pages` says and waiting at most `wait` for
     /// each member (`None`: for every member's whole answer), then [`Input::Round`].
     Round { pages: Pages, wait: Option<Duration> },
-    /// Start the write canary: one op of each kind every `every`, each within `timeout`;
-    /// its `canary_started` row says the deadline when `say_deadline`.
+    /// Start the write canary (and the lock canary, if the run has one): one op of each
+    /// kind every `every`, each within `timeout`; its `canary_started` row says the
+    /// deadline when `say_deadline`.
     StartCanary { every: Duration, timeout: Duration, say_deadline: bool },
-    /// Wait `after` (or for a signal), then the canary's ops: [`Input::CanaryOps`].
+    /// Wait `after` (or for a signal), then the canaries' ops: [`Input::CanaryOps`].
     AwaitCanary { after: Duration },
     /// Close the open window and open this one at its last round.
     OpenWindow(WindowName),

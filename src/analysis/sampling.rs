@@ -93,7 +93,7 @@ impl Protocol for Sampling {
                 }
                 None => self.tick(true),
             },
-            Input::CanaryStarted(_) => self.tick(true),
+            Input::CanaryStarted { .. } => self.tick(true),
             Input::Tick => self.ticked(now),
             Input::Round { .. } => self.tick(false),
             Input::Signal => self.end(EndedBy::Signal),
@@ -219,7 +219,8 @@ mod tests {
         let every = Duration::from_secs(1);
         let next = s.step(Input::Start, at(base, 0.0), &engine);
         assert_eq!(next, Next::StartCanary { every, timeout, say_deadline: false });
-        let next = s.step(Input::CanaryStarted(true), at(base, 0.1), &engine);
+        let next =
+            s.step(Input::CanaryStarted { writes: true, lock: false }, at(base, 0.1), &engine);
         assert_eq!(next, Next::Tick { every, restart: true });
         let next = s.step(Input::Tick, at(base, 0.1), &engine);
         assert_eq!(next, Next::Round { pages: Pages::OnChange, wait: Some(every) });

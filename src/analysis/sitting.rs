@@ -27,6 +27,7 @@ use crate::model::baseline::{
 use crate::model::canary::{Kind, Op};
 use crate::model::clock::Stamp;
 use crate::model::event::{DisruptorReport, Event, EventKind, Source};
+use crate::model::lock::{LockEvent, LockEventKind};
 use crate::model::member::MemberName;
 use crate::model::observation::Round;
 
@@ -72,8 +73,14 @@ enum Phase {
     /// The disruption window is opening.
     OpeningDisruption,
     StartingCanary,
+    /// The canaries run; the request waits for what they need before it (at most
+    /// [`CANARY_READY`] from `since`).
     AwaitingCanary {
         since: Stamp,
+        /// A write succeeded (or there is no write canary).
+        wrote: bool,
+        /// The lock canary granted the lock (or there is none).
+        granted: bool,
     },
     /// The request is made; the disruptor's task is starting.
     Requesting,
@@ -227,17 +234,44 @@ impl Sitting {
         }
     }
 
-    /// The canary's ops while waiting for its first successful write. Without one the
-    /// sitting's own figures still stand: it goes on, and says so.
-    fn canary_ops(&mut self, ops: &[Op], since: Stamp, now: Stamp, engine: &Engine) -> Next {
-        if ops.iter().any(|o| o.ok && o.kind == Kind::Write) {
+    /// The canaries are started: wait for what they need, or request at once when
+    /// neither runs.
+    fn canary_started(&mut self, writes: bool, lock: bool, now: Stamp, engine: &Engine) -> Next {
+        if !writes && !lock {
+            return self.request(now, engine);
+        }
+        self.phase = Phase::AwaitingCanary { since: now, wrote: !writes, granted: !lock };
+        Next::AwaitCanary { after: Duration::ZERO }
+    }
+
+    /// The canaries' ops while waiting for the write canary's first successful write and
+    /// the lock canary's first grant: an election's cost is measured from a client that
+    /// worked before it, never from the client's own start (regression: a lock canary
+    /// first granted after the election had its start-up counted as the election's cost).
+    /// Without them the sitting's own figures still stand: it goes on, and says so.
+    fn canary_ops(
+        &mut self,
+        (ops, lock): (&[Op], &[LockEvent]),
+        (since, wrote, granted): (Stamp, bool, bool),
+        now: Stamp,
+        engine: &Engine,
+    ) -> Next {
+        let wrote = wrote || ops.iter().any(|o| o.ok && o.kind == Kind::Write);
+        let granted = granted || lock.iter().any(|e| e.kind == LockEventKind::Granted);
+        if wrote && granted {
             return self.request(now, engine);
         }
         if since.secs_to(&now) < CANARY_READY.as_secs_f64() {
+            self.phase = Phase::AwaitingCanary { since, wrote, granted };
             return Next::AwaitCanary { after: CANARY_POLL };
         }
+        let missing = match (wrote, granted) {
+            (false, false) => "no successful canary write and no lock grant",
+            (false, true) => "no successful canary write",
+            _ => "no lock grant",
+        };
         let detail = format!(
-            "no successful canary write within {}; disrupting anyway",
+            "{missing} within {}; disrupting anyway",
             humantime::format_duration(CANARY_READY)
         );
         self.say(now, "", EventKind::CanaryNotReady, detail);
@@ -407,13 +441,11 @@ impl Protocol for Sitting {
                 self.choose(now, false)
             }
             (Phase::OpeningDisruption, Input::WindowOpened) => self.disruption_opened(now, engine),
-            (Phase::StartingCanary, Input::CanaryStarted(true)) => {
-                self.phase = Phase::AwaitingCanary { since: now };
-                Next::AwaitCanary { after: Duration::ZERO }
+            (Phase::StartingCanary, Input::CanaryStarted { writes, lock }) => {
+                self.canary_started(writes, lock, now, engine)
             }
-            (Phase::StartingCanary, Input::CanaryStarted(false)) => self.request(now, engine),
-            (&Phase::AwaitingCanary { since }, Input::CanaryOps(ops)) => {
-                self.canary_ops(ops, since, now, engine)
+            (&Phase::AwaitingCanary { since, wrote, granted }, Input::CanaryOps { ops, lock }) => {
+                self.canary_ops((ops, lock), (since, wrote, granted), now, engine)
             }
             (Phase::Requesting, Input::Disrupting) => {
                 self.phase = Phase::Recovering;

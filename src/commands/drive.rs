@@ -33,6 +33,7 @@ use crate::model::baseline::{BASELINE, Baseline, Environment, EnvironmentKind, W
 use crate::model::canary::Op;
 use crate::model::clock::Clock;
 use crate::model::event::{DisruptorReport, Event, EventKind, Source};
+use crate::model::lock::LockEvent;
 use crate::model::member::{Member, MemberName};
 use crate::model::observation::Round;
 use crate::render::progress::Progress;
@@ -220,15 +221,16 @@ impl<S: Rounds, F: Future<Output = ()>> Drive<S, F> {
                     }
                 }
                 Next::StartCanary { every, timeout, say_deadline } => {
-                    let ok = self.start_canary(every, timeout, say_deadline).await?;
-                    self.step(&mut protocol, Input::CanaryStarted(ok))?
+                    let writes = self.start_canary(every, timeout, say_deadline).await?;
+                    let lock = self.lock.is_some();
+                    self.step(&mut protocol, Input::CanaryStarted { writes, lock })?
                 }
                 Next::AwaitCanary { after } => {
                     if !after.is_zero() && !self.sleep(after).await {
                         self.step(&mut protocol, Input::Signal)?
                     } else {
-                        let ops = self.drain_canary()?;
-                        self.step(&mut protocol, Input::CanaryOps(&ops))?
+                        let (ops, lock) = self.drain_canaries()?;
+                        self.step(&mut protocol, Input::CanaryOps { ops: &ops, lock: &lock })?
                     }
                 }
                 Next::OpenWindow(name) => {
@@ -343,7 +345,7 @@ impl<S: Rounds, F: Future<Output = ()>> Drive<S, F> {
         self.events(&notes)?;
         let made = self.engine.round(r);
         self.rec.round(r, &made)?;
-        self.drain_canary()?;
+        self.drain_canaries()?;
         let side: Vec<Event> = match self.side.as_mut() {
             Some(rx) => std::iter::from_fn(|| rx.try_recv().ok()).collect(),
             None => Vec::new(),
@@ -374,16 +376,17 @@ impl<S: Rounds, F: Future<Output = ()>> Drive<S, F> {
         Ok(())
     }
 
-    /// Records the canary's finished ops (and the lock canary's events) and returns them.
-    fn drain_canary(&mut self) -> Result<Vec<Op>, RecordError> {
+    /// Records the write canary's finished ops and the lock canary's events, and returns
+    /// them.
+    fn drain_canaries(&mut self) -> Result<(Vec<Op>, Vec<LockEvent>), RecordError> {
         let ops = self.canary.as_mut().map(Canary::drain).unwrap_or_default();
         self.canary_ops(&ops)?;
         let events = self.lock.as_mut().map(LockCanary::drain).unwrap_or_default();
         self.lock_events(&events)?;
-        Ok(ops)
+        Ok((ops, events))
     }
 
-    fn lock_events(&mut self, events: &[crate::model::lock::LockEvent]) -> Result<(), RecordError> {
+    fn lock_events(&mut self, events: &[LockEvent]) -> Result<(), RecordError> {
         if events.is_empty() {
             return Ok(());
         }

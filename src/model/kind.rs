@@ -37,7 +37,7 @@ named! {
     LockCanaryStarted = "lock_canary_started",
     /// the lock canary could not start; the run goes on without
     LockCanaryFailed = "lock_canary_failed",
-    /// no canary write before the request; disrupting anyway
+    /// no canary write (or no lock grant) before the request; disrupting anyway
     CanaryNotReady = "canary_not_ready",
     /// the member chosen for the disruption
     DisruptionTarget = "disruption_target",

@@ -3,7 +3,7 @@
 //! `concurrency.NewMutex`, every unary call with the canary's 1 s deadline), both taking
 //! turns on a lock of their own through a sitting. For a leader crash (SIGKILL) and a
 //! leader's graceful stop (SIGTERM) the canary's `lock_unavailable_s` agrees with the Go
-//! client's within 0.2 s and one hold (or one retry apart, the slower one's failure shown),
+//! client's within 0.2 s and one hold (or up to one retry apart, the slower one's failure shown),
 //! no lease is lost and every fencing token rises. A leader frozen (SIGSTOP) longer than
 //! the lease TTL is the one case where leases *are* lost: every holder whose keep-alive
 //! stream was on the frozen member loses its lease, a whole TTL after its last answer (a
@@ -39,7 +39,34 @@ struct Sat {
     go_defaults: Vec<LockerEvent>,
 }
 
+/// A sitting on the leader in which both lock clients held the lock before the disruption
+/// began: what an election costs them is measured from a grant before it. The sitting
+/// waits for the canary's first grant (at most 5 s, `canary_not_ready`), and the Go client
+/// starts before the sitting; on a machine loaded enough for either to miss it, the
+/// sitting measures nothing about the election and is run again, twice at most.
 async fn leader_sitting(method: LocalMethod, down: Duration, ttl_s: u32, holders: u16) -> Sat {
+    for attempt in 1..=3 {
+        let s = one_leader_sitting(method, down, ttl_s, holders).await;
+        let began = s.b.disruption.as_ref().expect("the disruption").requested_at;
+        let canary_first = s.locks.iter().filter(|r| r["event"] == "granted").map(|r| {
+            r["at"].parse::<chrono::DateTime<chrono::Utc>>().expect("a time in locks.csv")
+        });
+        let (canary_before, go_before) = (
+            canary_first.min().is_some_and(|t| t < began),
+            locker::grants(&s.go).into_iter().min().is_some_and(|t| t < began),
+        );
+        if (canary_before && go_before) || attempt == 3 {
+            return s;
+        }
+        eprintln!(
+            "{method:?} (attempt {attempt}): no grant before the disruption at {began} \
+             (canary {canary_before}, Go {go_before}): the sitting is run again"
+        );
+    }
+    unreachable!("the third attempt returns")
+}
+
+async fn one_leader_sitting(method: LocalMethod, down: Duration, ttl_s: u32, holders: u16) -> Sat {
     let f = support::cluster().await;
     let members = f.cluster.members();
     let urls: Vec<String> = members.iter().map(|m| m.url.clone()).collect();
@@ -79,8 +106,12 @@ async fn leader_sitting(method: LocalMethod, down: Duration, ttl_s: u32, holders
     let b = drive::run_sitting(cfg, d, clock, None, std::future::pending())
         .await
         .unwrap_or_else(|e| panic!("sitting: {e}"));
-    let (go, go_defaults) =
-        tokio::task::spawn_blocking(move || (go.stop(), go_defaults.stop())).await.expect("locker");
+    let (go, go_defaults) = tokio::task::spawn_blocking(move || {
+        let within = Duration::from_secs(30);
+        (go.stop_after_its_next_grant(within), go_defaults.stop_after_its_next_grant(within))
+    })
+    .await
+    .expect("locker");
     drop(cluster);
     let locks = support::locks(f.out.path());
     Sat { b, locks, go, go_defaults }
@@ -129,6 +160,21 @@ fn streams_before(locks: &[Row], t: &str) -> HashMap<String, (String, String)> {
     last
 }
 
+/// When each holder's lease was last renewed before `t`: its last keep-alive answer, or
+/// the grant of the lease when none came after it. Regression (make test, 2026-12-07): a
+/// lease granted just before the freeze had no answered keep-alive yet, and its loss was
+/// looked up among the keep-alives only.
+fn renewed_before(locks: &[Row], t: &str) -> HashMap<String, String> {
+    let mut last = HashMap::new();
+    let renewals = ["keepalive_ok", "lease_granted"];
+    for r in
+        locks.iter().filter(|r| renewals.contains(&r["event"].as_str()) && r["at"].as_str() < t)
+    {
+        last.insert(r["holder"].clone(), r["at"].clone());
+    }
+    last
+}
+
 fn secs(a: &str, b: &str) -> f64 {
     let p = |s: &str| s.parse::<chrono::DateTime<chrono::Utc>>().expect("a time in locks.csv");
     (p(b) - p(a)).as_seconds_f64()
@@ -149,7 +195,9 @@ async fn a_leader_frozen_past_the_ttl_takes_every_lease_kept_alive_on_it() {
         let s = leader_sitting(LocalMethod::Sigstop, Duration::from_secs(12), 10, 6).await;
         let e = election(&s.b);
         let frozen = e.old_leader.clone().expect("the old leader");
-        let before = streams_before(&s.locks, &leaderwatch::model::clock::ts(e.after));
+        let after = leaderwatch::model::clock::ts(e.after);
+        let before = streams_before(&s.locks, &after);
+        let renewed = renewed_before(&s.locks, &after);
         let on_frozen: BTreeSet<&String> =
             before.iter().filter(|(_, (m, _))| *m == frozen).map(|(h, _)| h).collect();
         let lost: Vec<&Row> = s.locks.iter().filter(|r| r["event"] == "lease_lost").collect();
@@ -177,7 +225,9 @@ async fn a_leader_frozen_past_the_ttl_takes_every_lease_kept_alive_on_it() {
                 &["disruption", "settle"]
             };
             assert!(windows.contains(&r["window"].as_str()), "{r:?}");
-            let (_, last_ok) = &before[&r["holder"]];
+            let last_ok = renewed.get(&r["holder"]).unwrap_or_else(|| {
+                panic!("holder {} lost a lease never granted before the election", r["holder"])
+            });
             let waited = secs(last_ok, &r["at"]);
             assert!(waited >= 10.0 - 0.05, "given up {waited:.3} s after its last answer: {r:?}");
         }

@@ -121,22 +121,46 @@ impl Locker {
         r.records()
             .map(|rec| {
                 let rec = rec.expect("locker.csv row");
-                let num = |i: usize| {
-                    rec[i]
-                        .parse::<i64>()
-                        .unwrap_or_else(|e| panic!("locker.csv {:?}: {e}", &rec[i]))
-                };
-                LockerEvent {
-                    holder: rec[0].parse().expect("holder"),
-                    kind: rec[1].to_owned(),
-                    at: rec[2].parse().unwrap_or_else(|e| panic!("locker.csv {:?}: {e}", &rec[2])),
-                    revision: num(3),
-                    token: num(4),
-                    error: rec[5].to_owned(),
-                }
+                parse(&rec).unwrap_or_else(|e| panic!("locker.csv {rec:?}: {e}"))
             })
             .collect()
     }
+
+    /// Stops it once it was granted the lock again after now (or `within` has passed), so
+    /// that its gap over an election that just ended is closed. Regression (make test,
+    /// 2026-12-07): a sitting ends on the canary's recovery, and a Go client still retrying
+    /// on a loaded machine was stopped with no grant after a leader's SIGKILL.
+    pub fn stop_after_its_next_grant(self, within: Duration) -> Vec<LockerEvent> {
+        let (now, began) = (Utc::now(), std::time::Instant::now());
+        while began.elapsed() < within && !self.granted_since(now) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        self.stop()
+    }
+
+    /// Whether locker.csv, read while it is written, has a grant after `t` (a torn last
+    /// line is skipped).
+    fn granted_since(&self, t: DateTime<Utc>) -> bool {
+        let Ok(mut r) = csv::Reader::from_path(&self.out) else { return false };
+        r.records()
+            .flatten()
+            .filter_map(|rec| parse(&rec).ok())
+            .any(|e| e.kind == "granted" && e.at > t)
+    }
+}
+
+/// One row of locker.csv: holder, event, at, revision, token, error.
+fn parse(rec: &csv::StringRecord) -> Result<LockerEvent, String> {
+    let field = |i: usize| rec.get(i).ok_or_else(|| format!("no column {i}"));
+    let num = |i: usize| field(i)?.parse::<i64>().map_err(|e| format!("column {i}: {e}"));
+    Ok(LockerEvent {
+        holder: field(0)?.parse().map_err(|e| format!("holder: {e}"))?,
+        kind: field(1)?.to_owned(),
+        at: field(2)?.parse().map_err(|e| format!("at: {e}"))?,
+        revision: num(3)?,
+        token: num(4)?,
+        error: field(5)?.to_owned(),
+    })
 }
 
 impl Drop for Locker {
@@ -202,11 +226,13 @@ pub type Row = std::collections::HashMap<String, String>;
 /// How far the lock canary may be from the Go client: the 0.2 s, and one hold.
 /// The two clients' holders are at different points of their hold when the leader dies,
 /// and each gap holds what was left of it (0 to one hold): that much they cannot share.
-/// Beyond it, a difference must be one retry ([`assert_agree`]).
+/// Beyond it, a difference must be paid for by a failed op or stream ([`assert_agree`]).
 pub const AGREE_S: f64 = 0.2 + 0.1;
 
-/// One retry's wait: each op's deadline (the canary's and the Go client's), and gRPC's
-/// first reconnect backoff.
+/// The most one retry costs: each op's deadline (the canary's and the Go client's), and
+/// gRPC's first reconnect backoff. A failed op costs anywhere from nothing to that, by when
+/// it was sent against the leader's death (make test, 2026-12-07: the canary 0.57 s slower
+/// over a SIGKILL, with 10 failed ops in its gap, the Go client with none).
 pub const RETRY_S: f64 = 1.0;
 
 fn at(r: &Row) -> DateTime<Utc> {
@@ -236,8 +262,8 @@ pub fn assert_safe(b: &leaderwatch::model::baseline::Baseline, go: &[LockerEvent
 }
 
 /// The lock canary (its `lock_unavailable_s` for election `e`, its `locks` rows) and the
-/// Go client `go` agree on what the election cost the lock: within [`AGREE_S`], or one
-/// retry apart. Each client draws where its ops and streams were when the leader went: an
+/// Go client `go` agree on what the election cost the lock: within [`AGREE_S`], or up to
+/// one retry apart. Each client draws where its ops and streams were when the leader went: an
 /// op sent to a follower that forwards to the dead leader waits out its 1 s deadline
 /// before it goes to the next member, and clientv3 resumes a broken watch after gRPC's 1 s
 /// reconnect backoff, so one client may pay a second the other did not. When the canary is
@@ -257,8 +283,10 @@ pub fn assert_agree(
     let defaults = defaults.map(|d| unavailable_over(d, e.after, e.observed_at));
     let canary_grants: Vec<DateTime<Utc>> =
         locks.iter().filter(|r| r["event"] == "granted").map(at).collect();
-    let canary_gap = longest_gap(canary_grants, e.after, e.observed_at).expect("gap");
-    let go_gap = longest_gap(grants(go), e.after, e.observed_at).expect("gap");
+    let canary_gap = longest_gap(canary_grants, e.after, e.observed_at)
+        .expect("the lock canary granted before and after the election");
+    let go_gap = longest_gap(grants(go), e.after, e.observed_at)
+        .expect("the Go client granted before and after the election");
     let (canary_failed, go_expired) =
         (canary_failures_within(locks, canary_gap), expired_within(go, go_gap));
     eprintln!(
@@ -269,13 +297,15 @@ pub fn assert_agree(
     );
     assert_eq!(HOLD.as_secs_f64(), 0.1, "AGREE_S counts one hold of 100 ms");
     let diff = canary - go_s;
-    let retry = if diff.abs() <= AGREE_S { 0.0 } else { RETRY_S.copysign(diff) };
     assert!(
-        (diff - retry).abs() <= AGREE_S,
+        diff.abs() <= AGREE_S + RETRY_S,
         "{what}: canary {canary:.3} s vs Go {go_s:.3} s: more than one retry apart"
     );
-    if retry > 0.0 {
-        assert!(canary_failed > 0, "{what}: the canary paid a second more, but no failure");
+    if diff > AGREE_S {
+        assert!(
+            canary_failed > 0,
+            "{what}: the canary paid {diff:.3} s more than the Go client, but shows no failure"
+        );
     }
     (canary, go_s)
 }

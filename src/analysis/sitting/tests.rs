@@ -208,18 +208,62 @@ fn the_request_waits_for_the_canary_s_first_write_at_most_canary_ready() {
     let mut b = Bench::new(Some(timeout));
     let next = b.through_to_request();
     assert_eq!(next, Next::StartCanary { every: FAST, timeout, say_deadline: true });
-    assert_eq!(b.step(Input::CanaryStarted(true)), Next::AwaitCanary { after: Duration::ZERO });
-    assert_eq!(b.step(Input::CanaryOps(&[])), Next::AwaitCanary { after: CANARY_POLL });
+    let started = Input::CanaryStarted { writes: true, lock: false };
+    assert_eq!(b.step(started), Next::AwaitCanary { after: Duration::ZERO });
+    let none = Input::CanaryOps { ops: &[], lock: &[] };
+    assert_eq!(b.step(none), Next::AwaitCanary { after: CANARY_POLL });
     b.t += CANARY_READY.as_secs_f64();
     b.kinds();
-    let next = b.step(Input::CanaryOps(&[]));
+    let next = b.step(Input::CanaryOps { ops: &[], lock: &[] });
     assert!(matches!(next, Next::Disrupt { ref target, .. } if target.0 == "m0"), "{next:?}");
     assert_eq!(b.kinds(), [EventKind::CanaryNotReady, EventKind::DisruptionRequested]);
 
     // A canary that cannot connect: the request at once.
     let mut b = Bench::new(Some(timeout));
     b.through_to_request();
-    assert!(matches!(b.step(Input::CanaryStarted(false)), Next::Disrupt { .. }));
+    let neither = Input::CanaryStarted { writes: false, lock: false };
+    assert!(matches!(b.step(neither), Next::Disrupt { .. }));
+}
+
+/// Regression (make test, 2026-12-07): the request went out on the write canary's first
+/// write while the lock canary had not yet been granted the lock, and its start-up was
+/// counted as the election's cost to the lock. The write and the grant may come in
+/// different polls; each is remembered.
+#[test]
+fn the_request_waits_for_the_lock_canary_s_first_grant_too() {
+    let timeout = Duration::from_millis(500);
+    let mut b = Bench::new(Some(timeout));
+    b.through_to_request();
+    let started = Input::CanaryStarted { writes: true, lock: true };
+    assert_eq!(b.step(started), Next::AwaitCanary { after: Duration::ZERO });
+    let wrote = [write_ok(b.now())];
+    let next = b.step(Input::CanaryOps { ops: &wrote, lock: &[] });
+    assert_eq!(next, Next::AwaitCanary { after: CANARY_POLL }, "a write alone is not enough");
+    let granted = [LockEvent::new(LockEventKind::Granted, b.now(), Some(0))];
+    let next = b.step(Input::CanaryOps { ops: &[], lock: &granted });
+    assert!(matches!(next, Next::Disrupt { .. }), "{next:?}");
+    assert_eq!(b.kinds().last(), Some(&EventKind::DisruptionRequested));
+
+    // Never granted: the request after CANARY_READY, saying what was missing.
+    let mut b = Bench::new(Some(timeout));
+    b.through_to_request();
+    b.step(Input::CanaryStarted { writes: true, lock: true });
+    b.step(Input::CanaryOps { ops: &[write_ok(b.now())], lock: &[] });
+    b.t += CANARY_READY.as_secs_f64();
+    b.kinds();
+    let next = b.step(Input::CanaryOps { ops: &[], lock: &[] });
+    assert!(matches!(next, Next::Disrupt { .. }), "{next:?}");
+    let said = b.sitting.take_events();
+    let said = said.iter().find(|e| e.kind == EventKind::CanaryNotReady).expect("said");
+    assert!(said.detail.starts_with("no lock grant within 5s"), "{said:?}");
+
+    // The lock canary alone (the write canary could not connect): its grant is enough.
+    let mut b = Bench::new(Some(timeout));
+    b.through_to_request();
+    b.step(Input::CanaryStarted { writes: false, lock: true });
+    let granted = [LockEvent::new(LockEventKind::Granted, b.now(), Some(1))];
+    let next = b.step(Input::CanaryOps { ops: &[], lock: &granted });
+    assert!(matches!(next, Next::Disrupt { .. }), "{next:?}");
 }
 
 /// A canary write that succeeded, completed at `done`.
