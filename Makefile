@@ -203,17 +203,19 @@ test:
 # the sides share no port, no directory and no cluster. The etcd side writes into
 # target/test-beside-lab.log (its tiers' own logs as well); it is printed if it fails. The
 # builds both need come first. Both must pass. A Ctrl-C reaches both, as they run in make's
-# process group.
+# process group. Under `bash -e` (.SHELLFLAGS) each exit status is taken with `|| x=$?`:
+# a bare `wait` that failed ended the recipe before the etcd side's log was printed (CI,
+# stop 56), and a failed lane a would have left lane b running.
 test-beside-lab: kube-tools test-image-build deps
 	@# Every build first (on a fresh machine, Kubernetes' Go builds take minutes), so no
 	@# compiler shares the cores with a timed test.
 	$(CARGO) test --locked --no-run --test etcd --test lab
 	@rm -f target/beside-lab.done; \
-	( $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook \
-	  && $(MAKE) --no-print-directory test-dockerfile; r=$$?; echo $$r >target/beside-lab.done; exit $$r ) \
+	( r=0; { $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook \
+	  && $(MAKE) --no-print-directory test-dockerfile; } || r=$$?; echo $$r >target/beside-lab.done; exit $$r ) \
 	  >target/test-beside-lab.log 2>&1 & b=$$!; \
-	$(MAKE) --no-print-directory test-lab LAB_LANE_B_AFTER=$(CURDIR)/target/beside-lab.done; l=$$?; \
-	wait $$b; e=$$?; \
+	l=0; $(MAKE) --no-print-directory test-lab LAB_LANE_B_AFTER=$(CURDIR)/target/beside-lab.done || l=$$?; \
+	e=0; wait $$b || e=$$?; \
 	if [ $$e != 0 ]; then echo "test-etcd or test-notebook failed (target/test-beside-lab.log):"; \
 	  tail -n 150 target/test-beside-lab.log; fi; \
 	[ $$l = 0 ] && [ $$e = 0 ]

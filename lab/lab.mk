@@ -189,8 +189,8 @@ test-lab-steps: kube-tools test-image-build deps
 	@{ if [ -n "$(LAB_LANE_B_AFTER)" ]; then while [ ! -e "$(LAB_LANE_B_AFTER)" ]; do sleep 2; done; fi; \
 	  LW_LAB_TEST_DIR=$(TOOLS)/lab-test-b $(MAKE) --no-print-directory $(LAB_LANE_B); } \
 	  >target/test-lab-b.log 2>&1 & b=$$!; \
-	$(MAKE) --no-print-directory $(LAB_LANE_A); a=$$?; \
-	wait $$b; rb=$$?; \
+	a=0; $(MAKE) --no-print-directory $(LAB_LANE_A) || a=$$?; \
+	rb=0; wait $$b || rb=$$?; \
 	echo "--- lane b ($(LAB_LANE_B)): $$([ $$rb = 0 ] && echo passed || echo FAILED); its log, target/test-lab-b.log:"; \
 	cat target/test-lab-b.log; \
 	[ $$a = 0 ] && [ $$rb = 0 ]
