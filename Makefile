@@ -197,15 +197,15 @@ test:
 	echo; cat target/test-summary.txt; \
 	echo "make test: $$([ $$r = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - s )) s"; exit $$r
 
-# After check, test-etcd and then the notebook run beside test-lab's first lane, and its
-# second lane starts when they are done (lab/lab.mk): two timed things at a time, never
-# three, on two cores. The lab's tests mostly wait on probes, grace periods and scrapes, and
-# the sides share no port, no directory and no cluster. The etcd side writes into
+# After check, test-etcd and then the notebook run beside test-lab's lanes a and b, and its
+# lane c starts when they are done (lab/lab.mk): three timed things at a time, never four,
+# on two cores. The lab's tests mostly wait on probes, grace periods and scrapes, and the
+# sides share no port, no directory and no cluster. The etcd side writes into
 # target/test-beside-lab.log (its tiers' own logs as well); it is printed if it fails. The
 # builds both need come first. Both must pass. A Ctrl-C reaches both, as they run in make's
 # process group. Under `bash -e` (.SHELLFLAGS) each exit status is taken with `|| x=$?`:
 # a bare `wait` that failed ended the recipe before the etcd side's log was printed (CI,
-# stop 56), and a failed lane a would have left lane b running.
+# stop 56), and a failed lane a would have left the other lanes running.
 test-beside-lab: kube-tools test-image-build deps
 	@# Every build first (on a fresh machine, Kubernetes' Go builds take minutes), so no
 	@# compiler shares the cores with a timed test.
@@ -214,7 +214,7 @@ test-beside-lab: kube-tools test-image-build deps
 	( r=0; { $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook \
 	  && $(MAKE) --no-print-directory test-dockerfile; } || r=$$?; echo $$r >target/beside-lab.done; exit $$r ) \
 	  >target/test-beside-lab.log 2>&1 & b=$$!; \
-	l=0; $(MAKE) --no-print-directory test-lab LAB_LANE_B_AFTER=$(CURDIR)/target/beside-lab.done || l=$$?; \
+	l=0; $(MAKE) --no-print-directory test-lab LAB_LANE_C_AFTER=$(CURDIR)/target/beside-lab.done || l=$$?; \
 	e=0; wait $$b || e=$$?; \
 	if [ $$e != 0 ]; then echo "test-etcd or test-notebook failed (target/test-beside-lab.log):"; \
 	  tail -n 150 target/test-beside-lab.log; fi; \

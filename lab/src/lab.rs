@@ -548,9 +548,14 @@ async fn surge_on_cordon(
     }
 }
 
+/// Written beside and renamed over, so that a reader never sees it half-written.
+/// Regression (make test, 2026-12-07): a test read state.json for the API server's new pid
+/// while it was being rewritten, and found it empty.
 fn write_state(dir: &Path, state: &State) -> Result<()> {
     let s = serde_json::to_vec_pretty(state).map_err(|e| Error::Command(format!("state: {e}")))?;
-    std::fs::write(state_path(dir), s).ctx(|| "write state.json".into())
+    let (path, tmp) = (state_path(dir), dir.join(".state.json.new"));
+    std::fs::write(&tmp, s).ctx(|| "write state.json".into())?;
+    std::fs::rename(&tmp, &path).ctx(|| "write state.json".into())
 }
 
 /// Every node Ready and without the not-ready taint the node-lifecycle controller lifts;

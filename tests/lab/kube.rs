@@ -922,22 +922,39 @@ fn the_members_were_measured_through_the_outage(
     assert!(worst <= 3_000, "a {worst} ms gap between rounds");
 }
 
+/// Three checks on one cluster with dlock deployed as a user deploys it, one after the
+/// other, each starting from three Ready members and a PDB that allows one disruption
+/// (a cluster each cost 55 s of bring-up and deploy, most of a short test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root and make kube-tools; make test runs it"]
+async fn the_pdb_a_leader_eviction_and_the_port_forward_on_one_deployed_cluster() {
+    let (lab, kc, out) = Lab::deployed(&[]);
+    let (kc, out) = (kc.as_path(), out.path());
+    a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again(&lab, kc, out).await;
+    lab.wait_settled();
+    a_leader_eviction_is_one_election_caused_by_our_eviction(&lab, kc, out).await;
+    lab.wait_settled();
+    measure_through_the_real_port_forward_follows_the_recreated_member(&lab, kc, out);
+}
+
 /// The PDB for real: a sitting whose preflight passed, then one member NotReady (its etcd
 /// frozen by SIGSTOP during at_rest, so the real readiness probe fails and the real
 /// disruption controller counts 2 healthy of 3): the real API refuses the eviction with the
 /// disruption budget's cause; leaderwatch retries every 5 s, records each refusal, and
 /// after --evict-timeout ends incomplete with at_rest kept. Thawed and Ready again, the
 /// next sitting's eviction goes through: one in all.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root and make kube-tools; make test runs it"]
-async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() {
-    let (lab, kc, out) = Lab::deployed(&[]);
+async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again(
+    lab: &Lab,
+    kc: &Path,
+    out: &Path,
+) {
+    let evicted = lab.accepted_evictions().len();
     let frozen = "dlock-etcd-2";
     let pod = lab.json(&["-n", "dlock", "get", "pod", frozen, "-o", "json"]);
     let pid = lab.container_pid(&pod);
 
-    let run = out.path().join("blocked");
-    let mut cfg = config(&kc, &run, "dlock-etcd-0", KubeMethod::Evict);
+    let run = out.join("blocked");
+    let mut cfg = config(kc, &run, "dlock-etcd-0", KubeMethod::Evict);
     // At rest long enough for the readiness probe (3 x 5 s) and the disruption controller.
     cfg.sitting.idle = Duration::from_secs(40);
     cfg.evict_timeout = Duration::from_secs(16);
@@ -968,7 +985,7 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
         refusals.iter().all(|e| e.3.contains("disruption budget")),
         "the real PDB's cause: {refusals:#?}"
     );
-    assert!(lab.accepted_evictions().is_empty(), "nothing evicted while the PDB refused");
+    assert!(lab.evictions_since(evicted).is_empty(), "nothing evicted while the PDB refused");
 
     // Ready again: the next sitting's eviction goes through, the only one accepted.
     let t = Instant::now();
@@ -978,21 +995,23 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again() 
         assert!(t.elapsed() < Duration::from_secs(120), "PDB back to 1 after {frozen} thawed");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    let b = measure(&kc, &out.path().join("after"), "follower")
+    let b = measure(kc, &out.join("after"), "follower")
         .await
         .unwrap_or_else(|e| panic!("measure: {e}"));
     assert_eq!(b.status, Completion::Complete);
-    assert_eq!(lab.accepted_evictions().len(), 1, "exactly one member evicted in all");
+    assert_eq!(lab.evictions_since(evicted).len(), 1, "exactly one member evicted in all");
 }
 
 /// A leader evicted through the real API: the kubelet's SIGTERM makes etcd hand leadership
 /// over first, so the disruption window holds exactly one election, caused by our own
 /// eviction (regression, from the fake API server's days: the evictor's rows come from
 /// source `kubernetes` and were once taken for a bystander's Kubernetes event).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root and make kube-tools; make test runs it"]
-async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
-    let (lab, kc, out) = Lab::deployed(&[]);
+async fn a_leader_eviction_is_one_election_caused_by_our_eviction(
+    lab: &Lab,
+    kc: &Path,
+    out: &Path,
+) {
+    let evicted = lab.accepted_evictions().len();
     // An independent writer beside it (tests/support/writer.rs), at the pods' IPs as the
     // sitting's canary is: its figure for the election is the canary's reference.
     let urls = lab.client_urls();
@@ -1002,7 +1021,8 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     // canary's 1 s deadline: its grant gap is the lock canary's reference.
     let go =
         Locker::start(&urls, "__leaderwatch/independent-lock", Some(Duration::from_secs(1)), 10);
-    let b = measure(&kc, out.path(), "leader").await.unwrap_or_else(|e| panic!("measure: {e}"));
+    let out = out.join("leader");
+    let b = measure(kc, &out, "leader").await.unwrap_or_else(|e| panic!("measure: {e}"));
     let (ops, go) =
         tokio::task::spawn_blocking(move || (w.stop(), go.stop())).await.expect("writer, locker");
     assert_eq!(b.status, Completion::Complete, "{:?}", b.incomplete_reason);
@@ -1028,7 +1048,7 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
         ("own_disruption", "eviction_accepted", d.target.as_str()),
         "{e:?}"
     );
-    assert_eq!(lab.accepted_evictions(), vec![d.target.clone()]);
+    assert_eq!(lab.evictions_since(evicted), vec![d.target.clone()]);
     // The canary measures the cluster, not its own queue: within 0.2 s of the writer.
     let canary = e.write_unavailable_s.expect("the canary ran through the election");
     let one = e.write_unavailable_one_in_flight_s.expect("its one-in-flight figure");
@@ -1043,7 +1063,7 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
     );
     assert!(one >= canary - 1e-9, "one in flight {one:.3} s < {canary:.3} s");
     // What the eviction cost a lock: the lock canary as Go's concurrency.Mutex saw it.
-    let locks = crate::support::locks(out.path());
+    let locks = crate::support::locks(&out);
     locker::assert_agree("leader eviction", e, &locks, &go, None);
     assert!(locker::tokens_increase(&go), "the Go client's tokens went down");
     assert!(!go.iter().any(|e| e.kind == "session_lost"), "the Go client lost a session");
@@ -1056,18 +1076,20 @@ async fn a_leader_eviction_is_one_election_caused_by_our_eviction() {
 /// ServiceAccount's token (rbac.yaml and rbac-port-forward.yaml), every member reached
 /// through the kubelet's port-forward. The evicted follower comes back as a new pod (a new
 /// UID, a new address) and the forward follows it by name: the recovery is timed through it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root and make kube-tools; make test runs it"]
-async fn measure_through_the_real_port_forward_follows_the_recreated_member() {
-    let (lab, kc, out) = Lab::deployed(&[]);
-    let (kc, out) = (kc.as_path(), out.path());
-    kubectl_port_forward_exec_and_logs_reach_the_kubelets(&lab);
-    the_api_server_verifies_the_kubelets_serving_certificates(&lab);
+fn measure_through_the_real_port_forward_follows_the_recreated_member(
+    lab: &Lab,
+    kc: &Path,
+    out: &Path,
+) {
+    let evicted = lab.accepted_evictions().len();
+    kubectl_port_forward_exec_and_logs_reach_the_kubelets(lab);
+    the_api_server_verifies_the_kubelets_serving_certificates(lab);
     without_rbac_port_forward_yaml_preflight_names_the_file(kc);
     lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-port-forward.yaml"]);
-    let before = member_uids(&lab);
+    let before = member_uids(lab);
     let (run, b) = measure_a_follower_eviction_through_the_forward(kc, out);
-    the_forward_followed_the_recreated_member(&lab, &run, &b, &before);
+    the_forward_followed_the_recreated_member(lab, &run, &b, &before, evicted);
+    lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-port-forward.yaml"]);
 }
 
 /// kubectl's own port-forward, exec and logs, with its defaults, through the API server to
@@ -1308,6 +1330,7 @@ fn the_forward_followed_the_recreated_member(
     run: &Path,
     b: &Baseline,
     before: &BTreeMap<String, String>,
+    evicted: usize,
 ) {
     let d = b.disruption.as_ref().expect("disruption");
     assert!(
@@ -1316,12 +1339,13 @@ fn the_forward_followed_the_recreated_member(
     );
     let after = member_uids(lab);
     assert_ne!(before.get(&d.target), after.get(&d.target), "{} was recreated", d.target);
-    assert_eq!(lab.accepted_evictions(), vec![d.target.clone()]);
+    assert_eq!(lab.evictions_since(evicted), vec![d.target.clone()]);
     // The forward reached the replacement: the ServiceAccount opened port-forwards to the
     // target after its eviction was accepted.
     let audit = lab.audit();
     let evicted_at = audit
         .iter()
+        .rev()
         .find(|e| e["objectRef"]["subresource"] == "eviction" && e["responseStatus"]["code"] == 201)
         .and_then(|e| e["stageTimestamp"].as_str())
         .expect("the eviction in the audit log")

@@ -362,6 +362,51 @@ impl Lab {
         panic!("the PDB did not allow a disruption within 180 s");
     }
 
+    /// The evictions accepted after the first `n` (a step's own, on a cluster that ran
+    /// other steps before it).
+    pub fn evictions_since(&self, n: usize) -> Vec<String> {
+        self.accepted_evictions().split_off(n)
+    }
+
+    /// Waits (at most 180 s) until the three members are Ready and the PDB allows one
+    /// disruption again: where the next step on the same cluster starts from.
+    pub fn wait_settled(&self) {
+        let t = Instant::now();
+        loop {
+            let pods = self.json(&[
+                "-n",
+                "dlock",
+                "get",
+                "pods",
+                "-l",
+                "app.kubernetes.io/name=dlock-etcd",
+                "-o",
+                "json",
+            ]);
+            let ready = pods["items"].as_array().map_or(0, |items| {
+                items
+                    .iter()
+                    .filter(|p| {
+                        p["metadata"]["deletionTimestamp"].is_null()
+                            && p["status"]["conditions"].as_array().is_some_and(|c| {
+                                c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+                            })
+                    })
+                    .count()
+            });
+            let pdb = self.json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"]);
+            if ready == 3 && pdb["status"]["disruptionsAllowed"] == 1 {
+                return;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(180),
+                "not settled within 180 s: {ready}/3 Ready, PDB {}",
+                pdb["status"]
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     pub fn accepted_evictions(&self) -> Vec<String> {
         self.audit()
             .iter()
