@@ -27,7 +27,7 @@ LW_LAB       := lab/target/debug/lw-lab
 KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
   -X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 
-.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing node-binaries lw-lab kube-up kube-down acceptance test-kube test-faults fault-runs test-in-cluster test-sitting-day rehearse-kube measure-kube
+.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing node-binaries lw-lab kube-up kube-down acceptance test-kube test-faults test-faults-net test-faults-disk fault-runs test-in-cluster test-sitting-day rehearse-kube measure-kube
 kube-binaries-missing:
 
 kube-tools: kube-apt kube-binaries node-binaries lw-lab deps-etcd
@@ -132,8 +132,13 @@ test-kube: kube-tools deps
 # Faults below etcd (lw-lab fault: a leader cut off both ways and one way, a follower cut
 # off, a frozen leader, a slow disk, a starved CPU) under leaderwatch sample, each
 # election's cause held against the harness's own fault log (tests/lab/faults.rs).
-test-faults: kube-tools deps
-	$(CARGO) test --locked --test lab -- --ignored faults::
+# test-faults-net is the network, freeze and lost-node test, test-faults-disk the slow
+# disk and starved CPU one (make test runs them in different lanes).
+test-faults: test-faults-net test-faults-disk
+test-faults-net: kube-tools deps
+	$(CARGO) test --locked --test lab -- --ignored faults::each_fault_below_etcd
+test-faults-disk: kube-tools deps
+	$(CARGO) test --locked --test lab -- --ignored faults::a_slow_disk_and_a_starved_cpu
 
 # The committed fault runs (lab/fault-runs.sh, on a fresh cluster with --disk-faults):
 # make fault-runs MODE=sweep (added fsync latency, MINUTES per point) or MODE=repeat (each
@@ -176,13 +181,13 @@ test-sitting-day: kube-tools test-image-build deps
 # the clusters in three lanes side by side, each lane one cluster at a time in a directory
 # of its own (LW_LAB_TEST_DIR). Lane c waits for the file LAB_LANE_C_AFTER names, if any:
 # make test runs test-etcd beside test-lab and starts lane c once it is done, so that never
-# more than three timed things run at once. An idle deployed cluster costs 17 % of one core
-# here (measured 2026-12-07); what loads the machine is a cluster's start and the tests'
-# own work. Lanes b and c write into target/test-lab-{b,c}.log, printed when all end.
-# Every build comes first.
+# more than three timed tests run at once (the notebook, untimed, may make a fourth). An
+# idle deployed cluster costs 17 % of one core here (measured 2026-12-07); what loads the
+# machine is a cluster's start and the tests' own work. Lanes b and c write into
+# target/test-lab-{b,c}.log, printed when all end. Every build comes first.
 LAB_LANE_A := acceptance test-kube
-LAB_LANE_B := test-faults test-sitting-day
-LAB_LANE_C := test-in-cluster test-image
+LAB_LANE_B := test-faults-net test-sitting-day
+LAB_LANE_C := test-in-cluster test-image test-faults-disk
 test-lab-steps: kube-tools test-image-build deps
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test down
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test-b down
