@@ -198,8 +198,8 @@ test:
 	echo "make test: $$([ $$r = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - s )) s"; exit $$r
 
 # After check, test-etcd runs beside test-lab's lanes a and b, and its lane c starts when
-# test-etcd is done (lab/lab.mk), beside the notebook (untimed): three timed things at a
-# time, never four, on two cores. The lab's tests mostly wait on probes, grace periods and
+# test-etcd is done (lab/lab.mk), beside the notebook (untimed, on one core): three timed
+# things at a time, never four, on two cores. The lab's tests mostly wait on probes, grace periods and
 # scrapes, and the sides share no port, no directory and no cluster. The etcd side writes into
 # target/test-beside-lab.log (its tiers' own logs as well); it is printed if it fails. The
 # builds both need come first. Both must pass. A Ctrl-C reaches both, as they run in make's
@@ -212,7 +212,7 @@ test-beside-lab: kube-tools test-image-build deps
 	$(CARGO) test --locked --no-run --test etcd --test lab
 	@rm -f target/beside-lab.done; \
 	( r=0; $(MAKE) --no-print-directory test-etcd || r=$$?; echo $$r >target/beside-lab.done; \
-	  { $(MAKE) --no-print-directory test-notebook && $(MAKE) --no-print-directory test-dockerfile; } || r=$$?; \
+	  { NOTEBOOK_WORKERS=1 $(MAKE) --no-print-directory test-notebook && $(MAKE) --no-print-directory test-dockerfile; } || r=$$?; \
 	  exit $$r ) \
 	  >target/test-beside-lab.log 2>&1 & b=$$!; \
 	l=0; $(MAKE) --no-print-directory test-lab LAB_LANE_C_AFTER=$(CURDIR)/target/beside-lab.done || l=$$?; \
