@@ -197,9 +197,9 @@ test:
 	echo; cat target/test-summary.txt; \
 	echo "make test: $$([ $$r = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - s )) s"; exit $$r
 
-# After check, test-etcd runs beside test-lab's lanes a and b, and its lane c starts when
-# test-etcd is done (lab/lab.mk), beside the notebook (untimed, on one core): three timed
-# things at a time, never four, on two cores. The lab's tests mostly wait on probes, grace periods and
+# After check, test-etcd and then the notebook run beside test-lab's lanes a and b, and
+# its lane c starts when they are done (lab/lab.mk): three things at a time, never four,
+# on two cores. The lab's tests mostly wait on probes, grace periods and
 # scrapes, and the sides share no port, no directory and no cluster. The etcd side writes into
 # target/test-beside-lab.log (its tiers' own logs as well); it is printed if it fails. The
 # builds both need come first. Both must pass. A Ctrl-C reaches both, as they run in make's
@@ -211,9 +211,8 @@ test-beside-lab: kube-tools test-image-build deps
 	@# compiler shares the cores with a timed test.
 	$(CARGO) test --locked --no-run --test etcd --test lab
 	@rm -f target/beside-lab.done; \
-	( r=0; $(MAKE) --no-print-directory test-etcd || r=$$?; echo $$r >target/beside-lab.done; \
-	  { NOTEBOOK_WORKERS=1 $(MAKE) --no-print-directory test-notebook && $(MAKE) --no-print-directory test-dockerfile; } || r=$$?; \
-	  exit $$r ) \
+	( r=0; { $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook \
+	  && $(MAKE) --no-print-directory test-dockerfile; } || r=$$?; echo $$r >target/beside-lab.done; exit $$r ) \
 	  >target/test-beside-lab.log 2>&1 & b=$$!; \
 	l=0; $(MAKE) --no-print-directory test-lab LAB_LANE_C_AFTER=$(CURDIR)/target/beside-lab.done || l=$$?; \
 	e=0; wait $$b || e=$$?; \

@@ -68,11 +68,8 @@ def execute(run):
 
 
 # One kernel per core: each run is CPU-bound plotting (66 s for 15 runs one at a time).
-# NOTEBOOK_WORKERS=1 (make test, where the notebook runs beside the lab's timed tests)
-# takes one core at most: the same CPU time (about 4 minutes for 34 runs), half the load.
 if __name__ == "__main__":
-    workers = int(os.environ.get("NOTEBOOK_WORKERS") or min(2, os.cpu_count() or 1))
-    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, workers)) as pool:
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(2, os.cpu_count() or 1))) as pool:
         errors = [e for e in pool.map(execute, runs) if e]
     listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "data/fault-sweep-*/points.csv"],
                             check=True, capture_output=True).stdout.decode()
