@@ -197,8 +197,8 @@ test:
 	echo; cat target/test-summary.txt; \
 	echo "make test: $$([ $$r = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - s )) s"; exit $$r
 
-# After check, test-etcd and then the notebook run beside test-lab's lanes a and b, and
-# its lane c starts when they are done (lab/lab.mk): three things at a time, never four,
+# After check, test-etcd and then the notebook run beside test-lab's first lane, and its
+# second lane starts when they are done (lab/lab.mk): two things at a time, never three,
 # on two cores. The lab's tests mostly wait on probes, grace periods and
 # scrapes, and the sides share no port, no directory and no cluster. The etcd side writes into
 # target/test-beside-lab.log (its tiers' own logs as well); it is printed if it fails. The
@@ -214,7 +214,7 @@ test-beside-lab: kube-tools test-image-build deps
 	( r=0; { $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook \
 	  && $(MAKE) --no-print-directory test-dockerfile; } || r=$$?; echo $$r >target/beside-lab.done; exit $$r ) \
 	  >target/test-beside-lab.log 2>&1 & b=$$!; \
-	l=0; $(MAKE) --no-print-directory test-lab LAB_LANE_C_AFTER=$(CURDIR)/target/beside-lab.done || l=$$?; \
+	l=0; $(MAKE) --no-print-directory test-lab LAB_LANE_B_AFTER=$(CURDIR)/target/beside-lab.done || l=$$?; \
 	e=0; wait $$b || e=$$?; \
 	if [ $$e != 0 ]; then echo "test-etcd or test-notebook failed (target/test-beside-lab.log):"; \
 	  tail -n 150 target/test-beside-lab.log; fi; \

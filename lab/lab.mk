@@ -178,32 +178,27 @@ test-sitting-day: kube-tools test-image-build deps
 # killed outright left on this machine is removed (`up` refuses such leftovers by name, and
 # a killed CI job or session leaves them for the next make test; a live cluster's are never
 # touched), then lw-lab's own faults (a missing tool, a namespace a killed run left), then
-# the clusters in three lanes side by side, each lane one cluster at a time in a directory
-# of its own (LW_LAB_TEST_DIR). Lane c waits for the file LAB_LANE_C_AFTER names, if any:
-# make test runs test-etcd and the notebook beside test-lab and starts lane c once they
-# are done, so that never more than three things run at once. An idle deployed cluster
-# costs 17 % of one core here (measured 2026-12-07); what loads the machine is a cluster's
-# start and the tests' own work: with the notebook beside lane c as a fourth, make test
-# took 19 minutes once and failed the next time on a follower that missed a probe round
-# (load average 10.9). Lanes b and c write into
-# target/test-lab-{b,c}.log, printed when all end. Every build comes first.
-LAB_LANE_A := acceptance test-kube
-LAB_LANE_B := test-faults-net test-faults-disk test-sitting-day
-LAB_LANE_C := test-in-cluster test-image
+# the clusters in two lanes side by side, each lane one cluster at a time in a directory of
+# its own (LW_LAB_TEST_DIR). Lane b waits for the file LAB_LANE_B_AFTER names, if any: make
+# test runs test-etcd beside test-lab and starts lane b only once it is done, so that never
+# more than two timed things share the two cores (three did: a starved leader went silent
+# without one slow answer, and a lock canary's first grant came after its election; and on
+# 2026-12-07 a third lab lane beside test-etcd and the notebook gave 19-22 minutes but, in
+# two of four runs, a follower that missed a probe round and a leader whose fsyncs on the
+# FUSE volume ran slow under load before its CPU was starved: docs/internals.md).
+# Lane b writes into target/test-lab-b.log, printed when both end. Every build comes first.
+LAB_LANE_A := acceptance test-kube test-in-cluster test-image
+LAB_LANE_B := test-faults test-sitting-day
 test-lab-steps: kube-tools test-image-build deps
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test down
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test-b down
-	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test-c down
 	$(CARGO) test --locked --manifest-path lab/Cargo.toml --test faults
 	$(CARGO) test --locked --no-run --test check --test lab
-	@LW_LAB_TEST_DIR=$(TOOLS)/lab-test-b $(MAKE) --no-print-directory $(LAB_LANE_B) \
+	@{ if [ -n "$(LAB_LANE_B_AFTER)" ]; then while [ ! -e "$(LAB_LANE_B_AFTER)" ]; do sleep 2; done; fi; \
+	  LW_LAB_TEST_DIR=$(TOOLS)/lab-test-b $(MAKE) --no-print-directory $(LAB_LANE_B); } \
 	  >target/test-lab-b.log 2>&1 & b=$$!; \
-	{ if [ -n "$(LAB_LANE_C_AFTER)" ]; then while [ ! -e "$(LAB_LANE_C_AFTER)" ]; do sleep 2; done; fi; \
-	  LW_LAB_TEST_DIR=$(TOOLS)/lab-test-c $(MAKE) --no-print-directory $(LAB_LANE_C); } \
-	  >target/test-lab-c.log 2>&1 & c=$$!; \
 	a=0; $(MAKE) --no-print-directory $(LAB_LANE_A) || a=$$?; \
-	rb=0; wait $$b || rb=$$?; rc=0; wait $$c || rc=$$?; \
-	for l in "b $$rb $(LAB_LANE_B)" "c $$rc $(LAB_LANE_C)"; do set -- $$l; n=$$1 r=$$2; shift 2; \
-	  echo "--- lane $$n ($$*): $$([ $$r = 0 ] && echo passed || echo FAILED); its log, target/test-lab-$$n.log:"; \
-	  cat target/test-lab-$$n.log; done; \
-	[ $$a = 0 ] && [ $$rb = 0 ] && [ $$rc = 0 ]
+	rb=0; wait $$b || rb=$$?; \
+	echo "--- lane b ($(LAB_LANE_B)): $$([ $$rb = 0 ] && echo passed || echo FAILED); its log, target/test-lab-b.log:"; \
+	cat target/test-lab-b.log; \
+	[ $$a = 0 ] && [ $$rb = 0 ]
