@@ -373,27 +373,16 @@ impl Lab {
     pub fn wait_settled(&self) {
         let t = Instant::now();
         loop {
-            let pods = self.json(&[
-                "-n",
-                "dlock",
-                "get",
-                "pods",
-                "-l",
-                "app.kubernetes.io/name=dlock-etcd",
-                "-o",
-                "json",
-            ]);
-            let ready = pods["items"].as_array().map_or(0, |items| {
-                items
-                    .iter()
-                    .filter(|p| {
-                        p["metadata"]["deletionTimestamp"].is_null()
-                            && p["status"]["conditions"].as_array().is_some_and(|c| {
-                                c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
-                            })
-                    })
-                    .count()
-            });
+            let ready = self
+                .member_pods()
+                .iter()
+                .filter(|p| {
+                    p["metadata"]["deletionTimestamp"].is_null()
+                        && p["status"]["conditions"].as_array().is_some_and(|c| {
+                            c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True")
+                        })
+                })
+                .count();
             let pdb = self.json(&["-n", "dlock", "get", "pdb", "dlock-etcd-pdb", "-o", "json"]);
             if ready == 3 && pdb["status"]["disruptionsAllowed"] == 1 {
                 return;
