@@ -323,20 +323,29 @@ ax1.set_title(f"{run_id}: counters and raft term ({env})")
 fig.tight_layout()
 fig.subplots_adjust(**MARGINS)
 fig.savefig(FIG_DIR / "fig-counters.png", dpi=100)"""),
-    ("code", """def state(r):
-    if r["reachable"] is not True and str(r["reachable"]).lower() != "true":
-        return 0  # unreachable
-    return 2 if str(r["health"]).lower() == "true" else 1
+    ("code", """def states(d):
+    # Per sample: 0 unreachable, 1 answering but unhealthy, 2 healthy.
+    reachable = d["reachable"].astype(str).str.lower() == "true"
+    healthy = d["health"].astype(str).str.lower() == "true"
+    return (reachable.astype(int) * (1 + healthy.astype(int))).tolist()
 
 COLOURS = {0: "#d62728", 1: "#ff7f0e", 2: "#2ca02c"}
 
 def health_lanes(ax, x=same):
+    # One bar per spell of one state, not per sample: a 20-minute run at 1 s has
+    # thousands of samples, and a bar each made this the notebook's slowest figure.
     for i, m in enumerate(members):
         d = samples[samples["member"] == m].sort_values("ts")
-        st = d.apply(state, axis=1).tolist()
-        ts = [x(t) for t in d["ts"]]
-        for j in range(len(ts) - 1):
-            ax.barh(i, ts[j + 1] - ts[j], left=ts[j], color=COLOURS[st[j]], height=0.6, linewidth=0)
+        st, ts = states(d), [x(t) for t in d["ts"]]
+        lefts, widths, colours, j = [], [], [], 0
+        while j < len(ts) - 1:
+            k = j
+            while k + 1 < len(ts) - 1 and st[k + 1] == st[j]:
+                k += 1
+            lefts.append(ts[j]); widths.append(ts[k + 1] - ts[j]); colours.append(COLOURS[st[j]])
+            j = k + 1
+        if lefts:
+            ax.barh([i] * len(lefts), widths, left=lefts, color=colours, height=0.6, linewidth=0)
     ax.set_yticks(range(len(members)), members)
 
 # The canary lanes and the lock lane (if any) under the health lanes, on the same time axis.
