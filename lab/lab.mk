@@ -27,7 +27,7 @@ LW_LAB       := lab/target/debug/lw-lab
 KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go/pkg/version,\
   -X $(p).gitVersion=$(KUBE_VERSION) -X $(p).gitMajor=1 -X $(p).gitMinor=$(KUBE_MINOR) -X $(p).gitTreeState=clean -X $(p).buildDate=1970-01-01T00:00:00Z)
 
-.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing node-binaries lw-lab kube-up kube-down acceptance test-kube test-faults test-faults-net test-faults-disk fault-runs test-in-cluster test-sitting-day rehearse-kube measure-kube
+.PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing node-binaries lw-lab kube-up kube-down acceptance test-kube test-faults fault-runs test-in-cluster test-sitting-day rehearse-kube measure-kube
 kube-binaries-missing:
 
 kube-tools: kube-apt kube-binaries node-binaries lw-lab deps-etcd
@@ -129,16 +129,12 @@ acceptance: kube-tools deps-apt
 test-kube: kube-tools deps
 	$(CARGO) test --locked --test lab -- --ignored kube:: autopilot::
 
-# Faults below etcd (lw-lab fault: a leader cut off both ways and one way, a follower cut
-# off, a frozen leader, a slow disk, a starved CPU) under leaderwatch sample, each
-# election's cause held against the harness's own fault log (tests/lab/faults.rs).
-# test-faults-net is the network, freeze and lost-node test, test-faults-disk the slow
-# disk and starved CPU one (make test runs them in different lanes).
-test-faults: test-faults-net test-faults-disk
-test-faults-net: kube-tools deps
-	$(CARGO) test --locked --test lab -- --ignored faults::each_fault_below_etcd
-test-faults-disk: kube-tools deps
-	$(CARGO) test --locked --test lab -- --ignored faults::a_slow_disk_and_a_starved_cpu
+# Faults below etcd (lw-lab fault: a slow disk, a starved CPU, a leader cut off both ways
+# and one way, a follower cut off, a frozen leader, a lost node) under leaderwatch sample,
+# each election's cause held against the harness's own fault log (tests/lab/faults.rs):
+# one test, one cluster, the faults one after another.
+test-faults: kube-tools deps
+	$(CARGO) test --locked --test lab -- --ignored faults::
 
 # The committed fault runs (lab/fault-runs.sh, on a fresh cluster with --disk-faults):
 # make fault-runs MODE=sweep (added fsync latency, MINUTES per point) or MODE=repeat (each
