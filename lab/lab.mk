@@ -174,27 +174,34 @@ test-sitting-day: kube-tools test-image-build deps
 # killed outright left on this machine is removed (`up` refuses such leftovers by name, and
 # a killed CI job or session leaves them for the next make test; a live cluster's are never
 # touched), then lw-lab's own faults (a missing tool, a namespace a killed run left), then
-# the clusters in two lanes side by side, each lane one cluster at a time in a directory of
-# its own (LW_LAB_TEST_DIR). Lane b waits for the file LAB_LANE_B_AFTER names, if any: make
-# test runs test-etcd beside test-lab and starts lane b only once it is done, so that never
-# more than two timed things share the two cores (three did: a starved leader went silent
-# without one slow answer, and a lock canary's first grant came after its election; and on
-# 2026-12-07 a third lab lane beside test-etcd and the notebook gave 19-22 minutes but, in
-# two of four runs, a follower that missed a probe round and a leader whose fsyncs on the
-# FUSE volume ran slow under load before its CPU was starved: docs/internals.md).
-# Lane b writes into target/test-lab-b.log, printed when both end. Every build comes first.
-LAB_LANE_A := acceptance test-kube test-in-cluster test-image
-LAB_LANE_B := test-faults test-sitting-day
+# the clusters in three lanes side by side, each lane one cluster at a time in a directory
+# of its own (LW_LAB_TEST_DIR). Lane a holds the tests that time probes and elections on
+# the real nodes; lane b, the faults, waits for the file LAB_LANE_B_AFTER names, if any
+# (make test runs test-etcd and the notebook first, so that the CPU-bound notebook never
+# runs beside a fault: docs/internals.md); lane c holds the tests that mostly wait on Jobs,
+# grace periods and scrapes, at a lower priority (nice LAB_LANE_C_NICE: its cluster and
+# everything it starts), so that its bursts (a bring-up, cargo install) yield to the
+# others. Lanes b and c write into target/test-lab-b.log and -c.log, printed when all end.
+# Every build comes first.
+LAB_LANE_A := acceptance test-kube
+LAB_LANE_B := test-faults
+LAB_LANE_C := test-sitting-day test-in-cluster test-image
+LAB_LANE_C_NICE ?= 5
 test-lab-steps: kube-tools test-image-build deps
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test down
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test-b down
+	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test-c down
 	$(CARGO) test --locked --manifest-path lab/Cargo.toml --test faults
 	$(CARGO) test --locked --no-run --test check --test lab
 	@{ if [ -n "$(LAB_LANE_B_AFTER)" ]; then while [ ! -e "$(LAB_LANE_B_AFTER)" ]; do sleep 2; done; fi; \
 	  LW_LAB_TEST_DIR=$(TOOLS)/lab-test-b $(MAKE) --no-print-directory $(LAB_LANE_B); } \
 	  >target/test-lab-b.log 2>&1 & b=$$!; \
+	LW_LAB_TEST_DIR=$(TOOLS)/lab-test-c nice -n $(LAB_LANE_C_NICE) $(MAKE) --no-print-directory $(LAB_LANE_C) \
+	  >target/test-lab-c.log 2>&1 & c=$$!; \
 	a=0; $(MAKE) --no-print-directory $(LAB_LANE_A) || a=$$?; \
-	rb=0; wait $$b || rb=$$?; \
+	rb=0; wait $$b || rb=$$?; rc=0; wait $$c || rc=$$?; \
 	echo "--- lane b ($(LAB_LANE_B)): $$([ $$rb = 0 ] && echo passed || echo FAILED); its log, target/test-lab-b.log:"; \
 	cat target/test-lab-b.log; \
-	[ $$a = 0 ] && [ $$rb = 0 ]
+	echo "--- lane c ($(LAB_LANE_C)): $$([ $$rc = 0 ] && echo passed || echo FAILED); its log, target/test-lab-c.log:"; \
+	cat target/test-lab-c.log; \
+	[ $$a = 0 ] && [ $$rb = 0 ] && [ $$rc = 0 ]

@@ -225,6 +225,11 @@ fn collect_dirs(d: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// Where every pull goes (containerd's hosts.toml for all registries): port 9 of the
+/// node's own loopback, where nothing listens, so the pull is refused at once.
+const NO_REGISTRY: &str =
+    "# lw-lab: no registry; a pull is refused at once\nserver = \"http://127.0.0.1:9\"\n";
+
 fn containerd_config(c: &Cluster, d: &Path, n: &NodeSpec) -> String {
     let bin = c.bins.bin.display();
     let pause = c
@@ -268,6 +273,11 @@ state = "{d}/containerd/state"
   snapshotter = "overlayfs"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "{pause}"
+  # Every registry is a closed port on the node's loopback (certs.d/_default): the lab
+  # has none, and a pull of an image not imported fails at once, as a registry answers a
+  # missing digest at once, not after a minute of unanswered DNS.
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "{d}/containerd/certs.d"
 "#,
         name = n.name,
         d = d.display(),
@@ -422,6 +432,9 @@ impl Node {
         }
         create_cgroups(&cgroup_name(c, n))?;
         write(&d.join("containerd.toml"), &containerd_config(c, &d, n))?;
+        std::fs::create_dir_all(d.join("containerd/certs.d/_default"))
+            .ctx(|| format!("create {}", d.join("containerd/certs.d/_default").display()))?;
+        write(&d.join("containerd/certs.d/_default/hosts.toml"), NO_REGISTRY)?;
         write(&d.join("cni/net.d/10-lw-lab.conflist"), &cni_config(&d, &net))?;
         write(&d.join("kubelet.yaml"), &kubelet_config(c, &d, k, &net))?;
         write(&d.join("kube-proxy.yaml"), &kube_proxy_config(c, k))?;

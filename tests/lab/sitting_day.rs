@@ -122,9 +122,14 @@ impl<'a> Day<'a> {
     }
 
     /// A sitting started, its stderr into a file (read whole when it ends, or when a step
-    /// waiting on it gives up).
+    /// waiting on it gives up). At rest 60 s unless `extra` has an `--idle`: with the
+    /// settle, a sitting outlives the operator's token (revoked 100 s after it was made)
+    /// unless it refreshes it.
     fn start(&self, image: &str, extra: &[&str]) -> Running {
-        let mut args = vec!["--image", image, "--idle", "60s", "--settle", "10s"];
+        let mut args = vec!["--image", image, "--settle", "10s"];
+        if !extra.contains(&"--idle") {
+            args.extend_from_slice(&["--idle", "60s"]);
+        }
         args.extend_from_slice(&["--environment", ENVIRONMENT, "--label", "lab"]);
         args.extend_from_slice(extra);
         let log =
@@ -378,7 +383,8 @@ fn a_dry_run_evicts_nothing_and_survives_an_api_server_restart(day: &Day) {
 /// the Job untouched; `--attach` follows it again to its end.
 fn a_long_outage_detaches_and_attach_finishes(day: &Day) {
     // A real eviction this time: the operator's sitting end to end (through --attach).
-    let mut r = day.start(&pinned_image(), &["--reconnect-for", "15s"]);
+    // At rest 30 s: the dry run above has outlived a token already.
+    let mut r = day.start(&pinned_image(), &["--reconnect-for", "15s", "--idle", "30s"]);
     day.wait_running(&mut r);
     let api = day.lab.apiserver_pid();
     signal(api, Signal::SIGSTOP);
@@ -421,8 +427,8 @@ fn a_wrong_image_ends_within_a_minute(day: &Day) {
     let repo_part = pinned_image().split('@').next().expect("repo").to_owned();
     let wrong = format!("{repo_part}@sha256:{}", "0".repeat(63) + "1");
     let mut r = day.start(&wrong, &["--method", "delete"]);
-    // The lab reaches no registry: the kubelet's first pull takes a minute to fail (GKE's
-    // registry answers a missing digest at once). The clock starts at the pull error.
+    // The lab has no registry: its nodes' pulls are refused at once (lw-lab's hosts.toml),
+    // as GKE's registry answers a missing digest at once. The clock starts at the pull error.
     let began = Instant::now();
     while !job_pods(day.lab).first().is_some_and(|p| {
         p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"]
