@@ -2,7 +2,7 @@
 under data/, and notebooks/faults.ipynb on every committed fault sweep (data/fault-sweep-*,
 with the newest data/fault-repeat-*); fails on any cell error or a missing figure, and
 checks that the committed notebooks carry no outputs."""
-import concurrent.futures, os, pathlib, subprocess, sys, tempfile
+import concurrent.futures, os, pathlib, signal, subprocess, sys, tempfile
 import nbformat
 from jupyter_client import KernelManager
 from nbclient import NotebookClient
@@ -80,6 +80,7 @@ def execute_all(jobs):
     errors = []
     with tempfile.TemporaryDirectory() as sockets:
         km = KernelManager(kernel_name="python3", transport="ipc", ip=os.path.join(sockets, "kernel"))
+        kernels.append(km)
         client = NotebookClient(nbformat.v4.new_notebook(), km=km, timeout=300,
                                 resources={"metadata": {"path": str(root / "notebooks")}})
         # setup_kernel starts the kernel and, as the client was given its manager, leaves
@@ -103,6 +104,27 @@ def execute_all(jobs):
     return errors
 
 
+# This worker's kernels, for the signal handler below.
+kernels = []
+
+
+def stop_kernels_on_signal():
+    """A pool worker: on SIGTERM or SIGINT, kill its kernel's process group and exit.
+    jupyter_client starts each kernel in a session of its own, which a signal to the
+    test's process group does not reach; and an exception raised here would not unwind
+    the worker (the pool hands it back as the task's result and waits for more)."""
+    def stop(sig, _frame):
+        for km in kernels:
+            try:
+                os.killpg(km.provisioner.process.pid, signal.SIGKILL)
+            except (AttributeError, OSError):
+                pass  # not started, or gone already
+        os._exit(128 + sig)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+
+
 # One kernel per core, each taking every other run: the runs are CPU-bound plotting.
 if __name__ == "__main__":
     listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z", "--", "data/fault-sweep-*/points.csv"],
@@ -111,7 +133,20 @@ if __name__ == "__main__":
     jobs = [(path, "RUN_DIR", r, check_run) for r in runs]
     jobs += [(faults_path, "SWEEP_DIR", s, check_sweep) for s in sweeps]
     workers = max(1, min(2, os.cpu_count() or 1))
-    with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
+    pool = concurrent.futures.ProcessPoolExecutor(max_workers=workers, initializer=stop_kernels_on_signal)
+
+    def stop(sig, _frame):
+        # The workers stop their kernels on the way out; then this process goes.
+        procs = list((pool._processes or {}).values())
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            p.join(timeout=10)
+        os._exit(128 + sig)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    with pool:
         errors = [e for errs in pool.map(execute_all, [jobs[i::workers] for i in range(workers)]) for e in errs]
     if errors:
         sys.exit("\n".join(errors))
