@@ -272,9 +272,8 @@ impl Tracker {
         let last = self.last.entry(o.member.clone()).or_default();
         reach_and_health(last, o, &mut out);
         answers(last, o, &mut out);
-        if matches!(o.metrics, Part::Ok { .. } | Part::Failed { .. }) {
-            last.metrics_slowest_ms = last.metrics_slowest_ms.max(o.metrics.ms());
-        }
+        // A page not asked (ms 0) leaves it as it is.
+        last.metrics_slowest_ms = last.metrics_slowest_ms.max(o.metrics.ms());
         if let Some(m) = o.metrics.ok() {
             from_metrics(last, o, m, &mut out);
             // This read begins the next step.
