@@ -52,7 +52,8 @@ pub async fn service_account_kubeconfig(state: &State, repo: &Path, path: &Path)
     std::fs::write(path, kc).map_err(|e| Error::Command(format!("write {}: {e}", path.display())))
 }
 
-/// Namespace, apply.sh, rbac.yaml: what a user does before the sitting.
+/// Namespace, apply.sh, leaderwatch's namespace and rbac.yaml: what a user (and an admin)
+/// does before the sitting.
 pub async fn deploy(state: &State, repo: &Path) -> Result<()> {
     kubectl(state, repo, &["apply", "-f", "deploy/k8s/namespace.yaml"]).await?;
     let out = tokio::process::Command::new(repo.join("deploy/k8s/apply.sh"))
@@ -66,6 +67,7 @@ pub async fn deploy(state: &State, repo: &Path) -> Result<()> {
     if !out.success() {
         return Err(Error::Command(format!("deploy/k8s/apply.sh failed ({out})")));
     }
+    kubectl(state, repo, &["apply", "-f", "deploy/k8s/leaderwatch/namespace.yaml"]).await?;
     kubectl(state, repo, &["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]).await?;
     Ok(())
 }

@@ -136,7 +136,7 @@ pub struct SittingArgs {
     #[arg(long, default_value = "follower")]
     pub target: Target,
     /// evict (the spec's), delete, rolling-restart or drain (the Job's `--method`; the two
-    /// last and delete apply their extra RBAC file for the sitting only).
+    /// last and delete need their extra RBAC file applied by an admin).
     #[arg(long, value_enum, default_value = "evict")]
     pub method: KubeMethod,
     /// Length of the at_rest window; at least 20m.

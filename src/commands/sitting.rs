@@ -33,16 +33,15 @@ fn step(step: &'static str, message: impl Into<String>) -> Error {
     Error::Step { step, message: message.into() }
 }
 
-/// The manifests' objects: rbac.yaml's, the PVC and the Job template.
+/// The manifests' objects the sitting applies: the PVC and the Job template (the RBAC is
+/// an admin's: [`check`] only looks for it).
 struct Manifests {
-    rbac: Vec<Object>,
     pvc: Object,
     job: Job,
 }
 
 fn manifests() -> Result<Manifests, Error> {
     let bad = |e: String| step("manifests", e);
-    let rbac = job::parse("rbac.yaml", job::RBAC).map_err(bad)?;
     let mut pvc = None;
     let mut template = None;
     for o in job::parse("job-measure.yaml", job::JOB).map_err(bad)? {
@@ -58,15 +57,8 @@ fn manifests() -> Result<Manifests, Error> {
         }
     }
     match (pvc, template) {
-        (Some(pvc), Some(job)) => Ok(Manifests { rbac, pvc, job }),
+        (Some(pvc), Some(job)) => Ok(Manifests { pvc, job }),
         _ => Err(step("manifests", "job-measure.yaml: a PVC and a Job expected")),
-    }
-}
-
-fn extra_objects(method: KubeMethod) -> Result<Vec<Object>, Error> {
-    match job::extra_rbac(method) {
-        Some((file, text)) => job::parse(file, text).map_err(|e| step("manifests", e)),
-        None => Ok(Vec::new()),
     }
 }
 
@@ -139,8 +131,11 @@ struct Cluster {
     m: Manifests,
     client: Client,
     o: KubeOptions,
+    /// The Job's namespace (`leaderwatch`); `o.namespace` is the members' (`dlock`).
     ns: String,
     name: String,
+    /// The Job's ServiceAccount, whose rights an admin bound.
+    sa: String,
     /// The bound on each API request (`--request-timeout`).
     t: Duration,
 }
@@ -150,13 +145,17 @@ impl Cluster {
     /// said on stderr (the first request: a cluster that cannot be reached fails here).
     async fn connect(a: &SittingArgs) -> Result<Cluster, Error> {
         let m = manifests()?;
-        let ns = m.job.metadata.namespace.clone().unwrap_or_else(|| "dlock".into());
+        let ns = m.job.metadata.namespace.clone().unwrap_or_else(|| "leaderwatch".into());
         let name = m.job.metadata.name.clone().unwrap_or_else(|| "leaderwatch-measure".into());
+        let spec = m.job.spec.as_ref().and_then(|s| s.template.spec.as_ref());
+        let sa = spec
+            .and_then(|s| s.service_account_name.clone())
+            .unwrap_or_else(|| "leaderwatch".into());
         let t = a.conn.request_timeout;
         let o = KubeOptions {
             kubeconfig: a.conn.kubeconfig.clone(),
             context: a.conn.context.clone(),
-            namespace: ns.clone(),
+            namespace: JobArgs::of(&m.job).members_ns,
             selector: "app.kubernetes.io/name=dlock-etcd".into(),
             request_timeout: t,
         };
@@ -167,7 +166,7 @@ impl Cluster {
             version.git_version,
             a.conn.context.as_deref().unwrap_or("the kubeconfig's current one")
         );
-        Ok(Cluster { m, client, o, ns, name, t })
+        Ok(Cluster { m, client, o, ns, name, sa, t })
     }
 
     fn jobs(&self) -> Api<Job> {
@@ -175,24 +174,42 @@ impl Cluster {
     }
 
     fn job_ref(&self) -> JobRef<'_> {
-        JobRef { client: &self.client, ns: &self.ns, name: &self.name, timeout: self.t }
+        JobRef {
+            client: &self.client,
+            ns: &self.ns,
+            members_ns: &self.o.namespace,
+            name: &self.name,
+            timeout: self.t,
+        }
     }
 }
 
-/// Step 1, the checks, before anything is applied: the image reference, the namespace, no
-/// Job of an earlier sitting, a server-side dry run of every object, the preflight's API
-/// checks. Returns the objects to apply, the Job made from the user's flags among them.
+/// Step 1, the checks, before anything is applied: the image reference, both namespaces,
+/// the Job's rights (an admin's to apply), no Job of an earlier sitting, a server-side dry
+/// run of every object, the preflight's API checks. Returns the objects to apply, the Job
+/// made from the user's flags among them.
 async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
     let image = a.image.clone().unwrap_or_default();
     check_image(&image)?;
     warn_on_a_tag(&image);
     let nss: Api<Namespace> = Api::all(s.client.clone());
-    if call("get namespace", s.t, nss.get_opt(&s.ns)).await?.is_none() {
-        return Err(step(
-            "checks",
-            format!("namespace {} not found: deploy etcd first (deploy/k8s/apply.sh)", s.ns),
-        ));
+    for (ns, how) in [
+        (&s.o.namespace, "deploy etcd first (deploy/k8s/apply.sh)"),
+        (&s.ns, "a cluster admin applies deploy/k8s/leaderwatch/rbac.yaml"),
+    ] {
+        if call("get namespace", s.t, nss.get_opt(ns)).await?.is_none() {
+            return Err(step("checks", format!("namespace {ns} not found: {how}")));
+        }
     }
+    let rights = job::rights_for(a.method, &s.ns, &s.sa).map_err(|e| step("manifests", e))?;
+    if let Some(missing) = job::rights_bound(&s.client, &rights, a.method, s.t).await? {
+        return Err(step("checks", format!("{missing}; nothing applied")));
+    }
+    eprintln!(
+        "sitting: the Job's rights for --method {} are bound ({} objects)",
+        a.method.as_str(),
+        rights.len()
+    );
     refuse_an_earlier_job(s).await?;
     let p = JobParams {
         image,
@@ -206,10 +223,7 @@ async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
         env: crate::io::test_hooks::forwarded(),
     };
     let the_job = Object::Job(Box::new(job::job(&s.m.job, &p).map_err(|e| step("manifests", e))?));
-    let mut objects: Vec<Object> =
-        s.m.rbac.iter().cloned().chain(extra_objects(a.method)?).collect();
-    objects.push(s.m.pvc.clone());
-    objects.push(the_job);
+    let objects = vec![s.m.pvc.clone(), the_job];
     for ob in &objects {
         job::apply(&s.client, ob, true, s.t).await.map_err(|e| step("dry run", e.to_string()))?;
     }
@@ -259,7 +273,7 @@ async fn preflight(s: &Cluster) -> Result<(), Error> {
     Ok(())
 }
 
-/// Step 2: applies the objects the checks accepted, in order (the RBAC before the Job).
+/// Step 2: applies the objects the checks accepted, in order (the volume before the Job).
 async fn apply(s: &Cluster, objects: &[Object]) -> Result<(), Error> {
     for ob in objects {
         job::apply(&s.client, ob, false, s.t).await?;
@@ -474,15 +488,18 @@ fn results(paths: &Paths, dest: &Path, pod: Option<&Pod>) -> Result<Result<(), E
 }
 
 /// Step 6: removes what this sitting made (the fetched run is safe now): the Job and its
-/// pod unless `--keep`, the method's extra RBAC, the PVC with `--cleanup-pvc`.
+/// pod unless `--keep`, the PVC with `--cleanup-pvc`. The method's extra RBAC is an
+/// admin's: said, not touched.
 async fn clean_up(a: &SittingArgs, s: &Cluster, j: &Job, method: KubeMethod) -> Result<(), Error> {
     if !a.keep {
         job::delete(&s.client, &Object::Job(Box::new(j.clone())), s.t).await?;
         eprintln!("sitting: deleted Job {}/{} and its pod", s.ns, s.name);
-        for ob in extra_objects(method)? {
-            job::delete(&s.client, &ob, s.t).await?;
-            eprintln!("sitting: deleted {}", ob.describe());
-        }
+    }
+    if let Some((file, _)) = job::extra_rbac(method) {
+        eprintln!(
+            "sitting: the Job's extra rights for --method {} stay until a cluster admin removes them: kubectl delete -f deploy/k8s/leaderwatch/{file}",
+            method.as_str()
+        );
     }
     if a.cleanup_pvc {
         job::delete(&s.client, &s.m.pvc, s.t).await?;

@@ -31,7 +31,10 @@ pub const POLL: Duration = Duration::from_secs(2);
 /// A Job in the cluster, and the bound on each request about it.
 pub struct JobRef<'a> {
     pub client: &'a Client,
+    /// The Job's namespace.
     pub ns: &'a str,
+    /// The members' namespace (the Job runs in one of its own).
+    pub members_ns: &'a str,
     pub name: &'a str,
     pub timeout: Duration,
 }
@@ -297,11 +300,11 @@ impl Seen {
     ) -> Result<(), KubeError> {
         let since = job.metadata.creation_timestamp.clone().map(|t| t.0);
         let pod_name = pod.and_then(|p| p.metadata.name.clone());
-        let about = std::iter::once(j.name)
-            .chain(members.iter().map(String::as_str))
-            .chain(pod_name.as_deref());
-        for name in about {
-            for e in new_events(j, name, since, &mut self.events).await? {
+        let about = std::iter::once((j.ns, j.name))
+            .chain(members.iter().map(|m| (j.members_ns, m.as_str())))
+            .chain(pod_name.as_deref().map(|p| (j.ns, p)));
+        for (ns, name) in about {
+            for e in new_events(j, ns, name, since, &mut self.events).await? {
                 out.line(&e.line);
                 if name == j.name {
                     self.job_events.push(e.seen);
@@ -425,11 +428,12 @@ struct NewEvent {
 /// Events about `name` not printed yet, none from before `since` (the Job's creation).
 async fn new_events(
     j: &JobRef<'_>,
+    ns: &str,
     name: &str,
     since: Option<k8s_openapi::jiff::Timestamp>,
     seen: &mut HashSet<String>,
 ) -> Result<Vec<NewEvent>, KubeError> {
-    let api: Api<Event> = Api::namespaced(j.client.clone(), j.ns);
+    let api: Api<Event> = Api::namespaced(j.client.clone(), ns);
     let lp = ListParams::default().fields(&format!("involvedObject.name={name}"));
     let mut items = call("list events", j.timeout, api.list(&lp)).await?.items;
     let at =

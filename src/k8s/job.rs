@@ -137,6 +137,88 @@ pub fn extra_rbac(method: KubeMethod) -> Option<(&'static str, &'static str)> {
     }
 }
 
+/// The objects an admin applied for the Job of `method` (rbac.yaml's, and the method's
+/// extra file's) that the Job's ServiceAccount `ns/sa` depends on: the account itself and
+/// every binding that names it. The sitting only checks them ([`rights_bound`]): it never
+/// creates or changes RBAC.
+pub fn rights_for(method: KubeMethod, ns: &str, sa: &str) -> Result<Vec<Object>, String> {
+    let mut files = vec![("rbac.yaml", RBAC)];
+    files.extend(extra_rbac(method));
+    let mut out = Vec::new();
+    for (file, text) in files {
+        for o in parse(file, text)? {
+            let names_it = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
+                subjects.iter().flatten().any(|s| {
+                    s.kind == "ServiceAccount" && s.name == sa && s.namespace.as_deref() == Some(ns)
+                })
+            };
+            let keep = match &o {
+                Object::ServiceAccount(a) => {
+                    a.metadata.namespace.as_deref() == Some(ns)
+                        && a.metadata.name.as_deref() == Some(sa)
+                }
+                Object::RoleBinding(b) => names_it(&b.subjects),
+                Object::ClusterRoleBinding(b) => names_it(&b.subjects),
+                _ => false,
+            };
+            if keep {
+                out.push(o);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether each of [`rights_for`]'s objects is in the cluster as the file has it (a
+/// binding naming the Job's account, to the same role): the first one missing or different
+/// is said (`Some`), with the file an admin applies; a request that fails is the error.
+pub async fn rights_bound(
+    client: &Client,
+    wanted: &[Object],
+    method: KubeMethod,
+    t: Duration,
+) -> Result<Option<String>, KubeError> {
+    let file = |o: &Object| match (o, extra_rbac(method)) {
+        (Object::RoleBinding(_) | Object::ClusterRoleBinding(_), Some((f, text)))
+            if parse(f, text).is_ok_and(|v| v.iter().any(|x| x.describe() == o.describe())) =>
+        {
+            f
+        }
+        _ => "rbac.yaml",
+    };
+    for o in wanted {
+        let what = format!("get {}", o.describe());
+        let name = o.meta().name.clone().unwrap_or_default();
+        let have = call(&what, t, o.api(client).get_opt(&name)).await?;
+        let missing = match have {
+            None => Some("not found".to_owned()),
+            Some(got) => {
+                let want = o
+                    .erased()
+                    .1
+                    .map_err(|message| KubeError::Api { what: what.clone(), message })?;
+                let bad = ["roleRef", "subjects"].into_iter().find(|k| match k {
+                    &"subjects" => {
+                        let w = want.data[*k].as_array().cloned().unwrap_or_default();
+                        let g = got.data[*k].as_array().cloned().unwrap_or_default();
+                        !w.iter().all(|s| g.contains(s))
+                    }
+                    k => want.data[*k] != got.data[*k],
+                });
+                bad.map(|k| format!("its {k} is not the file's"))
+            }
+        };
+        if let Some(why) = missing {
+            return Ok(Some(format!(
+                "{} {why}: the Job's rights are a cluster admin's to apply (`kubectl apply -f deploy/k8s/leaderwatch/{}`; docs/gke-sitting.md, \"The operator's rights\")",
+                o.describe(),
+                file(o)
+            )));
+        }
+    }
+    Ok(None)
+}
+
 /// What the user's flags make of the Job.
 #[derive(Debug, Clone)]
 pub struct JobParams {
@@ -232,6 +314,9 @@ pub struct JobArgs {
     pub dry_run: bool,
     /// The build the Job expects its image to be (`--expect-build`), when it says.
     pub build: Option<Build>,
+    /// The members' namespace (`--namespace`; `measure`'s default, `dlock`, when the Job
+    /// does not say): the Job runs in a namespace of its own.
+    pub members_ns: String,
 }
 
 impl JobArgs {
@@ -255,6 +340,7 @@ impl JobArgs {
             settle: arg("--settle").and_then(|d| parse_duration(d).ok()),
             dry_run: args.iter().any(|a| a == "--dry-run"),
             build: arg("--expect-build").and_then(|b| Build::parse(b).ok()),
+            members_ns: arg("--namespace").unwrap_or("dlock").to_owned(),
         }
     }
 }
@@ -482,6 +568,7 @@ mod tests {
             kinds(RBAC),
             [
                 "ServiceAccount dlock/leaderwatch",
+                "ServiceAccount leaderwatch/leaderwatch",
                 "Role dlock/leaderwatch",
                 "RoleBinding dlock/leaderwatch",
                 "ClusterRole dlock-leaderwatch-nodes",
@@ -490,11 +577,46 @@ mod tests {
         );
         assert_eq!(
             kinds(JOB),
-            ["PersistentVolumeClaim dlock/leaderwatch-data", "Job dlock/leaderwatch-measure"]
+            [
+                "PersistentVolumeClaim leaderwatch/leaderwatch-data",
+                "Job leaderwatch/leaderwatch-measure"
+            ]
         );
         assert_eq!(kinds(RBAC_MAINTENANCE).len(), 2);
         assert_eq!(kinds(RBAC_DRAIN).len(), 2);
         assert!(parse("f", "kind: Secret\nmetadata: {name: x}\n").is_err());
+    }
+
+    #[test]
+    fn the_rights_a_sitting_checks_are_the_jobs_account_and_each_binding_naming_it() {
+        let names = |m: KubeMethod| -> Vec<String> {
+            rights_for(m, "leaderwatch", "leaderwatch")
+                .expect("rights")
+                .iter()
+                .map(Object::describe)
+                .collect()
+        };
+        let base = [
+            "ServiceAccount leaderwatch/leaderwatch",
+            "RoleBinding dlock/leaderwatch",
+            "ClusterRoleBinding dlock-leaderwatch-nodes",
+        ];
+        assert_eq!(names(KubeMethod::Evict), base);
+        let with = |extra: &str| {
+            base.iter().map(|s| s.to_string()).chain([extra.into()]).collect::<Vec<_>>()
+        };
+        assert_eq!(names(KubeMethod::Delete), with("RoleBinding dlock/leaderwatch-maintenance"));
+        assert_eq!(
+            names(KubeMethod::RollingRestart),
+            with("RoleBinding dlock/leaderwatch-maintenance")
+        );
+        assert_eq!(names(KubeMethod::Drain), with("ClusterRoleBinding dlock-leaderwatch-drain"));
+        // The Job's account is the one job-measure.yaml runs under, in its namespace.
+        let t = template();
+        assert_eq!(t.metadata.namespace.as_deref(), Some("leaderwatch"));
+        let spec = t.spec.and_then(|s| s.template.spec).expect("spec");
+        assert_eq!(spec.service_account_name.as_deref(), Some("leaderwatch"));
+        assert!(rights_for(KubeMethod::Evict, "dlock", "nobody").expect("rights").is_empty());
     }
 
     #[test]
@@ -513,6 +635,7 @@ mod tests {
             args,
             [
                 "measure",
+                "--namespace=dlock",
                 "--reach=dns",
                 "--target=leader",
                 "--idle=30m",
@@ -533,6 +656,7 @@ mod tests {
                 settle: Some(Duration::from_secs(600)),
                 dry_run: false,
                 build: Some(Build { version: "0.1.0".into(), commit: "abc".into() }),
+                members_ns: "dlock".into(),
             },
             "what the Job is made with reads back from it"
         );

@@ -382,6 +382,7 @@ fn the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted(lab
 
     // What the repository deploys, as `make acceptance` dry-runs it.
     lab.ok(&["apply", "-f", "deploy/k8s/namespace.yaml"]);
+    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/namespace.yaml"]);
     let etcd = lab.ok(&["apply", "--dry-run=server", "-R", "-f", "deploy/k8s/etcd/"]);
     assert_eq!(etcd.matches("(server dry run)").count(), 3, "{etcd}");
     let lw = lab.ok(&[
@@ -407,7 +408,7 @@ fn the_repositorys_pods_and_manifests_and_documented_exceptions_are_admitted(lab
         lab,
         d,
         &json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "leaderwatch-measure-x", "namespace": "dlock", "labels": t["metadata"]["labels"]},
+            "metadata": {"name": "leaderwatch-measure-x", "namespace": "leaderwatch", "labels": t["metadata"]["labels"]},
             "spec": t["spec"]}),
     );
 

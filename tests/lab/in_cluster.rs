@@ -37,6 +37,8 @@ use serde_yaml_ng::Value as Yaml;
 /// The project id in the image names here.
 const PROJECT: &str = "lw-lab";
 pub(crate) const JOB: &str = "leaderwatch-measure";
+/// The Job's namespace (job-measure.yaml's; the members are in dlock).
+pub(crate) const JOB_NS: &str = "leaderwatch";
 
 /// The image reference a manifest names, with [`PROJECT`].
 fn manifest_image(rel: &str) -> String {
@@ -112,12 +114,12 @@ fn manifest(rel: &str, extra_env: &[(&str, &str)], dir: &Path) -> PathBuf {
 
 /// The Job, or `None` when it does not exist.
 pub(crate) fn job_json(lab: &Lab) -> Option<Value> {
-    let (ok, out, _) = lab.kubectl(&["-n", "dlock", "get", "job", JOB, "-o", "json"]);
+    let (ok, out, _) = lab.kubectl(&["-n", JOB_NS, "get", "job", JOB, "-o", "json"]);
     if ok { serde_json::from_str(&out).ok() } else { None }
 }
 
 pub(crate) fn job_condition(lab: &Lab) -> Option<(String, String)> {
-    let j = lab.json(&["-n", "dlock", "get", "job", JOB, "-o", "json"]);
+    let j = lab.json(&["-n", JOB_NS, "get", "job", JOB, "-o", "json"]);
     j["status"]["conditions"]
         .as_array()
         .into_iter()
@@ -139,9 +141,9 @@ fn wait_job(lab: &Lab, within: Duration) -> (String, String) {
         }
         if t.elapsed() > within {
             let (_, logs, _) =
-                lab.kubectl(&["-n", "dlock", "logs", &format!("job/{JOB}"), "--tail=40"]);
+                lab.kubectl(&["-n", JOB_NS, "logs", &format!("job/{JOB}"), "--tail=40"]);
             let (_, events, _) =
-                lab.kubectl(&["-n", "dlock", "get", "events", "--sort-by=.lastTimestamp"]);
+                lab.kubectl(&["-n", JOB_NS, "get", "events", "--sort-by=.lastTimestamp"]);
             panic!("job {JOB} not finished within {within:?}\n{logs}\n{events}");
         }
         std::thread::sleep(Duration::from_secs(1));
@@ -149,12 +151,12 @@ fn wait_job(lab: &Lab, within: Duration) -> (String, String) {
 }
 
 pub(crate) fn job_pods(lab: &Lab) -> Vec<Value> {
-    lab.json(&["-n", "dlock", "get", "pods", "-l", &format!("job-name={JOB}"), "-o", "json"])["items"].as_array().cloned().unwrap_or_default()
+    lab.json(&["-n", JOB_NS, "get", "pods", "-l", &format!("job-name={JOB}"), "-o", "json"])["items"].as_array().cloned().unwrap_or_default()
 }
 
 /// The host directory behind a PVC (lw-lab's provisioner: a local PV).
 fn volume_dir(lab: &Lab, claim: &str) -> PathBuf {
-    let pvc = lab.json(&["-n", "dlock", "get", "pvc", claim, "-o", "json"]);
+    let pvc = lab.json(&["-n", JOB_NS, "get", "pvc", claim, "-o", "json"]);
     assert_eq!(pvc["spec"]["storageClassName"], "standard-rwo", "{claim}");
     let pv =
         lab.json(&["get", "pv", pvc["spec"]["volumeName"].as_str().expect("bound"), "-o", "json"]);
@@ -524,7 +526,7 @@ fn attach_follows_the_job_to_its_end_and_fetches_its_run(
     assert!(table.contains(&name), "the README's table names the fetched run");
     // Nothing else of the sitting's is left but the Job (--keep) and the PVC.
     let (_, fetch_pod, _) =
-        lab.kubectl(&["-n", "dlock", "get", "pod", "leaderwatch-fetch", "-o", "name"]);
+        lab.kubectl(&["-n", JOB_NS, "get", "pod", "leaderwatch-fetch", "-o", "name"]);
     assert!(fetch_pod.trim().is_empty(), "the fetch pod is gone: {fetch_pod}");
     Fetched { pod, name, on_volume, files: b }
 }
@@ -638,7 +640,7 @@ fn the_eviction_was_the_job_pods_own(lab: &Lab, pod: &str) {
         })
         .collect();
     assert_eq!(evictions.len(), 1, "one eviction");
-    assert_eq!(evictions[0]["user"]["username"], "system:serviceaccount:dlock:leaderwatch");
+    assert_eq!(evictions[0]["user"]["username"], "system:serviceaccount:leaderwatch:leaderwatch");
     assert_eq!(
         evictions[0]["user"]["extra"]["authentication.kubernetes.io/pod-name"][0], pod,
         "the token bound to the Job's pod"

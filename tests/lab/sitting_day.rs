@@ -13,10 +13,14 @@
 //! - a wrong image, a pod an admission policy refuses, and the Job's own preflight failing
 //!   (a member frozen after the laptop's checks passed) each end the sitting with one line
 //!   naming the cause and the Job deleted, the first two within a minute of the Job;
+//! - a method whose rights no admin applied stops at the checks, naming the file;
 //! - the operator role is exactly enough: the audit log shows no request of the operator
-//!   refused, and every verb of every rule used (escalate and bind are checked by RBAC when
-//!   the Job's roles are applied, never requested: they are the roles' names); and one rule
-//!   taken away makes the step that needs it fail, with a line naming the right.
+//!   refused, and every verb of every rule used; one rule taken away makes the step that
+//!   needs it fail, with a line naming the right;
+//! - the operator role has no way up: each way tried with the operator's own credentials
+//!   (change a role, bind one, borrow another ServiceAccount, a privileged pod, exec into a
+//!   member, read a Secret) is refused by the API server; docs/operator-rights.txt is
+//!   `kubectl auth can-i --list` for that user (`LW_WRITE_DOCS=1` rewrites it).
 //!
 //! Ignored in plain `cargo test` (root, `make kube-tools`, the built image);
 //! `make test-sitting-day` (part of `make test`) runs it.
@@ -54,13 +58,20 @@ fn a_sitting_day_from_a_laptop_as_the_operator() {
 
     a_dry_run_evicts_nothing_and_survives_an_api_server_restart(&day);
     a_long_outage_detaches_and_attach_finishes(&day);
+    a_method_without_its_rights_stops_at_the_checks(&day);
+    // The methods' extra rights, as an admin applies them for such a sitting.
+    day.lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
     a_wrong_image_ends_within_a_minute(&day);
+    day.lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
+    day.lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]);
     a_refused_pod_ends_within_a_minute(&day);
+    day.lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]);
     the_jobs_own_preflight_failing_is_said_and_cleaned_up(&day);
 
     // Before a rule is taken away on purpose (its 403 is the next step's point).
     the_operator_role_was_exactly_enough(&lab);
     a_rule_removed_fails_its_step_naming_the_right(&day);
+    the_operator_has_no_way_up(&day);
 
     let revoked = revoker.stop();
     let tokens = std::fs::read_to_string(day.dir.join("tokens.log")).unwrap_or_default();
@@ -85,8 +96,8 @@ struct Day<'a> {
 
 impl<'a> Day<'a> {
     fn new(lab: &'a Lab, dir: &Path) -> Day<'a> {
-        // As on a new cluster: the sitting's own RBAC is the operator's to create.
-        lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]);
+        // The admin's part (Lab::deploy applied namespace.yaml and rbac.yaml): the
+        // operator's roles, bound to the operator below.
         let bin = installed(dir);
         let kubeconfig = operator_kubeconfig(lab, dir);
         let checkout = dir.join("checkout");
@@ -193,7 +204,8 @@ fn installed(dir: &Path) -> PathBuf {
     root.join("bin/leaderwatch")
 }
 
-/// operator-rbac.yaml applied and bound to [`OPERATOR`], and a kubeconfig whose exec
+/// operator-rbac.yaml applied and its three roles bound to [`OPERATOR`] (as the file's
+/// header says an admin does), and a kubeconfig whose exec
 /// plugin hands out that account's tokens: each bound to a new Secret (deleting it revokes
 /// the token), said to expire in [`TOKEN_LIFE_S`].
 fn operator_kubeconfig(lab: &Lab, dir: &Path) -> PathBuf {
@@ -202,11 +214,20 @@ fn operator_kubeconfig(lab: &Lab, dir: &Path) -> PathBuf {
     let subject = format!("--serviceaccount={OPERATOR_NS}:{OPERATOR}");
     lab.ok(&[
         "-n",
+        "leaderwatch",
+        "create",
+        "rolebinding",
+        "leaderwatch-operator",
+        "--role=leaderwatch-operator",
+        &subject,
+    ]);
+    lab.ok(&[
+        "-n",
         "dlock",
         "create",
         "rolebinding",
-        "leaderwatch-operator-user",
-        "--role=leaderwatch-operator",
+        "leaderwatch-operator",
+        "--role=leaderwatch-operator-read",
         &subject,
     ]);
     lab.ok(&[
@@ -532,7 +553,7 @@ fn the_jobs_own_preflight_failing_is_said_and_cleaned_up(day: &Day) {
     assert!(!err.contains("--fetch tries again"), "no --fetch advice: {err}");
     day.no_job_left();
     let (_, pvc, _) =
-        day.lab.kubectl(&["-n", "dlock", "get", "pvc", "leaderwatch-data", "-o", "name"]);
+        day.lab.kubectl(&["-n", "leaderwatch", "get", "pvc", "leaderwatch-data", "-o", "name"]);
     assert!(pvc.trim().is_empty(), "--cleanup-pvc removed the sitting's volume: {pvc}");
     // The member answers again before the next test needs it.
     wait_until("the members healthy", Duration::from_secs(120), || {
@@ -567,8 +588,7 @@ fn a_rule_removed_fails_its_step_naming_the_right(day: &Day) {
 }
 
 /// Every request of the operator's in the audit log: none refused, and each verb of each
-/// rule of operator-rbac.yaml used by one (escalate and bind aside: RBAC checks them on
-/// the Job's roles, they are never requested).
+/// rule of operator-rbac.yaml used by one.
 fn the_operator_role_was_exactly_enough(lab: &Lab) {
     let user = format!("system:serviceaccount:{OPERATOR_NS}:{OPERATOR}");
     let mine: Vec<Value> = lab
@@ -590,9 +610,6 @@ fn the_operator_role_was_exactly_enough(lab: &Lab) {
         let role: Value = serde::Deserialize::deserialize(doc).expect("yaml");
         for rule in role["rules"].as_array().into_iter().flatten() {
             for verb in rule["verbs"].as_array().into_iter().flatten().filter_map(Value::as_str) {
-                if matches!(verb, "escalate" | "bind") {
-                    continue;
-                }
                 let used = rule["resources"].as_array().into_iter().flatten().any(|r| {
                     let r = r.as_str().unwrap_or_default();
                     let (resource, sub) = r.split_once('/').unwrap_or((r, ""));
@@ -621,4 +638,223 @@ fn the_operator_role_was_exactly_enough(lab: &Lab) {
 /// for a collection, as RBAC does).
 fn audit_verb(e: &Value) -> &str {
     e["verb"].as_str().unwrap_or_default()
+}
+
+/// `--method rolling-restart` while no admin applied rbac-maintenance.yaml: the sitting
+/// stops at its checks naming the binding and the file, nothing applied.
+fn a_method_without_its_rights_stops_at_the_checks(day: &Day) {
+    let (code, err) = day.start(&pinned_image(), &["--method", "rolling-restart"]).finish();
+    eprintln!("sitting, rights not applied:\n{err}");
+    assert_eq!(code, Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("RoleBinding dlock/leaderwatch-maintenance not found")
+            && last.contains("kubectl apply -f deploy/k8s/leaderwatch/rbac-maintenance.yaml")
+            && last.contains("nothing applied"),
+        "{last}"
+    );
+    assert!(job_json(day.lab).is_none(), "nothing applied");
+}
+
+/// One request as the operator (`kubectl` with the operator's kubeconfig): its exit
+/// status and stderr.
+fn as_operator(day: &Day, args: &[&str], stdin: Option<&str>) -> (bool, String, String) {
+    let kubectl = day.lab.state["kubectl"].as_str().expect("kubectl");
+    let mut c = Command::new(kubectl);
+    c.arg("--kubeconfig").arg(&day.kubeconfig).args(args);
+    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().expect("kubectl");
+    if let Some(text) = stdin {
+        use std::io::Write;
+        child.stdin.take().expect("stdin").write_all(text.as_bytes()).expect("write stdin");
+    }
+    drop(child.stdin.take());
+    let o = child.wait_with_output().expect("kubectl");
+    let out = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (o.status.success(), out(&o.stdout), out(&o.stderr))
+}
+
+/// Each way up the issue of 2026-12-07 found (and the ones beside it), tried with the
+/// operator's own credentials: each refused by the API server (RBAC's Forbidden, or Pod
+/// Security Admission in the Job's namespace), and `can-i '*' '*'` says no. Then the
+/// operator's `kubectl auth can-i --list` in both namespaces is docs/operator-rights.txt.
+fn the_operator_has_no_way_up(day: &Day) {
+    // What the ways would borrow: a ServiceAccount of dlock's (a Spring workload's) and a
+    // Secret, made by the admin.
+    day.lab.ok(&["-n", "dlock", "create", "serviceaccount", "lw-test-spring"]);
+    day.lab.ok(&[
+        "-n",
+        "dlock",
+        "create",
+        "secret",
+        "generic",
+        "lw-test-secret",
+        "--from-literal=k=v",
+    ]);
+    let me = format!("system:serviceaccount:{OPERATOR_NS}:{OPERATOR}");
+    let everything = r#"{"apiGroups":["*"],"resources":["*"],"verbs":["*"]}"#;
+    let add_rule = format!(r#"[{{"op":"add","path":"/rules/-","value":{everything}}}]"#);
+    let drain_everything = format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: dlock-leaderwatch-drain\nrules:\n- {everything}\n"
+    );
+    let binding = |kind: &str, ns: Option<&str>, role_kind: &str, role: &str| {
+        let ns = ns.map(|n| format!("  namespace: {n}\n")).unwrap_or_default();
+        format!(
+            "apiVersion: rbac.authorization.k8s.io/v1\nkind: {kind}\nmetadata:\n  name: lw-test-up\n{ns}roleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: {role_kind}\n  name: {role}\nsubjects:\n- kind: ServiceAccount\n  name: {OPERATOR}\n  namespace: {OPERATOR_NS}\n"
+        )
+    };
+    let pod = |ns: &str, sa: &str, privileged: bool| {
+        let image = pinned_image();
+        let sc = if privileged { "\n    securityContext: {privileged: true}" } else { "" };
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: lw-test-up\n  namespace: {ns}\nspec:\n  serviceAccountName: {sa}\n  containers:\n  - name: c\n    image: {image}{sc}\n"
+        )
+    };
+    let job_in_dlock = format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: lw-test-up\n  namespace: dlock\nspec:\n  template:\n    spec:\n      serviceAccountName: lw-test-spring\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: {}\n",
+        pinned_image()
+    );
+    let apply = ["apply", "--server-side", "-f", "-"];
+    let dry = ["create", "--dry-run=server", "-f", "-"];
+    let ways: Vec<(&str, Vec<&str>, Option<String>, &str)> = vec![
+        (
+            "add a rule to the Job's Role",
+            vec!["-n", "dlock", "patch", "role", "leaderwatch", "--type=json", "-p", &add_rule],
+            None,
+            "forbidden",
+        ),
+        (
+            "add a rule to the Job's node ClusterRole",
+            vec!["patch", "clusterrole", "dlock-leaderwatch-nodes", "--type=json", "-p", &add_rule],
+            None,
+            "forbidden",
+        ),
+        (
+            "rewrite the drain ClusterRole to */* (server-side apply)",
+            apply.to_vec(),
+            Some(drain_everything.clone()),
+            "forbidden",
+        ),
+        (
+            "bind cluster-admin to themselves",
+            apply.to_vec(),
+            Some(binding("ClusterRoleBinding", None, "ClusterRole", "cluster-admin")),
+            "forbidden",
+        ),
+        (
+            "bind the Job's Role to themselves in dlock",
+            apply.to_vec(),
+            Some(binding("RoleBinding", Some("dlock"), "Role", "leaderwatch")),
+            "forbidden",
+        ),
+        (
+            "bind the admin ClusterRole to themselves in the Job's namespace",
+            apply.to_vec(),
+            Some(binding("RoleBinding", Some("leaderwatch"), "ClusterRole", "admin")),
+            "forbidden",
+        ),
+        (
+            "a pod in dlock under a Spring workload's ServiceAccount",
+            dry.to_vec(),
+            Some(pod("dlock", "lw-test-spring", false)),
+            "forbidden",
+        ),
+        (
+            "a Job in dlock under a Spring workload's ServiceAccount",
+            dry.to_vec(),
+            Some(job_in_dlock),
+            "forbidden",
+        ),
+        (
+            "a ServiceAccount of their own in the Job's namespace",
+            vec!["-n", "leaderwatch", "create", "serviceaccount", "lw-test-up", "--dry-run=server"],
+            None,
+            "forbidden",
+        ),
+        (
+            "a privileged pod in the Job's namespace",
+            dry.to_vec(),
+            Some(pod("leaderwatch", "leaderwatch", true)),
+            "violates PodSecurity",
+        ),
+        (
+            "exec into a member",
+            vec!["-n", "dlock", "exec", "dlock-etcd-0", "--", "true"],
+            None,
+            "forbidden",
+        ),
+        (
+            "a port-forward to a member",
+            vec!["-n", "dlock", "port-forward", "pod/dlock-etcd-0", "0:2379"],
+            None,
+            "forbidden",
+        ),
+        (
+            "read a Secret of dlock",
+            vec!["-n", "dlock", "get", "secret", "lw-test-secret"],
+            None,
+            "forbidden",
+        ),
+        (
+            "list the Secrets of the Job's namespace",
+            vec!["-n", "leaderwatch", "get", "secrets"],
+            None,
+            "forbidden",
+        ),
+    ];
+    let mut allowed = Vec::new();
+    for (what, args, stdin, refusal) in &ways {
+        let (ok, out, err) = as_operator(day, args, stdin.as_deref());
+        eprintln!("way up: {what}: {}", err.trim());
+        if ok || !err.to_lowercase().contains(&refusal.to_lowercase()) {
+            allowed.push(format!("{what}: ok={ok} {out} {err}"));
+        }
+    }
+    assert!(allowed.is_empty(), "ways up not refused by the API server: {allowed:#?}");
+    let (_, all, _) = as_operator(day, &["auth", "can-i", "*", "*"], None);
+    assert_eq!(all.trim(), "no", "can-i '*' '*'");
+    for ns in ["dlock", "leaderwatch"] {
+        let (_, pods, _) =
+            as_operator(day, &["-n", ns, "auth", "can-i", "create", "pods/exec"], None);
+        assert_eq!(pods.trim(), "no", "{ns}: exec");
+    }
+    // The audit log agrees: every refusal was the operator's, answered 403.
+    let refused = day
+        .lab
+        .audit()
+        .into_iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["user"]["username"] == me.as_str()
+                && e["responseStatus"]["code"] == 403
+        })
+        .count();
+    assert!(refused >= ways.len() - 1, "403s in the audit log: {refused}");
+    operator_rights_are_the_docs(day);
+    day.lab.ok(&["-n", "dlock", "delete", "serviceaccount", "lw-test-spring"]);
+    day.lab.ok(&["-n", "dlock", "delete", "secret", "lw-test-secret"]);
+}
+
+/// `kubectl auth can-i --list` as the operator in the two namespaces, as
+/// docs/operator-rights.txt has it; `LW_WRITE_DOCS=1` writes the file instead.
+fn operator_rights_are_the_docs(day: &Day) {
+    let mut text = String::from(
+        "# `kubectl auth can-i --list` for a user bound to deploy/k8s/leaderwatch/operator-rbac.yaml's\n# three roles only, on the local control plane (Kubernetes v1.35.4). Written by\n# tests/lab/sitting_day.rs (LW_WRITE_DOCS=1), which fails when it differs.\n",
+    );
+    for ns in ["leaderwatch", "dlock", "default"] {
+        let (ok, out, err) = as_operator(day, &["-n", ns, "auth", "can-i", "--list"], None);
+        assert!(ok, "can-i --list in {ns}: {err}");
+        text.push_str(&format!("\n## -n {ns}\n\n"));
+        text.push_str(&out);
+    }
+    let path = repo().join("docs/operator-rights.txt");
+    if std::env::var_os("LW_WRITE_DOCS").is_some() {
+        std::fs::write(&path, &text).expect("write docs/operator-rights.txt");
+        return;
+    }
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        committed == text,
+        "docs/operator-rights.txt differs from what the operator may do (LW_WRITE_DOCS=1 rewrites it):\n{text}"
+    );
 }

@@ -160,7 +160,7 @@ impl Lab {
         serde_json::from_str(&self.ok(args)).expect("kubectl json")
     }
 
-    /// What a user does first: namespace, apply.sh, leaderwatch's RBAC.
+    /// What a user does first: namespace, apply.sh, leaderwatch's namespace and RBAC.
     pub fn deploy(&self) {
         self.ok(&["apply", "-f", "deploy/k8s/namespace.yaml"]);
         let st = Command::new(repo().join("deploy/k8s/apply.sh"))
@@ -171,6 +171,7 @@ impl Lab {
             .status()
             .expect("apply.sh");
         assert!(st.success(), "apply.sh: {st}");
+        self.ok(&["apply", "-f", "deploy/k8s/leaderwatch/namespace.yaml"]);
         self.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]);
     }
 

@@ -4,12 +4,12 @@
 # retrieves the result of an in-cluster sitting when its PVC cannot be read (`leaderwatch
 # sitting` brings back the whole run directory otherwise).
 #   mkdir -p data/gke-RUN && deploy/k8s/leaderwatch/baseline-from-log.sh [JOB] > data/gke-RUN/baseline.json
-# Environment: KUBECTL (default kubectl), NAMESPACE (default dlock).
+# Environment: KUBECTL (default kubectl), NAMESPACE (default leaderwatch, the Job's).
 set -euo pipefail
 
 job=${1:-leaderwatch-measure}
 KUBECTL=${KUBECTL:-kubectl}
-NAMESPACE=${NAMESPACE:-dlock}
+NAMESPACE=${NAMESPACE:-leaderwatch}
 
 log=$("$KUBECTL" -n "$NAMESPACE" logs "job/$job") || {
   echo "baseline-from-log.sh: cannot read the log of job/$job in $NAMESPACE" >&2

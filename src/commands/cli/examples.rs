@@ -3,13 +3,15 @@
 
 pub(super) const SITTING_EXAMPLES: &str = "\
 Steps:
-  1. checks: the cluster's version, the dlock namespace, a server-side dry run of every
-     object, the image reference (a tag is warned about: pin the digest), the preflight's
-     API checks (members, zones, PVCs, PDB);
-  2. applies rbac.yaml (and rbac-maintenance.yaml or rbac-drain.yaml when --method needs
-     it), the PVC and the Job, with --target --method --idle --settle --environment and
-     this binary's build (--expect-build: an image of another build refuses to run) in its
-     arguments (the committed files are the template and are never edited);
+  1. checks: the cluster's version, the namespaces dlock (the members) and leaderwatch (the
+     Job), the Job's rights bound by an admin (rbac.yaml, and rbac-maintenance.yaml or
+     rbac-drain.yaml when --method needs it: the sitting never changes RBAC), a
+     server-side dry run of the PVC and the Job, the image reference (a tag is warned
+     about: pin the digest), the preflight's API checks (members, zones, PVCs, PDB);
+  2. applies the PVC and the Job in namespace leaderwatch, with --target --method --idle
+     --settle --environment and this binary's build (--expect-build: an image of another
+     build refuses to run) in its arguments (the committed files are the template and are
+     never edited);
   3. follows the Job: its phase, the time left, its events and log lines. A pod that
      cannot start (image pull, admission, no node) ends it with the cause and the Job
      deleted; API errors are retried for --reconnect-for, then it detaches (exit 9), as
@@ -20,8 +22,8 @@ Steps:
      directory (its preflight failed, another build) says why and is deleted;
   5. renders the table of --readme from OUT-DIR/*/baseline.json (dry runs left out) and
      prints the T-056 note;
-  6. deletes the Job and its pod (not with --keep), and the extra RBAC; the PVC stays
-     unless --cleanup-pvc. A failed fetch keeps everything: --fetch tries again.
+  6. deletes the Job and its pod (not with --keep); the PVC stays unless --cleanup-pvc; an
+     extra RBAC file is an admin's to delete (said). A failed fetch keeps everything: --fetch tries again.
 OUT-DIR and --readme default to data/ and deploy/k8s/etcd/README.md of the leaderwatch
 checkout it runs in or was installed from (`cargo install --path .`).
 
