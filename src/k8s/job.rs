@@ -82,7 +82,7 @@ impl Object {
         }
     }
 
-    /// "Job dlock/leaderwatch-measure", for every line about it.
+    /// "Job leaderwatch/leaderwatch-measure", for every line about it.
     pub fn describe(&self) -> String {
         let m = self.meta();
         let ns = m.namespace.as_deref().map(|n| format!("{n}/")).unwrap_or_default();

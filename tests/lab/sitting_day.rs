@@ -469,7 +469,7 @@ fn a_wrong_image_ends_within_a_minute(day: &Day) {
     assert_eq!(code, Some(8), "{err}");
     let last = err.lines().last().unwrap_or_default();
     assert!(last.contains("ErrImagePull") || last.contains("ImagePullBackOff"), "{last}");
-    assert!(last.contains("deleted Job dlock/leaderwatch-measure"), "{last}");
+    assert!(last.contains("deleted Job leaderwatch/leaderwatch-measure"), "{last}");
     assert!(took < Duration::from_secs(60), "{took:?} after the pull error");
     day.no_job_left();
 }
