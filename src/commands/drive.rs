@@ -132,6 +132,8 @@ impl<S: Rounds, F: Future<Output = ()>> Drive<S, F> {
         let run_id = new_run_id(clock.as_ref());
         let engine = Engine::new(setup.first_window, setup.members.len(), setup.cause_horizon);
         let (rec, startup) = Recorder::open(&setup.out, &run_id, clock.as_ref())?;
+        // What `leaderwatch sitting` reads in a Job's log: from here on, there is a run to fetch.
+        eprintln!("{} {}", crate::k8s::follow::RUN_DIR_OPENED, setup.out.display());
         let mut d = Drive {
             clock,
             rounds,

@@ -120,9 +120,25 @@ async fn steps(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(),
         return Err(e.with_clean_up(&a, &s));
     }
     let dest = fetch(&a, &paths, &s, &j, pod.as_ref(), &args).await?;
-    let outcome = results(&paths, &dest, pod.as_ref())?;
-    clean_up(&a, &s, &j, args.method).await?;
+    if let Some(d) = crate::io::test_hooks::pause_after_fetch().map_err(Error::Usage)? {
+        tokio::time::sleep(d).await;
+    }
+    // From here on every step is idempotent: a second `--fetch` finds the run fetched and
+    // does them again.
+    let outcome = results(&paths, &dest, pod.as_ref()).map_err(|e| unfinished(&s, e))?;
+    clean_up(&a, &s, &j, args.method).await.map_err(|e| unfinished(&s, e))?;
     outcome
+}
+
+/// A step after the fetch failed: the run is safe on disk, and `--fetch` takes it from
+/// there (the hand-off and the clean-up again, no second fetch). Said on the line before
+/// the error's own, which keeps its exit code.
+fn unfinished(s: &Cluster, e: Error) -> Error {
+    eprintln!(
+        "sitting: the run is fetched and safe; `leaderwatch sitting --fetch` finishes the hand-off and removes Job {}/{} without fetching it again",
+        s.ns, s.name
+    );
+    e
 }
 
 /// The cluster a sitting runs in: the client, and where the committed manifests put the
@@ -364,8 +380,10 @@ impl NoRun {
 }
 
 /// Whether the ended Job wrote no run directory: its container never ran, or `measure`
-/// stopped before it opened one (bad arguments, another build: exit 2; its preflight
-/// failed: exit 7). Then `--fetch` could never succeed.
+/// ended, whatever its exit code, before its log said it opened one. Then `--fetch` could
+/// never succeed, and the Job is removed. A log that could not be read at all says
+/// nothing: only the exit codes that end `measure` before its run directory (2, bad
+/// arguments or another build; 7, its preflight) count then.
 fn no_run_directory(pod: Option<&Pod>, log: &JobLog) -> Option<NoRun> {
     let tail = || match log.last.as_slice() {
         [] => String::from("(no log)"),
@@ -375,20 +393,26 @@ fn no_run_directory(pod: Option<&Pod>, log: &JobLog) -> Option<NoRun> {
         return Some(NoRun { cause: "the Job ended without a pod".into() });
     };
     if let Some(why) = follow::never_ran(p) {
-        let arch = if why.contains("exec format error") {
-            ": the image is for another CPU architecture than the node (build it for linux/amd64: docs/gke-sitting.md)"
-        } else {
-            ""
-        };
+        let arch = if why.contains("exec format error") { WRONG_ARCH } else { "" };
         return Some(NoRun { cause: format!("the Job's container never ran ({why}){arch}") });
     }
-    match follow::exit_code(p) {
-        Some(c @ (2 | 7)) => Some(NoRun {
-            cause: format!("the Job ended (exit {c}) before it wrote a run directory: {}", tail()),
-        }),
-        _ => None,
+    let code = follow::exit_code(p)?;
+    if log.last.iter().any(|l| l.contains("exec format error")) {
+        return Some(NoRun {
+            cause: format!(
+                "the Job's program could not start (exit {code}: {}){WRONG_ARCH}",
+                tail()
+            ),
+        });
     }
+    let early = if log.read { !log.run_dir && code != 0 } else { matches!(code, 2 | 7) };
+    early.then(|| NoRun {
+        cause: format!("the Job ended (exit {code}) before it wrote a run directory: {}", tail()),
+    })
 }
+
+/// What an `exec format error` means, said once.
+const WRONG_ARCH: &str = ": the image is for another CPU architecture than the node (build it for the node's, linux/amd64 on GKE: docs/gke-sitting.md)";
 
 /// The flags that reach this cluster again, for the line a detach prints.
 fn again(a: &SittingArgs) -> String {
@@ -431,6 +455,25 @@ async fn fetch(
     let dry = if args.dry_run { "-dry-run" } else { "" };
     let out_dir = &paths.out_dir;
     let dest = out_dir.join(format!("{}-{}-{}{dry}-{when}", a.label, args.target, args.method));
+    if dest.exists() {
+        return match crate::io::pack::verify_listed(&dest) {
+            Ok(sums) => {
+                eprintln!(
+                    "sitting: run {run} is in {} already, its {} files each checked against the Job's SHA256SUMS: not fetched again",
+                    dest.display(),
+                    sums.len()
+                );
+                Ok(dest)
+            }
+            Err(why) => Err(step(
+                "fetch",
+                format!(
+                    "{} exists but is not this run fetched whole ({why}); nothing was written: move it away and `leaderwatch sitting --fetch` fetches again",
+                    dest.display()
+                ),
+            )),
+        };
+    }
     std::fs::create_dir_all(out_dir).map_err(|source| {
         Error::Record(crate::io::run_dir::RecordError::Io { path: out_dir.clone(), source })
     })?;
@@ -459,7 +502,7 @@ async fn fetch(
 
 /// Step 5: the README's table and this run's, and the T-056 note. The outer error stops
 /// the command before the clean-up (the run's files could not be read or the README not
-/// written: the Job stays to look at); the inner one is the sitting's own outcome
+/// written: the Job stays, and `--fetch` does this again); the inner one is the sitting's own outcome
 /// (incomplete, or no baseline.json at all), returned after the clean-up.
 fn results(paths: &Paths, dest: &Path, pod: Option<&Pod>) -> Result<Result<(), Error>, Error> {
     let path = dest.join(BASELINE);
@@ -492,7 +535,8 @@ fn results(paths: &Paths, dest: &Path, pod: Option<&Pod>) -> Result<Result<(), E
 /// admin's: said, not touched.
 async fn clean_up(a: &SittingArgs, s: &Cluster, j: &Job, method: KubeMethod) -> Result<(), Error> {
     if !a.keep {
-        job::delete(&s.client, &Object::Job(Box::new(j.clone())), s.t).await?;
+        let the_job = Object::Job(Box::new(j.clone()));
+        retried(|| job::delete(&s.client, &the_job, s.t)).await?;
         eprintln!("sitting: deleted Job {}/{} and its pod", s.ns, s.name);
     }
     if let Some((file, _)) = job::extra_rbac(method) {
@@ -502,10 +546,30 @@ async fn clean_up(a: &SittingArgs, s: &Cluster, j: &Job, method: KubeMethod) -> 
         );
     }
     if a.cleanup_pvc {
-        job::delete(&s.client, &s.m.pvc, s.t).await?;
+        retried(|| job::delete(&s.client, &s.m.pvc, s.t)).await?;
         eprintln!("sitting: deleted {}", s.m.pvc.describe());
     }
     Ok(())
+}
+
+/// A clean-up request tried again while it fails for a reason that can clear (no answer,
+/// the server's 5xx), each wait twice the last from 1 s, for about a minute.
+async fn retried<F, Fut>(mut request: F) -> Result<(), KubeError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), KubeError>>,
+{
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match request().await {
+            Err(e) if e.transient() && wait <= Duration::from_secs(32) => {
+                eprintln!("sitting: clean-up: {e}; trying again in {}s", wait.as_secs());
+                tokio::time::sleep(wait).await;
+                wait *= 2;
+            }
+            r => return r,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -533,5 +597,54 @@ mod tests {
         let text = e.to_string();
         assert!(text.contains("cannot get resource") && text.contains("operator-rbac.yaml"));
         assert!(!text.contains("rbac-maintenance.yaml"), "not the Job's advice: {text}");
+    }
+
+    fn ended(code: i32, reason: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "leaderwatch-measure-x"},
+            "status": {"phase": "Failed", "containerStatuses": [{
+                "name": "leaderwatch", "image": "i", "imageID": "", "ready": false,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": code, "reason": reason}}
+            }]}
+        }))
+        .expect("pod")
+    }
+
+    fn log(lines: &[&str]) -> JobLog {
+        let mut l = JobLog::default();
+        for line in lines {
+            l.read = true;
+            l.run_dir |= line.starts_with(follow::RUN_DIR_OPENED);
+            l.last.push((*line).to_owned());
+        }
+        l
+    }
+
+    #[test]
+    fn any_exit_before_the_run_directory_is_named_with_its_code_and_never_fetched() {
+        let cause = |p: &Pod, l: &JobLog| no_run_directory(Some(p), l).map(|n| n.cause);
+        let early = log(&["leaderwatch 0.1.0 commit abc", "thread 'main' panicked at src/x.rs"]);
+        for code in [1, 2, 6, 7, 101, 137] {
+            let c = cause(&ended(code, "Error"), &early).expect("no run directory");
+            assert!(c.contains(&format!("exit {code}")) && c.contains("panicked"), "{c}");
+        }
+        let ran = log(&["leaderwatch 0.1.0 commit abc", "run directory opened: /data/x", "bye"]);
+        for code in [0, 1, 5, 137] {
+            assert!(cause(&ended(code, "Error"), &ran).is_none(), "exit {code}: fetch");
+        }
+        // Nothing read of the log: only the codes measure ends with before its directory.
+        let unread = JobLog::default();
+        assert!(cause(&ended(1, "Error"), &unread).is_none());
+        assert!(cause(&ended(7, "Error"), &unread).is_some());
+    }
+
+    /// Regression (issue 61): a binary for another CPU ends with reason `Error` and
+    /// "exec format error" in its log, which went to a fetch whose pod failed the same way.
+    #[test]
+    fn a_binary_of_another_architecture_is_said_in_one_line() {
+        let l = log(&["exec /usr/local/bin/leaderwatch: exec format error"]);
+        let c = no_run_directory(Some(&ended(255, "Error")), &l).expect("no run").cause;
+        assert!(c.contains("another CPU architecture") && c.contains("exit 255"), "{c}");
     }
 }

@@ -188,15 +188,23 @@ fn extract(bytes: &[u8], dest: &Path) -> Result<Unpacked, String> {
 
 /// Every file of `dir` matches its line in `dir`/[`SUMS`], and every file has one.
 pub fn verify(dir: &Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(dir.join(SUMS))
-        .map_err(|e| format!("{}: {e}", dir.join(SUMS).display()))?;
-    let sums = parse_sums(&text)?;
+    let sums = verify_listed(dir)?;
     let listed: Vec<&str> = sums.iter().map(|(n, _)| n.as_str()).collect();
     for name in files(dir).map_err(|e| e.to_string())? {
         if !listed.contains(&name.as_str()) {
             return Err(format!("{name}: not in the Job's {SUMS}"));
         }
     }
+    Ok(())
+}
+
+/// Every file `dir`/[`SUMS`] lists is there and matches it (files added beside them, as the
+/// hand-off's report.csv, are not asked about): a run fetched whole before. Returns the
+/// list.
+pub fn verify_listed(dir: &Path) -> Result<Vec<(String, String)>, String> {
+    let text = std::fs::read_to_string(dir.join(SUMS))
+        .map_err(|e| format!("{}: {e}", dir.join(SUMS).display()))?;
+    let sums = parse_sums(&text)?;
     for (name, want) in &sums {
         let got = sha256_file(&dir.join(name))
             .map_err(|e| format!("{name}: {e} (listed in the Job's {SUMS})"))?;
@@ -204,7 +212,7 @@ pub fn verify(dir: &Path) -> Result<(), String> {
             return Err(format!("{name}: sha256 {got}, the Job's {SUMS} says {want}"));
         }
     }
-    Ok(())
+    Ok(sums)
 }
 
 #[cfg(test)]
@@ -290,5 +298,21 @@ mod tests {
         std::fs::write(to.path().join("keep"), b"mine").expect("write");
         assert!(unpack(&packed(d.path()), to.path()).expect_err("exists").contains("exists"));
         assert_eq!(std::fs::read(to.path().join("keep")).ok(), Some(b"mine".to_vec()));
+    }
+
+    #[test]
+    fn a_run_fetched_before_is_known_by_its_sums_whatever_the_hand_off_added() {
+        let d = run_dir();
+        write_sums(d.path()).expect("sums");
+        let to = tempfile::tempdir().expect("tempdir");
+        let dest = to.path().join("run");
+        unpack(&packed(d.path()), &dest).expect("unpack");
+        std::fs::write(dest.join("report.csv"), b"window,figure\n").expect("write");
+        assert_eq!(verify_listed(&dest).expect("fetched whole").len(), 2);
+        assert!(verify(&dest).is_err(), "report.csv is not the Job's");
+        std::fs::write(dest.join("samples.csv"), b"cut").expect("write");
+        assert!(verify_listed(&dest).expect_err("changed").contains("samples.csv"));
+        std::fs::remove_file(dest.join(SUMS)).expect("rm");
+        assert!(verify_listed(&dest).is_err(), "no sums: not a fetched run");
     }
 }

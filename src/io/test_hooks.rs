@@ -13,6 +13,10 @@
 //!   `measure`'s `--idle` and `--settle` outright, whatever the command line says. Set by
 //!   tests/lab/in_cluster.rs in the environment of a Job applied from
 //!   deploy/k8s/leaderwatch/job-measure.yaml, whose arguments say 20 and 5 minutes.
+//! - [`PAUSE_AFTER_FETCH`] (`LEADERWATCH_TEST_PAUSE_AFTER_FETCH`): `leaderwatch sitting`
+//!   waits this long once the run is fetched, before the hand-off and the clean-up, so that
+//!   tests/lab/sitting_day.rs can kill it there and show the next command finishing the day
+//!   without fetching again.
 //!
 //! The etcd binary of the build tree (`.tools/bin/etcd`) is not a hook: the Makefile
 //! exports `ETCD_BIN`, and the tests run in the repository, where
@@ -28,6 +32,21 @@ pub const MIN_IDLE: &str = "LEADERWATCH_TEST_MIN_IDLE";
 pub const IDLE: &str = "LEADERWATCH_TEST_IDLE";
 /// Replaces `measure --settle` (see the module header).
 pub const SETTLE: &str = "LEADERWATCH_TEST_SETTLE";
+
+/// Makes `sitting` wait after its fetch (see the module header).
+pub const PAUSE_AFTER_FETCH: &str = "LEADERWATCH_TEST_PAUSE_AFTER_FETCH";
+
+/// [`PAUSE_AFTER_FETCH`]'s wait, when set (said on stderr).
+pub fn pause_after_fetch() -> Result<Option<Duration>, String> {
+    match std::env::var(PAUSE_AFTER_FETCH) {
+        Ok(v) => {
+            let d = duration(PAUSE_AFTER_FETCH, &v)?;
+            eprintln!("sitting: {PAUSE_AFTER_FETCH}={v}: a test hook; waiting before the hand-off");
+            Ok(Some(d))
+        }
+        Err(_) => Ok(None),
+    }
+}
 
 /// A hook's duration, as the command line writes one (`30s`, `3m`); not zero.
 fn duration(name: &str, v: &str) -> Result<Duration, String> {

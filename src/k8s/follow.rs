@@ -60,6 +60,26 @@ pub struct JobLog {
     pub build: Option<Build>,
     /// Its last lines, oldest first.
     pub last: Vec<String>,
+    /// Whether any of its lines was read: without them, nothing is known of what it wrote.
+    pub read: bool,
+    /// It said it opened its run directory ([`RUN_DIR_OPENED`]): there is something to fetch.
+    pub run_dir: bool,
+}
+
+/// How the line starts that a run prints once its run directory is open
+/// (src/commands/drive.rs): before it, a Job that ended left nothing on its volume.
+pub const RUN_DIR_OPENED: &str = "run directory opened:";
+
+impl JobLog {
+    /// Takes one line of the log, in order.
+    fn take(&mut self, l: String) {
+        self.read = true;
+        self.run_dir |= l.starts_with(RUN_DIR_OPENED);
+        if self.last.len() == LAST_LINES {
+            self.last.remove(0);
+        }
+        self.last.push(l);
+    }
 }
 
 /// How many of the log's last lines are kept for a failure's message.
@@ -134,19 +154,27 @@ pub fn never_ran(p: &Pod) -> Option<String> {
     }
 }
 
-/// The last lines of the Job's finished pod's log (the `--fetch` path, which did not
-/// follow it); empty when it cannot be read.
+/// What the Job's finished pod's log says (the `--fetch` path, which did not follow it):
+/// its head (the build, whether the run directory was opened) and its last lines; nothing
+/// read when it cannot be read.
 pub async fn log_tail(j: &JobRef<'_>, pod: Option<&Pod>) -> JobLog {
     let Some(name) = pod.and_then(|p| p.metadata.name.as_deref()) else {
         return JobLog::default();
     };
     let api: Api<Pod> = Api::namespaced(j.client.clone(), j.ns);
-    let lp = LogParams { tail_lines: Some(LAST_LINES as i64), ..LogParams::default() };
-    let last = match call("read the Job's log", j.timeout, api.logs(name, &lp)).await {
-        Ok(text) => text.lines().map(str::to_owned).collect(),
-        Err(_) => Vec::new(),
-    };
-    JobLog { build: None, last }
+    // The marker comes after the build line and the preflight's: within the first lines.
+    let head = LogParams { limit_bytes: Some(64 * 1024), ..LogParams::default() };
+    let tail = LogParams { tail_lines: Some(LAST_LINES as i64), ..LogParams::default() };
+    let mut log = JobLog::default();
+    if let Ok(text) = call("read the Job's log", j.timeout, api.logs(name, &head)).await {
+        log.build = text.lines().next().and_then(Build::from_line);
+        text.lines().for_each(|l| log.take(l.to_owned()));
+    }
+    if let Ok(text) = call("read the Job's log", j.timeout, api.logs(name, &tail)).await {
+        log.last.clear();
+        text.lines().for_each(|l| log.take(l.to_owned()));
+    }
+    log
 }
 
 /// Its container has started (running, or already ended): its log can be read.
@@ -341,10 +369,7 @@ impl Seen {
                 self.job_log.build = Build::from_line(&l);
                 self.say_build(out);
             }
-            if self.job_log.last.len() == LAST_LINES {
-                self.job_log.last.remove(0);
-            }
-            self.job_log.last.push(l);
+            self.job_log.take(l);
         }
     }
 

@@ -9,10 +9,13 @@
 //!   "reconnecting" line, then "reconnected"), fetches a complete run and writes its
 //!   report.csv, and leaves the README's table alone;
 //! - an outage longer than `--reconnect-for` (the API server frozen) detaches with exit 9
-//!   and the `--attach` line; `--attach` then finishes the sitting;
-//! - a wrong image, a pod an admission policy refuses, and the Job's own preflight failing
-//!   (a member frozen after the laptop's checks passed) each end the sitting with one line
-//!   naming the cause and the Job deleted, the first two within a minute of the Job;
+//!   and the `--attach` line; `--attach` then follows it to its fetch, is killed there, and
+//!   `--fetch` finishes the day (hand-off, clean-up) without fetching again;
+//! - a wrong image, a pod an admission policy refuses, the Job's own preflight failing
+//!   (a member frozen after the laptop's checks passed) and the Job's own rights short
+//!   (exit 6) each end the sitting with one line naming the cause (the exit code and the
+//!   log's last lines) and the Job deleted, nothing fetched, the first two within a minute
+//!   of the Job;
 //! - a method whose rights no admin applied stops at the checks, naming the file;
 //! - the operator role is exactly enough: the audit log shows no request of the operator
 //!   refused, and every verb of every rule used; one rule taken away makes the step that
@@ -67,6 +70,7 @@ fn a_sitting_day_from_a_laptop_as_the_operator() {
     a_refused_pod_ends_within_a_minute(&day);
     day.lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]);
     the_jobs_own_preflight_failing_is_said_and_cleaned_up(&day);
+    a_job_that_ends_early_with_any_code_is_named_and_not_fetched(&day);
 
     // Before a rule is taken away on purpose (its 403 is the next step's point).
     the_operator_role_was_exactly_enough(&lab);
@@ -420,10 +424,37 @@ fn a_long_outage_detaches_and_attach_finishes(day: &Day) {
         "{err}"
     );
     assert!(waited < Duration::from_secs(90), "gave up after {waited:?}");
-    let o = day.sitting(&["--attach", "--label", "lab"]).output().expect("sitting --attach");
+    // `--attach` killed once the run is fetched (a test hook holds it there), before the
+    // hand-off and the clean-up: the next `--fetch` finishes the day without a second fetch.
+    let log = day.dir.join("attach.log");
+    let mut attach = day.sitting(&["--attach", "--label", "lab"]);
+    attach
+        .env(leaderwatch::io::test_hooks::PAUSE_AFTER_FETCH, "10m")
+        .stderr(std::fs::File::create(&log).expect("log"));
+    let mut child = attach.spawn().expect("sitting --attach");
+    let began = Instant::now();
+    let said = || std::fs::read_to_string(&log).unwrap_or_default();
+    while !said().contains("waiting before the hand-off") {
+        let ended = child.try_wait().ok().flatten();
+        if ended.is_some() || began.elapsed() > Duration::from_secs(600) {
+            panic!("--attach did not reach its fetch ({ended:?}):\n{}", said());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    child.kill().expect("kill --attach");
+    let _ = child.wait();
+    eprintln!("sitting --attach, killed after its fetch:\n{}", said());
+    assert!(said().contains("fetched into"), "{}", said());
+    assert!(job_json(day.lab).is_some(), "the Job outlived the killed command");
+    let fetches = || fetch_pods_created(day.lab);
+    let fetched_once = fetches();
+    assert!(fetched_once >= 1, "the operator's fetch pod in the audit log");
+    let o = day.sitting(&["--fetch", "--label", "lab"]).output().expect("sitting --fetch");
     let err = text(&o);
-    eprintln!("sitting --attach:\n{err}");
-    assert_eq!(o.status.code(), Some(0), "--attach: {err}");
+    eprintln!("sitting --fetch:\n{err}");
+    assert_eq!(o.status.code(), Some(0), "--fetch: {err}");
+    assert!(err.contains("not fetched again"), "{err}");
+    assert_eq!(fetches(), fetched_once, "no second fetch pod");
     day.no_job_left();
     // The run, fetched into the checkout's data/, is a row of the README's table; this lab
     // is no GKE, so baselines.csv and the ledger are not written.
@@ -440,6 +471,22 @@ fn a_long_outage_detaches_and_attach_finishes(day: &Day) {
     let name = run.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     assert!(readme.contains(&name), "the README's table names {name}");
     assert!(err.contains("not one"), "no baselines.csv for a lab run, said: {err}");
+}
+
+/// The fetch pods the operator created, from the audit log.
+fn fetch_pods_created(lab: &Lab) -> usize {
+    let user = format!("system:serviceaccount:{OPERATOR_NS}:{OPERATOR}");
+    lab.audit()
+        .into_iter()
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["verb"] == "create"
+                && e["user"]["username"] == user.as_str()
+                && e["objectRef"]["resource"] == "pods"
+                && e["objectRef"]["subresource"].is_null()
+                && e["responseStatus"]["code"] == 201
+        })
+        .count()
 }
 
 /// An image nobody can pull: one line naming the pull error, the Job deleted, within a
@@ -563,6 +610,32 @@ fn the_jobs_own_preflight_failing_is_said_and_cleaned_up(day: &Day) {
                 .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"))
         })
     });
+}
+
+/// The Job's own Role without its `pods` rule (an admin's mistake): `measure` in the Job
+/// stops at its first request with exit 6, before any run directory. The sitting says so
+/// with the code and the log's last lines, fetches nothing (no fetch pod in the audit log)
+/// and deletes the Job. Before issue 61 only exits 2 and 7 were known, and this went to a
+/// fetch that could not succeed.
+fn a_job_that_ends_early_with_any_code_is_named_and_not_fetched(day: &Day) {
+    let role = day.lab.json(&["-n", "dlock", "get", "role", "leaderwatch", "-o", "json"]);
+    assert_eq!(role["rules"][0]["resources"][0], "pods", "the rule removed is the pods'");
+    let patch = r#"[{"op":"remove","path":"/rules/0"}]"#;
+    day.lab.ok(&["-n", "dlock", "patch", "role", "leaderwatch", "--type=json", "-p", patch]);
+    let before = fetch_pods_created(day.lab);
+    let (code, err) = day.start(&pinned_image(), &[]).finish();
+    day.lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]);
+    eprintln!("sitting, the Job's rights short:\n{err}");
+    assert_eq!(code, Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("the Job ended (exit 6) before it wrote a run directory")
+            && last.contains("forbidden")
+            && last.contains("deleted Job leaderwatch/leaderwatch-measure"),
+        "{last}"
+    );
+    assert_eq!(fetch_pods_created(day.lab), before, "no fetch tried");
+    day.no_job_left();
 }
 
 /// One rule taken out of the operator's ClusterRole (the `dlock` namespace's `get`): the
