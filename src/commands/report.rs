@@ -45,8 +45,21 @@ pub fn command(a: ReportArgs) -> Result<(), Error> {
     }
     // Each baseline with the events.csv beside it (the rate rows): one unreadable file is
     // one line and exit 2, for the table as for the CSV.
-    let baselines =
+    let mut baselines =
         a.baselines.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
+    let given = baselines.len();
+    baselines.retain(|f| {
+        let dry = f.baseline.is_dry_run();
+        if dry {
+            eprintln!("report: left out {}: a dry run (nothing was evicted)", f.path.display());
+        }
+        !dry
+    });
+    if baselines.is_empty() && given > 0 && a.update.is_none() {
+        return Err(Error::Usage(format!(
+            "each of the {given} baseline(s) given is a dry run: nothing was evicted, so there is no figure to report"
+        )));
+    }
     match (a.update, a.format) {
         (Some(readme), _) => {
             let changed = crate::io::readme::rewrite(&readme, |text, dir| {

@@ -530,4 +530,10 @@ impl Baseline {
     pub fn is_complete(&self) -> bool {
         self.status == Completion::Complete
     }
+
+    /// Its disruption was a server-side dry run: nothing was evicted, so it is in no
+    /// derived figure (the table, `--update`, the CSV, the alert, baselines.csv).
+    pub fn is_dry_run(&self) -> bool {
+        self.disruption.as_ref().is_some_and(|d| d.method.dry_run)
+    }
 }

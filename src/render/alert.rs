@@ -143,14 +143,17 @@ fn select<'a>(
     p: &Params,
 ) -> Result<(Vec<(&'a PathBuf, &'a Baseline)>, Vec<(PathBuf, String)>), NoThreshold> {
     // A sitting on the local control plane counts as local here: its elections are not GKE's.
-    let kube = baselines.iter().any(|(_, b)| b.environment.on_target_cluster());
+    // A dry run counts for nothing: it evicted nothing.
+    let kube = baselines.iter().any(|(_, b)| b.environment.on_target_cluster() && !b.is_dry_run());
     if !kube && !p.allow_local {
         return Err(NoThreshold::OnlyLocal { given: baselines.len() });
     }
     let mut used = Vec::new();
     let mut skipped = Vec::new();
     for (path, b) in baselines {
-        if kube && !b.environment.on_target_cluster() {
+        if b.is_dry_run() {
+            skipped.push((path.clone(), "a dry run: nothing was evicted".to_owned()));
+        } else if kube && !b.environment.on_target_cluster() {
             skipped.push((
                 path.clone(),
                 format!(

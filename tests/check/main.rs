@@ -14,6 +14,7 @@ mod cadence_replay;
 mod committed_runs;
 mod counts_props;
 mod docs;
+mod dry_runs;
 mod health_fixtures;
 mod health_props;
 mod layers;

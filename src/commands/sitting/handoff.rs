@@ -80,13 +80,8 @@ fn runs(out_dir: &Path) -> Result<Vec<BaselineFile>, Error> {
     paths.sort();
     let mut runs =
         paths.iter().map(|p| crate::io::read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
-    runs.retain(|f| !dry_run(f));
+    runs.retain(|f| !f.baseline.is_dry_run());
     Ok(runs)
-}
-
-/// A dry run evicted nothing: it is no row of the observation window.
-fn dry_run(f: &BaselineFile) -> bool {
-    f.baseline.disruption.as_ref().is_some_and(|d| d.method.dry_run)
 }
 
 /// Step 5's files, from the fetched run `f` and the runs beside it.
@@ -95,7 +90,7 @@ pub fn write(paths: &Paths, f: &BaselineFile) -> Result<(), Error> {
     let report = run_dir.join(REPORT_CSV);
     write_atomic(&report, render_csv(std::slice::from_ref(f))?.as_bytes())?;
     eprintln!("sitting: {} written", report.display());
-    if dry_run(f) {
+    if f.baseline.is_dry_run() {
         eprintln!("sitting: a dry run: no table, baselines.csv or ledger takes it");
         return Ok(());
     }
