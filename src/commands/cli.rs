@@ -139,19 +139,27 @@ pub struct SittingArgs {
     /// last and delete need their extra RBAC file applied by an admin).
     #[arg(long, value_enum, default_value = "evict")]
     pub method: KubeMethod,
-    /// Length of the at_rest window; at least 20m.
-    #[arg(long, default_value = "20m", value_parser = parse_measure_idle)]
-    pub idle: Duration,
-    /// Length of the settle window.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
-    pub settle: Duration,
+    /// Length of the at_rest window; at least 20m [default: 20m; with --dry-run 2m].
+    #[arg(long, value_parser = parse_duration)]
+    pub idle: Option<Duration>,
+    /// Length of the settle window [default: 5m; with --dry-run 1m].
+    #[arg(long, value_parser = parse_duration)]
+    pub settle: Option<Duration>,
+    /// Give up on a PDB-blocked eviction after this long, or on a rolling restart that has
+    /// not finished (the Job's `--evict-timeout`; it lengthens the Job's deadline).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub evict_timeout: Duration,
+    /// Give up if the healthy list has not come back this long after the eviction (the
+    /// Job's `--recovery-timeout`; a rolling restart on zonal disks may need more).
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub recovery_timeout: Duration,
     /// Cluster label recorded in baseline.json and every table.
     #[arg(long, default_value = "GKE Autopilot, dlock-gke")]
     pub environment: String,
     /// First part of the local run directory's name: LABEL-TARGET-METHOD-UTC (a dry run's
-    /// ends in -dry-run).
-    #[arg(long, default_value = "gke")]
-    pub label: String,
+    /// ends in -dry-run) [default: gke; --attach and --fetch: the sitting's own].
+    #[arg(long)]
+    pub label: Option<String>,
     /// Where the run directory lands [default: data/ of the leaderwatch checkout this runs
     /// in (or was installed from), else ./data].
     #[arg(long)]
@@ -186,6 +194,13 @@ pub struct SittingArgs {
     /// `--attach` command. The sitting goes on in the cluster either way.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub reconnect_for: Duration,
+}
+
+impl SittingArgs {
+    /// `--label`, or its default.
+    pub fn label(&self) -> String {
+        self.label.clone().unwrap_or_else(|| "gke".into())
+    }
 }
 
 #[derive(Debug, Args)]
@@ -258,28 +273,46 @@ pub struct PreflightArgs {
 
 /// `--idle` for a real sitting: at least the spec's 20 minutes, unless the test hook
 /// [`crate::io::test_hooks::MIN_IDLE`] lowers the floor (the harness's short sittings).
-pub fn parse_measure_idle(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
+/// A dry run's windows when none is given: it proves the image, the rights and the fetch,
+/// and measures nothing, so the spec's 20 minutes do not bind it.
+pub const DRY_RUN_IDLE: Duration = Duration::from_secs(120);
+pub const DRY_RUN_SETTLE: Duration = Duration::from_secs(60);
+
+/// `--idle` and `--settle` of a sitting: the spec's 20 and 5 minutes by default (2 and 1
+/// for a dry run), and at rest at least 20 minutes unless it is a dry run.
+pub fn sitting_windows(
+    idle: Option<Duration>,
+    settle: Option<Duration>,
+    dry_run: bool,
+) -> Result<(Duration, Duration), String> {
+    let (di, ds) = if dry_run {
+        (DRY_RUN_IDLE, DRY_RUN_SETTLE)
+    } else {
+        (crate::analysis::sitting::MIN_IDLE, Duration::from_secs(300))
+    };
+    let idle = idle.unwrap_or(di);
     let floor = crate::io::test_hooks::min_idle(crate::analysis::sitting::MIN_IDLE)?;
-    if d < floor {
+    if !dry_run && idle < floor {
         return Err(format!(
-            "{s:?}: a real sitting idles at least {} (the spec's window); use `rehearse` for short runs",
+            "--idle {}: a real sitting idles at least {} (the spec's window); a --dry-run may idle less, `rehearse` is for short runs",
+            humantime::format_duration(idle),
             humantime::format_duration(floor)
         ));
     }
-    Ok(d)
+    Ok((idle, settle.unwrap_or(ds)))
 }
 
 #[derive(Debug, Args)]
 pub struct MeasureArgs {
     #[command(flatten)]
     pub kube: KubeArgs,
-    /// Length of the at_rest window; at least 20m.
-    #[arg(long, default_value = "20m", value_parser = parse_measure_idle)]
-    pub idle: Duration,
-    /// Length of the settle window after the cluster is healthy again.
-    #[arg(long, default_value = "5m", value_parser = parse_duration)]
-    pub settle: Duration,
+    /// Length of the at_rest window; at least 20m [default: 20m; with --dry-run 2m].
+    #[arg(long, value_parser = parse_duration)]
+    pub idle: Option<Duration>,
+    /// Length of the settle window after the cluster is healthy again [default: 5m; with
+    /// --dry-run 1m].
+    #[arg(long, value_parser = parse_duration)]
+    pub settle: Option<Duration>,
     /// Member to disrupt: leader, follower or a pod name (drain: the member whose node is
     /// drained; rolling-restart: not used, the highest ordinal goes first).
     #[arg(long, default_value = "follower")]

@@ -183,6 +183,9 @@ pub const BUILD_MISMATCH: &str = "build mismatch";
 
 /// `leaderwatch measure` from its arguments: the sitting, then its table (also on the log).
 pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
+    // Bad windows are bad input, said alone.
+    let (idle, settle) =
+        crate::commands::cli::sitting_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
     // The first line of a sitting Job's log: `leaderwatch sitting` reads the image's build there.
     let this = Build::this();
     eprintln!("{}", this.line());
@@ -190,7 +193,7 @@ pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Resu
         check_build(&this, want)?;
     }
     let kube = a.kube.options();
-    let (idle, settle) = crate::io::test_hooks::windows(a.idle, a.settle).map_err(Error::Usage)?;
+    let (idle, settle) = crate::io::test_hooks::windows(idle, settle).map_err(Error::Usage)?;
     let cfg = MeasureConfig {
         reach: a.kube.reach(),
         kube,

@@ -27,7 +27,9 @@ use crate::model::build::Build;
 use crate::render::progress::StatusLine;
 
 mod handoff;
+mod remember;
 use handoff::{Paths, paths};
+use remember::Remembered;
 
 fn step(step: &'static str, message: impl Into<String>) -> Error {
     Error::Step { step, message: message.into() }
@@ -105,18 +107,34 @@ fn for_the_operator(e: Error) -> Error {
     }
 }
 
-async fn steps(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
+async fn steps(mut a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(), Error> {
     let mut shutdown = Box::pin(shutdown);
-    let paths = paths(&a)?;
-    let s = Cluster::connect(&a).await?;
+    let (s, paths) = if a.attach || a.fetch {
+        // The flags it was started with come with the Job.
+        let s = Cluster::connect(&a).await?;
+        recall(&mut a, &s).await?;
+        (s, paths(&a)?)
+    } else {
+        // Bad input is said before any request.
+        crate::commands::cli::sitting_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
+        let paths = paths(&a)?;
+        (Cluster::connect(&a).await?, paths)
+    };
     if !a.attach && !a.fetch {
         let objects = check(&a, &s).await?;
         apply(&s, &objects).await?;
+        let j = call("get the Job", s.t, s.jobs().get(&s.name)).await?;
+        if let Some(uid) = j.metadata.uid.as_deref() {
+            remember::save(uid, &Remembered::of(&a));
+        }
     }
     let (j, pod, log) = follow_or_find(&a, &s, shutdown.as_mut()).await?;
     let args = JobArgs::of(&j);
     if let Some(e) = no_run_directory(pod.as_ref(), &log) {
         clean_up(&a, &s, &j, args.method).await?;
+        if let Some(uid) = j.metadata.uid.as_deref() {
+            remember::forget(uid);
+        }
         return Err(e.with_clean_up(&a, &s));
     }
     let dest = fetch(&a, &paths, &s, &j, pod.as_ref(), &args).await?;
@@ -127,7 +145,28 @@ async fn steps(a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result<(),
     // does them again.
     let outcome = results(&paths, &dest, pod.as_ref()).map_err(|e| unfinished(&s, e))?;
     clean_up(&a, &s, &j, args.method).await.map_err(|e| unfinished(&s, e))?;
+    if let Some(uid) = j.metadata.uid.as_deref() {
+        remember::forget(uid);
+    }
     outcome
+}
+
+/// `--attach`, `--fetch`: the flags the sitting was started with, where this machine
+/// started it and they are not given again.
+async fn recall(a: &mut SittingArgs, s: &Cluster) -> Result<(), Error> {
+    let Some(j) = call("get the Job", s.t, s.jobs().get_opt(&s.name)).await? else {
+        return Ok(());
+    };
+    let Some(uid) = j.metadata.uid.as_deref() else { return Ok(()) };
+    if let Some((path, r)) = remember::load(uid)? {
+        r.fill(a);
+        eprintln!(
+            "sitting: as it was started here: {} (remembered in {})",
+            Remembered::of(a).flags(),
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 /// A step after the fetch failed: the run is safe on disk, and `--fetch` takes it from
@@ -227,18 +266,36 @@ async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
         rights.len()
     );
     refuse_an_earlier_job(s).await?;
+    let (idle, settle) =
+        crate::commands::cli::sitting_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
     let p = JobParams {
         image,
         target: a.target.clone(),
         method: a.method,
-        idle: a.idle,
-        settle: a.settle,
+        idle,
+        settle,
+        evict_timeout: a.evict_timeout,
+        recovery_timeout: a.recovery_timeout,
         environment: a.environment.clone(),
         build: Build::this(),
         dry_run: a.dry_run,
         env: crate::io::test_hooks::forwarded(),
     };
-    let the_job = Object::Job(Box::new(job::job(&s.m.job, &p).map_err(|e| step("manifests", e))?));
+    let j = job::job(&s.m.job, &p).map_err(|e| step("manifests", e))?;
+    let deadline = j.spec.as_ref().and_then(|s| s.active_deadline_seconds).unwrap_or(0);
+    let d = |d: Duration| humantime::format_duration(d).to_string();
+    eprintln!(
+        "sitting: {}{} at rest, the {} and the recovery (a minute or two; up to {} blocked and {} to recover), {} to settle: about {} in all, {} at most (the Job's deadline)",
+        if a.dry_run { "a dry run: " } else { "" },
+        d(idle),
+        a.method.as_str(),
+        d(a.evict_timeout),
+        d(a.recovery_timeout),
+        d(settle),
+        d(idle + settle + Duration::from_secs(120)),
+        d(Duration::from_secs(u64::try_from(deadline).unwrap_or(0))),
+    );
+    let the_job = Object::Job(Box::new(j));
     let objects = vec![s.m.pvc.clone(), the_job];
     for ob in &objects {
         job::apply(&s.client, ob, true, s.t).await.map_err(|e| step("dry run", e.to_string()))?;
@@ -355,6 +412,9 @@ async fn follow_or_find<F: Future<Output = ()>>(
         ))),
         Followed::Stuck { trouble, .. } => {
             clean_up(a, s, &j, args.method).await?;
+            if let Some(uid) = j.metadata.uid.as_deref() {
+                remember::forget(uid);
+            }
             let e = NoRun { cause: format!("{}: {}", trouble.cause, trouble.kind.advice()) };
             Err(e.with_clean_up(a, s))
         }
@@ -454,7 +514,7 @@ async fn fetch(
         .unwrap_or_default();
     let dry = if args.dry_run { "-dry-run" } else { "" };
     let out_dir = &paths.out_dir;
-    let dest = out_dir.join(format!("{}-{}-{}{dry}-{when}", a.label, args.target, args.method));
+    let dest = out_dir.join(format!("{}-{}-{}{dry}-{when}", a.label(), args.target, args.method));
     if dest.exists() {
         return match crate::io::pack::verify_listed(&dest) {
             Ok(sums) => {

@@ -227,6 +227,9 @@ pub struct JobParams {
     pub method: KubeMethod,
     pub idle: Duration,
     pub settle: Duration,
+    /// The Job's `--evict-timeout` and `--recovery-timeout`: with the windows, its deadline.
+    pub evict_timeout: Duration,
+    pub recovery_timeout: Duration,
     pub environment: String,
     /// The build of the `leaderwatch sitting` that writes these arguments: the image must
     /// be the same (`measure --expect-build`).
@@ -279,6 +282,8 @@ pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
     set_arg(args, "--method", Some(p.method.as_str()));
     set_arg(args, "--idle", Some(&d(p.idle)));
     set_arg(args, "--settle", Some(&d(p.settle)));
+    set_arg(args, "--evict-timeout", Some(&d(p.evict_timeout)));
+    set_arg(args, "--recovery-timeout", Some(&d(p.recovery_timeout)));
     set_arg(args, "--environment", Some(&p.environment));
     set_arg(args, "--checksums", None);
     set_arg(args, "--expect-build", Some(&p.build.to_string()));
@@ -289,11 +294,11 @@ pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
     for (k, v) in &p.env {
         env.push(EnvVar { name: k.clone(), value: Some(v.clone()), ..EnvVar::default() });
     }
-    // Room for a long idle: the windows, a blocked eviction (10 min), the recovery (15 min)
-    // and a margin; never below the committed deadline.
+    // Room for the windows, a blocked eviction, the recovery and 5 minutes (the disruption,
+    // the writing); never below the committed deadline.
     if let Some(s) = job.spec.as_mut() {
-        let need = i64::try_from((p.idle + p.settle + Duration::from_secs(1800)).as_secs())
-            .unwrap_or(i64::MAX);
+        let need = p.idle + p.settle + p.evict_timeout + p.recovery_timeout;
+        let need = i64::try_from((need + Duration::from_secs(300)).as_secs()).unwrap_or(i64::MAX);
         s.active_deadline_seconds = Some(s.active_deadline_seconds.unwrap_or(0).max(need));
     }
     Ok(job)
@@ -552,6 +557,8 @@ mod tests {
             method: KubeMethod::Delete,
             idle: Duration::from_secs(1800),
             settle: Duration::from_secs(600),
+            evict_timeout: Duration::from_secs(600),
+            recovery_timeout: Duration::from_secs(900),
             environment: "GKE Autopilot, dlock-gke".into(),
             build: Build { version: "0.1.0".into(), commit: "abc".into() },
             dry_run: false,
@@ -642,6 +649,8 @@ mod tests {
                 "--settle=10m",
                 "--out=/data/$(POD_NAME)",
                 "--method=delete",
+                "--evict-timeout=10m",
+                "--recovery-timeout=15m",
                 "--environment=GKE Autopilot, dlock-gke",
                 "--checksums",
                 "--expect-build=0.1.0+abc"
@@ -671,10 +680,20 @@ mod tests {
                 c[k] = serde_json::Value::Null;
             }
         }
-        assert_eq!(a, b, "30 + 10 min + 30 min of room is under the committed 70 min deadline");
+        assert_eq!(a, b, "30 + 10 + 10 + 15 + 5 min is under the committed 70 min deadline");
         let long =
             job(&t, &JobParams { idle: Duration::from_secs(3 * 3600), ..params() }).expect("job");
-        assert_eq!(long.spec.and_then(|s| s.active_deadline_seconds), Some(3 * 3600 + 600 + 1800));
+        assert_eq!(
+            long.spec.and_then(|s| s.active_deadline_seconds),
+            Some(3 * 3600 + 600 + 600 + 900 + 300)
+        );
+        let slow = job(&t, &JobParams { recovery_timeout: Duration::from_secs(3600), ..params() })
+            .expect("job");
+        assert_eq!(
+            slow.spec.and_then(|s| s.active_deadline_seconds),
+            Some(1800 + 600 + 600 + 3600 + 300),
+            "a longer recovery timeout lengthens the deadline"
+        );
         assert_eq!(claim_of(&j).as_deref(), Some("leaderwatch-data"));
     }
 

@@ -11,8 +11,10 @@ fn run_bad(args: &[&str]) -> (i32, String) {
 
 /// `(command line, exit code, what stderr must name)`; `{out}` is the run directory the
 /// command must not create, `{taken}` a port already bound, `{ep}` a member nobody answers.
-const BAD: [(&str, i32, &str); 15] = [
+const BAD: [(&str, i32, &str); 16] = [
     ("measure --idle 5m --out {out}", 2, "at least 20m"),
+    // Said before any cluster is asked; a --dry-run may idle less.
+    ("sitting --image r.example/p/lw@sha256:00 --idle 5m --kubeconfig {out}", 2, "at least 20m"),
     (
         "rehearse --target m1 --idle 1s --etcd-bin /nonexistent/etcd --out {out}",
         4,

@@ -127,6 +127,8 @@ impl<'a> Day<'a> {
         let mut c = Command::new(&self.bin);
         c.current_dir(&self.cwd)
             .env(leaderwatch::io::test_hooks::MIN_IDLE, "10s")
+            // What a sitting remembers of itself, kept in the test's own directory.
+            .env("XDG_STATE_HOME", self.dir.join("state"))
             .arg("sitting")
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
@@ -427,7 +429,8 @@ fn a_long_outage_detaches_and_attach_finishes(day: &Day) {
     // `--attach` killed once the run is fetched (a test hook holds it there), before the
     // hand-off and the clean-up: the next `--fetch` finishes the day without a second fetch.
     let log = day.dir.join("attach.log");
-    let mut attach = day.sitting(&["--attach", "--label", "lab"]);
+    // Only the context: the sitting remembers its --label.
+    let mut attach = day.sitting(&["--attach"]);
     attach
         .env(leaderwatch::io::test_hooks::PAUSE_AFTER_FETCH, "10m")
         .stderr(std::fs::File::create(&log).expect("log"));
@@ -445,17 +448,22 @@ fn a_long_outage_detaches_and_attach_finishes(day: &Day) {
     let _ = child.wait();
     eprintln!("sitting --attach, killed after its fetch:\n{}", said());
     assert!(said().contains("fetched into"), "{}", said());
+    assert!(said().contains("as it was started here: --label lab"), "{}", said());
     assert!(job_json(day.lab).is_some(), "the Job outlived the killed command");
     let fetches = || fetch_pods_created(day.lab);
     let fetched_once = fetches();
     assert!(fetched_once >= 1, "the operator's fetch pod in the audit log");
-    let o = day.sitting(&["--fetch", "--label", "lab"]).output().expect("sitting --fetch");
+    let o = day.sitting(&["--fetch"]).output().expect("sitting --fetch");
     let err = text(&o);
     eprintln!("sitting --fetch:\n{err}");
     assert_eq!(o.status.code(), Some(0), "--fetch: {err}");
     assert!(err.contains("not fetched again"), "{err}");
     assert_eq!(fetches(), fetched_once, "no second fetch pod");
     day.no_job_left();
+    let kept = std::fs::read_dir(day.dir.join("state/leaderwatch/sittings"))
+        .map(|d| d.count())
+        .unwrap_or(0);
+    assert_eq!(kept, 0, "the hand-off done, nothing is left to remember");
     // The run, fetched into the checkout's data/, is a row of the README's table; this lab
     // is no GKE, so baselines.csv and the ledger are not written.
     let data = day.checkout.join("data");
@@ -570,7 +578,7 @@ spec:
   matchResources:
     namespaceSelector:
       matchLabels:
-        kubernetes.io/metadata.name: dlock
+        kubernetes.io/metadata.name: leaderwatch
 ";
 
 /// A member frozen just before the sitting: the laptop's checks (the API's view: the pod is

@@ -8,8 +8,10 @@ Steps:
      rbac-drain.yaml when --method needs it: the sitting never changes RBAC), a
      server-side dry run of the PVC and the Job, the image reference (a tag is warned
      about: pin the digest), the preflight's API checks (members, zones, PVCs, PDB);
-  2. applies the PVC and the Job in namespace leaderwatch, with --target --method --idle
-     --settle --environment and this binary's build (--expect-build: an image of another
+  2. says how long it takes (--idle and --settle: 20m and 5m, a --dry-run 2m and 1m) and the
+     Job's deadline, and applies the PVC and the Job in namespace leaderwatch, with --target
+     --method --idle --settle --evict-timeout --recovery-timeout --environment and this
+     binary's build (--expect-build: an image of another
      build refuses to run) in its arguments (the committed files are the template and are
      never edited);
   3. follows the Job: its phase, the time left, its events and log lines. A pod that
@@ -25,7 +27,9 @@ Steps:
   6. deletes the Job and its pod (not with --keep); the PVC stays unless --cleanup-pvc; an
      extra RBAC file is an admin's to delete (said). A failed fetch keeps everything: --fetch tries again.
 OUT-DIR and --readme default to data/ and deploy/k8s/etcd/README.md of the leaderwatch
-checkout it runs in or was installed from (`cargo install --path .`).
+checkout it runs in or was installed from (`cargo install --path .`). --attach and --fetch
+take --label, --out-dir, --readme, --ledger, --cleanup-pvc and --keep from the sitting they
+find when this machine started it (remembered until its hand-off is done).
 
 Examples:
   # GKE, first: everything but the eviction (a server-side dry run), with the digest you pushed
