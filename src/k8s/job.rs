@@ -436,8 +436,9 @@ pub async fn create_pod(client: &Client, pod: &Pod, t: Duration) -> Result<(), K
 
 /// The fetch pod's name: one at a time.
 pub const FETCH_POD: &str = "leaderwatch-fetch";
-/// The fetch pod must have printed its archive within this (an image pull included).
-const FETCH_WITHIN: Duration = Duration::from_secs(300);
+/// The fetch pod's wait has no fixed bound: it ends when its trouble has lasted its
+/// grace (src/k8s/follow/trouble.rs: a pull, a volume, no node), or at this cap.
+const FETCH_CAP: Duration = Duration::from_secs(1800);
 
 /// Why a run directory did not come back.
 #[derive(Debug, thiserror::Error)]
@@ -500,9 +501,16 @@ async fn clear_fetch_pod(pods: &Api<Pod>, ns: &str, t: Duration) -> Result<(), F
     Ok(())
 }
 
-/// Waits for the fetch pod to end (`Succeeded` or `Failed`), [`FETCH_WITHIN`] at most:
-/// past that, what it is waiting for (an image pull, a volume) is the error.
+/// Waits for the fetch pod to end (`Succeeded` or `Failed`) for as long as it makes
+/// progress: its scheduling (a node added), a zonal disk's detach and attach and a pull
+/// take what they take, and trouble that lasts its grace ([`crate::k8s::follow::trouble`])
+/// is the error, in Kubernetes' words. [`FETCH_CAP`] bounds it all.
 async fn fetch_pod_end(pods: &Api<Pod>, ns: &str, t: Duration) -> Result<String, FetchError> {
+    use crate::k8s::follow::trouble::{self, Seen, Watch};
+    use k8s_openapi::api::core::v1::Event;
+    let events: Api<Event> = Api::namespaced(pods.clone().into_client(), ns);
+    let lp = kube::api::ListParams::default().fields(&format!("involvedObject.name={FETCH_POD}"));
+    let mut watch = Watch::default();
     let began = std::time::Instant::now();
     loop {
         let p = call("get the fetch pod", t, pods.get(FETCH_POD)).await?;
@@ -510,28 +518,39 @@ async fn fetch_pod_end(pods: &Api<Pod>, ns: &str, t: Duration) -> Result<String,
         if phase == "Succeeded" || phase == "Failed" {
             return Ok(phase);
         }
-        if began.elapsed() > FETCH_WITHIN {
-            let waiting = p
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .and_then(|c| c.first())
-                .and_then(|c| c.state.as_ref())
-                .and_then(|s| s.waiting.as_ref())
-                .map(|w| {
-                    format!(
-                        " ({}: {})",
-                        w.reason.clone().unwrap_or_default(),
-                        w.message.clone().unwrap_or_default()
-                    )
+        let uid = p.metadata.uid.clone();
+        let mut seen: Vec<(Option<k8s_openapi::jiff::Timestamp>, Seen)> =
+            call("list the fetch pod's events", t, events.list(&lp))
+                .await?
+                .items
+                .into_iter()
+                .filter(|e| e.involved_object.uid == uid)
+                .map(|e| {
+                    let at = e.last_timestamp.map(|t| t.0).or(e.event_time.map(|t| t.0));
+                    let seen = Seen {
+                        reason: e.reason.unwrap_or_default(),
+                        message: e.message.unwrap_or_default(),
+                    };
+                    (at, seen)
                 })
-                .unwrap_or_default();
+                .collect();
+        seen.sort_by_key(|(at, _)| *at);
+        let seen: Vec<Seen> = seen.into_iter().map(|(_, s)| s).collect();
+        let now = trouble::trouble(Some(&p), &seen, &[]);
+        if let Some(tr) = watch.observe(now.as_ref(), std::time::Instant::now()) {
             return Err(FetchError::Failed(format!(
-                "pod {ns}/{FETCH_POD} still {phase} after {}{waiting}; the run stays on the PVC",
-                humantime::format_duration(FETCH_WITHIN)
+                "pod {ns}/{FETCH_POD}: {}: {}; the run stays on the PVC",
+                tr.cause,
+                tr.kind.advice()
             )));
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        if began.elapsed() > FETCH_CAP {
+            return Err(FetchError::Failed(format!(
+                "pod {ns}/{FETCH_POD} still {phase} after {}; the run stays on the PVC",
+                humantime::format_duration(FETCH_CAP)
+            )));
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
     }
 }
 

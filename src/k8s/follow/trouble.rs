@@ -27,6 +27,9 @@ pub enum TroubleKind {
     Create,
     /// The Job controller cannot create the pod (admission webhook, policy, quota).
     Refused,
+    /// The pod's volume cannot be attached or mounted (`FailedAttachVolume`, a
+    /// Multi-Attach error, `FailedMount`): without it the container never starts.
+    Volume,
     /// No node takes the pod, and no node is being added for it.
     Unschedulable,
     /// No node takes the pod yet, and the autoscaler is adding one (Autopilot does this
@@ -42,6 +45,9 @@ impl TroubleKind {
             TroubleKind::Pull | TroubleKind::Create | TroubleKind::Refused => {
                 Duration::from_secs(30)
             }
+            // A disk the last sitting's node still holds is usually let go within this;
+            // one that is not, ends the sitting (nothing was disrupted: run it again).
+            TroubleKind::Volume => Duration::from_secs(60),
             TroubleKind::Unschedulable => Duration::from_secs(45),
             TroubleKind::ScalingUp => Duration::from_secs(600),
         }
@@ -53,12 +59,17 @@ impl TroubleKind {
             TroubleKind::BadImage | TroubleKind::Pull => {
                 "check --image (pushed? the digest the push printed? can the nodes' service account read the repository?)"
             }
-            TroubleKind::Create => "see `kubectl -n dlock describe pod` for the container's config",
+            TroubleKind::Create => {
+                "see `kubectl -n leaderwatch describe pod` for the container's config"
+            }
+            TroubleKind::Volume => {
+                "the volume leaderwatch-data cannot be attached or mounted (still attached to another node? its zone?): see `kubectl -n leaderwatch describe pod` and `kubectl -n leaderwatch get pvc`"
+            }
             TroubleKind::Refused => {
                 "the cluster's admission refused the pod: see the message (docs/autopilot-rules.md)"
             }
             TroubleKind::Unschedulable | TroubleKind::ScalingUp => {
-                "no node takes the pod: see `kubectl -n dlock describe pod` (requests, quota, the PVC's zone)"
+                "no node takes the pod: see `kubectl -n leaderwatch describe pod` (requests, quota, the PVC's zone)"
             }
         }
     }
@@ -72,8 +83,9 @@ pub struct Seen {
 }
 
 /// Why the Job's pod does not run now, if something says so: its container waiting on an
-/// image or a config, its scheduling condition, or (no pod at all) the Job's `FailedCreate`
-/// events. `pod_events` and `job_events` are the events read about each so far.
+/// image or a config, its volume (the pod's own `FailedAttachVolume` or `FailedMount`
+/// events while it waits), its scheduling condition (a scale-up said to come, or said to
+/// have failed), or (no pod at all) the Job's `FailedCreate` events. `pod_events` and `job_events` are the events read about each so far.
 pub fn trouble(pod: Option<&Pod>, pod_events: &[Seen], job_events: &[Seen]) -> Option<Trouble> {
     let Some(p) = pod else {
         return job_events.iter().rev().find(|e| e.reason == "FailedCreate").map(|e| Trouble {
@@ -97,21 +109,46 @@ pub fn trouble(pod: Option<&Pod>, pod_events: &[Seen], job_events: &[Seen]) -> O
             return Some(Trouble { kind, cause: format!("{reason}: {}", message.trim()) });
         }
     }
+    // Scheduled, not started: the last volume event, unless the container ran since.
+    let started =
+        status.container_statuses.iter().flatten().any(|c| {
+            c.state.as_ref().is_some_and(|s| s.running.is_some() || s.terminated.is_some())
+        });
+    let volume = pod_events
+        .iter()
+        .rev()
+        .take_while(|e| e.reason != "SuccessfulAttachVolume")
+        .find(|e| matches!(e.reason.as_str(), "FailedAttachVolume" | "FailedMount"));
+    if let (false, Some(e)) = (started, volume) {
+        return Some(Trouble {
+            kind: TroubleKind::Volume,
+            cause: format!("{}: {}", e.reason, e.message.trim()),
+        });
+    }
     let unschedulable = status.conditions.iter().flatten().find(|c| {
         c.type_ == "PodScheduled"
             && c.status == "False"
             && c.reason.as_deref() == Some("Unschedulable")
     })?;
-    // Autopilot adds a node for a pod it cannot place: TriggeredScaleUp says one is coming.
-    let scaling = pod_events
-        .iter()
-        .rev()
-        .find(|e| matches!(e.reason.as_str(), "TriggeredScaleUp" | "NotTriggerScaleUp"))
-        .is_some_and(|e| e.reason == "TriggeredScaleUp");
+    // Autopilot adds a node for a pod it cannot place: TriggeredScaleUp says one is coming,
+    // NotTriggerScaleUp or FailedScaleUp (after it) that none is.
+    let last = pod_events.iter().rev().find(|e| {
+        matches!(e.reason.as_str(), "TriggeredScaleUp" | "NotTriggerScaleUp" | "FailedScaleUp")
+    });
     let message = unschedulable.message.clone().unwrap_or_default();
-    Some(Trouble {
-        kind: if scaling { TroubleKind::ScalingUp } else { TroubleKind::Unschedulable },
-        cause: format!("Unschedulable: {}", message.trim()),
+    Some(match last {
+        Some(e) if e.reason == "TriggeredScaleUp" => Trouble {
+            kind: TroubleKind::ScalingUp,
+            cause: format!("Unschedulable: {}", message.trim()),
+        },
+        Some(e) => Trouble {
+            kind: TroubleKind::Unschedulable,
+            cause: format!("Unschedulable: {}; {}: {}", message.trim(), e.reason, e.message.trim()),
+        },
+        None => Trouble {
+            kind: TroubleKind::Unschedulable,
+            cause: format!("Unschedulable: {}", message.trim()),
+        },
     })
 }
 

@@ -120,3 +120,62 @@ fn a_failing_api_is_retried_with_a_doubling_wait_until_the_outage_is_too_long() 
     assert_eq!(r.answered(t0 + s(122)), None);
     assert_eq!(r.failed(t0 + s(130)), Retry::After { wait: s(1), first: true, down_for: s(0) });
 }
+
+fn scheduled_creating() -> Pod {
+    pod(serde_json::json!({
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [{
+            "name": "leaderwatch", "image": "i", "imageID": "", "ready": false,
+            "restartCount": 0,
+            "state": {"waiting": {"reason": "ContainerCreating"}}
+        }]
+    }))
+}
+
+/// Regression (issue 61): a volume that could not attach or mount waited out the Job's
+/// 70-minute deadline as "ContainerCreating".
+#[test]
+fn a_volume_that_cannot_attach_or_mount_is_trouble_with_the_events_words() {
+    let p = scheduled_creating();
+    for (reason, message) in [
+        (
+            "FailedAttachVolume",
+            "Multi-Attach error for volume \"pvc-1\" Volume is already exclusively attached to one node",
+        ),
+        ("FailedAttachVolume", "AttachVolume.Attach failed for volume \"pvc-1\": rpc error"),
+        ("FailedMount", "MountVolume.MountDevice failed for volume \"pvc-1\": timed out"),
+    ] {
+        let t = trouble(Some(&p), &[ev("Scheduled", "x"), ev(reason, message)], &[]).expect("t");
+        assert_eq!(t.kind, TroubleKind::Volume);
+        assert!(t.cause.starts_with(reason) && t.cause.contains(message), "{}", t.cause);
+        assert!(t.kind.grace() <= Duration::from_secs(60), "ends within a minute");
+    }
+    // Attached after a failure: waiting on the container is no trouble.
+    let healed = [ev("FailedAttachVolume", "x"), ev("SuccessfulAttachVolume", "ok")];
+    assert_eq!(trouble(Some(&p), &healed, &[]), None);
+    // Running since: an old event says nothing.
+    let running = pod(serde_json::json!({
+        "phase": "Running",
+        "containerStatuses": [{
+            "name": "leaderwatch", "image": "i", "imageID": "", "ready": true,
+            "restartCount": 0, "state": {"running": {}}
+        }]
+    }));
+    assert_eq!(trouble(Some(&running), &[ev("FailedMount", "x")], &[]), None);
+}
+
+/// Regression (issue 61): a scale-up that failed after it was triggered waited 10 minutes
+/// as "scaling up".
+#[test]
+fn a_failed_scale_up_is_unschedulable_with_the_autoscalers_words() {
+    let p = unschedulable();
+    let coming = [ev("TriggeredScaleUp", "pod triggered scale-up")];
+    assert_eq!(trouble(Some(&p), &coming, &[]).map(|t| t.kind), Some(TroubleKind::ScalingUp));
+    for reason in ["FailedScaleUp", "NotTriggerScaleUp"] {
+        let failed = [coming[0].clone(), ev(reason, "max node group size reached")];
+        let t = trouble(Some(&p), &failed, &[]).expect("trouble");
+        assert_eq!(t.kind, TroubleKind::Unschedulable, "{reason}");
+        assert!(t.cause.contains(reason) && t.cause.contains("max node group size"), "{}", t.cause);
+    }
+}
