@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GKE sitting rehearsed on a fresh local cluster by the command a user runs on GKE:
 # the cluster up with the image `make image` built (served under the name the manifests
-# give it, with PROJECT=lw-lab), deploy/k8s/namespace.yaml and deploy/k8s/apply.sh, then
+# give it, with PROJECT=lw-lab), deploy/k8s/namespace.yaml and deploy/k8s/apply.sh, the
+# admin's leaderwatch namespace and RBAC, then
 # `leaderwatch sitting` with that image: 20 min at rest, a follower evicted, 5 min settle
 # by default, the run brought back into data/kube-in-cluster-<target>-<method>-<UTC>/ and
 # the etcd README's table rendered. Tears the cluster down on exit.
@@ -22,6 +23,11 @@ trap '"${lab[@]}" down' EXIT
 "${lab[@]}" --image "$ref=$IMAGE_LAYOUT:$IMAGE_TAG" up --detach
 "$KUBECTL" apply -f deploy/k8s/namespace.yaml
 deploy/k8s/apply.sh
+# The cluster admin's part (docs/gke-sitting.md, "The operator's rights"): the sitting's
+# namespace and the Job's rights, every method's on this throwaway cluster.
+"$KUBECTL" apply -f deploy/k8s/leaderwatch/namespace.yaml
+"$KUBECTL" apply -f deploy/k8s/leaderwatch/rbac.yaml -f deploy/k8s/leaderwatch/rbac-maintenance.yaml \
+  -f deploy/k8s/leaderwatch/rbac-drain.yaml
 env="local control plane (lw-lab), Kubernetes $kver, real kubelet + containerd $cver, etcd 3.6.14, in-cluster Job, image $IMAGE_DIGEST"
 status=0
 target/release/leaderwatch sitting --kubeconfig "$KUBECONFIG" --image "$ref" \
