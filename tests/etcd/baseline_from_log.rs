@@ -54,7 +54,7 @@ fn kubectl_logs_alone_retrieves_a_valid_baseline_json() {
         .unwrap_or_else(|e| panic!("not a valid baseline.json: {e}"));
     assert_eq!(b, on_disk, "the log carries exactly the baseline.json of the run");
     let calls = std::fs::read_to_string(dir.path().join("calls")).expect("calls");
-    assert_eq!(calls.trim(), "-n dlock logs job/leaderwatch-measure");
+    assert_eq!(calls.trim(), "-n leaderwatch logs job/leaderwatch-measure", "the Job's namespace");
 
     // A log without the block: one clear line, exit 1.
     std::fs::write(&log, "still sampling...\n").expect("write");

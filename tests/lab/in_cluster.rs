@@ -154,9 +154,9 @@ pub(crate) fn job_pods(lab: &Lab) -> Vec<Value> {
     lab.json(&["-n", JOB_NS, "get", "pods", "-l", &format!("job-name={JOB}"), "-o", "json"])["items"].as_array().cloned().unwrap_or_default()
 }
 
-/// The host directory behind a PVC (lw-lab's provisioner: a local PV).
-fn volume_dir(lab: &Lab, claim: &str) -> PathBuf {
-    let pvc = lab.json(&["-n", JOB_NS, "get", "pvc", claim, "-o", "json"]);
+/// The host directory behind a PVC of namespace `ns` (lw-lab's provisioner: a local PV).
+fn volume_dir(lab: &Lab, ns: &str, claim: &str) -> PathBuf {
+    let pvc = lab.json(&["-n", ns, "get", "pvc", claim, "-o", "json"]);
     assert_eq!(pvc["spec"]["storageClassName"], "standard-rwo", "{claim}");
     let pv =
         lab.json(&["get", "pv", pvc["spec"]["volumeName"].as_str().expect("bound"), "-o", "json"]);
@@ -458,9 +458,20 @@ fn ctrl_c_detaches_and_the_job_goes_on(
         .arg(out_dir)
         .spawn()
         .expect("leaderwatch sitting");
-    wait_until("the Job's pod Running", Duration::from_secs(120), || {
-        job_pods(lab).first().is_some_and(|p| p["status"]["phase"] == "Running")
-    });
+    let mut first = first;
+    let began = Instant::now();
+    while !job_pods(lab).first().is_some_and(|p| p["status"]["phase"] == "Running") {
+        let ended = first.try_wait().ok().flatten();
+        if ended.is_some() || began.elapsed() > Duration::from_secs(120) {
+            let _ = first.kill();
+            let o = first.wait_with_output().expect("leaderwatch sitting");
+            panic!(
+                "the Job's pod not Running (sitting {ended:?}):\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
     signal(first.id() as i32, nix::sys::signal::Signal::SIGINT);
     let o = first.wait_with_output().expect("leaderwatch sitting");
     let err = String::from_utf8_lossy(&o.stderr);
@@ -502,7 +513,7 @@ fn attach_follows_the_job_to_its_end_and_fetches_its_run(
     assert_eq!(fetched.len(), 1, "{fetched:?}");
     let name = fetched[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     assert!(name.starts_with("kube-in-cluster-follower-evict-"), "{name}");
-    let on_volume = volume_dir(lab, "leaderwatch-data").join(&pod);
+    let on_volume = volume_dir(lab, JOB_NS, "leaderwatch-data").join(&pod);
     // The sitting writes the run's report.csv beside what it fetched (the hand-off).
     assert!(fetched[0].join("report.csv").is_file(), "the run's report.csv");
     let mut a = listing(&fetched[0]);
@@ -785,7 +796,7 @@ fn liveness_restarts_a_frozen_sampler(lab: &Lab, name: &str) {
             && p["status"]["containerStatuses"][0]["ready"] == true
     });
     // The restart appended to the same files under a new run_id.
-    let continuous = volume_dir(lab, "leaderwatch-sample-data").join("continuous");
+    let continuous = volume_dir(lab, "dlock", "leaderwatch-sample-data").join("continuous");
     let runs: std::collections::BTreeSet<String> =
         support::samples(&continuous).iter().map(|r| r["run_id"].clone()).collect();
     assert_eq!(runs.len(), 2, "one run_id per container start: {runs:?}");
