@@ -145,14 +145,9 @@ pub struct SittingArgs {
     /// Length of the settle window [default: 5m; with --dry-run 1m].
     #[arg(long, value_parser = parse_duration)]
     pub settle: Option<Duration>,
-    /// Give up on a PDB-blocked eviction after this long, or on a rolling restart that has
-    /// not finished (the Job's `--evict-timeout`; it lengthens the Job's deadline).
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
-    pub evict_timeout: Duration,
-    /// Give up if the healthy list has not come back this long after the eviction (the
-    /// Job's `--recovery-timeout`; a rolling restart on zonal disks may need more).
-    #[arg(long, default_value = "15m", value_parser = parse_duration)]
-    pub recovery_timeout: Duration,
+    /// Passed to the Job; together with the windows they make its deadline.
+    #[command(flatten)]
+    pub timeouts: Timeouts,
     /// Cluster label recorded in baseline.json and every table.
     #[arg(long, default_value = "GKE Autopilot, dlock-gke")]
     pub environment: String,
@@ -207,6 +202,20 @@ impl SittingArgs {
 pub struct PackArgs {
     /// The run directory.
     pub dir: PathBuf,
+}
+
+/// How long a sitting waits on its disruption: `measure`'s own, and what `sitting` passes to
+/// the Job.
+#[derive(Debug, Args)]
+pub struct Timeouts {
+    /// Give up on a PDB-blocked eviction after this long (retried every 5 s, like kubectl
+    /// drain), or on a rolling restart that has not finished.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub evict_timeout: Duration,
+    /// Give up if the healthy list has not come back this long after the eviction (a
+    /// rolling restart on zonal disks may need more).
+    #[arg(long, default_value = "15m", value_parser = parse_duration)]
+    pub recovery_timeout: Duration,
 }
 
 /// Which cluster, and how long one API request may take.
@@ -332,13 +341,8 @@ pub struct MeasureArgs {
     pub down: Duration,
     #[command(flatten)]
     pub cadence: CadenceArgs,
-    /// Give up on a PDB-blocked eviction after this long (retried every 5 s, like kubectl
-    /// drain), or on a rolling restart that has not finished.
-    #[arg(long, default_value = "10m", value_parser = parse_duration)]
-    pub evict_timeout: Duration,
-    /// Give up if the healthy list has not come back this long after the eviction.
-    #[arg(long, default_value = "15m", value_parser = parse_duration)]
-    pub recovery_timeout: Duration,
+    #[command(flatten)]
+    pub timeouts: Timeouts,
     /// Everything but the eviction (the Eviction is sent as a server-side dry run).
     #[arg(long)]
     pub dry_run: bool,

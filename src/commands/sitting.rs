@@ -132,9 +132,6 @@ async fn steps(mut a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result
     let args = JobArgs::of(&j);
     if let Some(e) = no_run_directory(pod.as_ref(), &log) {
         clean_up(&a, &s, &j, args.method).await?;
-        if let Some(uid) = j.metadata.uid.as_deref() {
-            remember::forget(uid);
-        }
         return Err(e.with_clean_up(&a, &s));
     }
     let dest = fetch(&a, &paths, &s, &j, pod.as_ref(), &args).await?;
@@ -145,9 +142,6 @@ async fn steps(mut a: SittingArgs, shutdown: impl Future<Output = ()>) -> Result
     // does them again.
     let outcome = results(&paths, &dest, pod.as_ref()).map_err(|e| unfinished(&s, e))?;
     clean_up(&a, &s, &j, args.method).await.map_err(|e| unfinished(&s, e))?;
-    if let Some(uid) = j.metadata.uid.as_deref() {
-        remember::forget(uid);
-    }
     outcome
 }
 
@@ -274,8 +268,8 @@ async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
         method: a.method,
         idle,
         settle,
-        evict_timeout: a.evict_timeout,
-        recovery_timeout: a.recovery_timeout,
+        evict_timeout: a.timeouts.evict_timeout,
+        recovery_timeout: a.timeouts.recovery_timeout,
         environment: a.environment.clone(),
         build: Build::this(),
         dry_run: a.dry_run,
@@ -289,8 +283,8 @@ async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
         if a.dry_run { "a dry run: " } else { "" },
         d(idle),
         a.method.as_str(),
-        d(a.evict_timeout),
-        d(a.recovery_timeout),
+        d(a.timeouts.evict_timeout),
+        d(a.timeouts.recovery_timeout),
         d(settle),
         d(idle + settle + Duration::from_secs(120)),
         d(Duration::from_secs(u64::try_from(deadline).unwrap_or(0))),
@@ -412,9 +406,6 @@ async fn follow_or_find<F: Future<Output = ()>>(
         ))),
         Followed::Stuck { trouble, .. } => {
             clean_up(a, s, &j, args.method).await?;
-            if let Some(uid) = j.metadata.uid.as_deref() {
-                remember::forget(uid);
-            }
             let e = NoRun { cause: format!("{}: {}", trouble.cause, trouble.kind.advice()) };
             Err(e.with_clean_up(a, s))
         }
@@ -608,6 +599,10 @@ async fn clean_up(a: &SittingArgs, s: &Cluster, j: &Job, method: KubeMethod) -> 
     if a.cleanup_pvc {
         retried(|| job::delete(&s.client, &s.m.pvc, s.t)).await?;
         eprintln!("sitting: deleted {}", s.m.pvc.describe());
+    }
+    // Its hand-off is done: nothing is left to remember.
+    if let Some(uid) = j.metadata.uid.as_deref() {
+        remember::forget(uid);
     }
     Ok(())
 }
