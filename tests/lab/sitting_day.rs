@@ -156,6 +156,25 @@ impl<'a> Day<'a> {
         Running { child, log }
     }
 
+    /// A sitting run while the first rule of a role (`object`: `[-n NS] KIND NAME`), which
+    /// grants `resource`, is taken out by the admin; the role's file under
+    /// deploy/k8s/leaderwatch put back after it. Its exit code and stderr.
+    fn sitting_without_rule_0(
+        &self,
+        object: &[&str],
+        resource: &str,
+        file: &str,
+    ) -> (Option<i32>, String) {
+        let get = [&["get"], object, &["-o", "json"]].concat();
+        let role = self.lab.json(&get);
+        assert_eq!(role["rules"][0]["resources"][0], resource, "the rule removed is {resource}'s");
+        let patch = r#"[{"op":"remove","path":"/rules/0"}]"#;
+        self.lab.ok(&[&["patch"], object, &["--type=json", "-p", patch]].concat());
+        let ended = self.start(&pinned_image(), &[]).finish();
+        self.lab.ok(&["apply", "-f", &format!("deploy/k8s/leaderwatch/{file}")]);
+        ended
+    }
+
     /// Waits for the Job's pod to run; says what the sitting printed if it does not.
     fn wait_running(&self, r: &mut Running) {
         let began = Instant::now();
@@ -626,13 +645,9 @@ fn the_jobs_own_preflight_failing_is_said_and_cleaned_up(day: &Day) {
 /// and deletes the Job. Before issue 61 only exits 2 and 7 were known, and this went to a
 /// fetch that could not succeed.
 fn a_job_that_ends_early_with_any_code_is_named_and_not_fetched(day: &Day) {
-    let role = day.lab.json(&["-n", "dlock", "get", "role", "leaderwatch", "-o", "json"]);
-    assert_eq!(role["rules"][0]["resources"][0], "pods", "the rule removed is the pods'");
-    let patch = r#"[{"op":"remove","path":"/rules/0"}]"#;
-    day.lab.ok(&["-n", "dlock", "patch", "role", "leaderwatch", "--type=json", "-p", patch]);
     let before = fetch_pods_created(day.lab);
-    let (code, err) = day.start(&pinned_image(), &[]).finish();
-    day.lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac.yaml"]);
+    let (code, err) =
+        day.sitting_without_rule_0(&["-n", "dlock", "role", "leaderwatch"], "pods", "rbac.yaml");
     eprintln!("sitting, the Job's rights short:\n{err}");
     assert_eq!(code, Some(8), "{err}");
     let last = err.lines().last().unwrap_or_default();
@@ -650,12 +665,11 @@ fn a_job_that_ends_early_with_any_code_is_named_and_not_fetched(day: &Day) {
 /// sitting stops at its checks, before anything is applied, with one line naming the
 /// request and the right it lacked; the rule put back, it passes that step again.
 fn a_rule_removed_fails_its_step_naming_the_right(day: &Day) {
-    let patch = r#"[{"op":"remove","path":"/rules/0"}]"#;
-    let cr = day.lab.json(&["get", "clusterrole", "leaderwatch-operator", "-o", "json"]);
-    assert_eq!(cr["rules"][0]["resources"][0], "namespaces", "the rule removed is the namespace's");
-    day.lab.ok(&["patch", "clusterrole", "leaderwatch-operator", "--type=json", "-p", patch]);
-    let (code, err) = day.start(&pinned_image(), &[]).finish();
-    day.lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/operator-rbac.yaml"]);
+    let (code, err) = day.sitting_without_rule_0(
+        &["clusterrole", "leaderwatch-operator"],
+        "namespaces",
+        "operator-rbac.yaml",
+    );
     eprintln!("sitting, a rule removed:\n{err}");
     assert_eq!(code, Some(6), "{err}");
     let last = err.lines().last().unwrap_or_default();
