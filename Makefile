@@ -18,6 +18,8 @@ PIP_PINS    := kubernetes-validate==1.37.0 \
 K8S_VERSION = 1.$(KUBE_MINOR).0
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 CARGO       ?= cargo
+# The oldest Rust that builds leaderwatch (Cargo.toml's rust-version): make install checks it.
+RUST_VERSION := $(shell sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 
 # etcd and etcdctl are built from their own Go modules by the wrapper module in lab/go/etcd,
 # at the version deploy/k8s/etcd/statefulset.yaml pins (3.6.14; see deps-etcd below).
@@ -59,14 +61,12 @@ help:
 
 deps: deps-apt deps-py deps-etcd
 
-# protoc + the well-known protos (libprotobuf-dev) for etcd-client's build script, shellcheck
-# for apply.sh, Debian's prometheus (promtool) for the quantile cross-check, the alert rule's
-# tests and the exporter's scrape test. `apt-get update`
-# runs first because a fresh machine has no package lists.
+# shellcheck for the scripts, Debian's prometheus (promtool) for the quantile cross-check,
+# the alert rule's tests and the exporter's scrape test. (No protoc: etcd-client's build
+# script takes the protoc-bin-vendored crate's, vendor/README.md.) `apt-get update` runs
+# first because a fresh machine has no package lists.
 deps-apt:
 	@missing=""; \
-	command -v protoc >/dev/null || missing="$$missing protobuf-compiler"; \
-	[ -f /usr/include/google/protobuf/timestamp.proto ] || missing="$$missing libprotobuf-dev"; \
 	command -v shellcheck >/dev/null || missing="$$missing shellcheck"; \
 	command -v promtool >/dev/null || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
@@ -121,14 +121,18 @@ $(ETCD_STAMP): $(ETCD_MOD)/go.mod $(ETCD_MOD)/go.sum $(ETCD_MOD)/writer/main.go 
 .PHONY: etcd-binaries-missing
 etcd-binaries-missing:
 
-build: deps-apt
+build:
 	$(CARGO) build --release --locked
 
 # leaderwatch on the PATH (cargo's bin directory, ~/.cargo/bin): `leaderwatch sitting` then
 # runs from any directory and finds this checkout's data/ and README (docs/gke-sitting.md).
-# Elsewhere than Debian, protoc must be there first (etcd-client's build script needs it).
+# Any laptop with Rust (Linux, macOS): it installs nothing else, and checks before it builds.
 .PHONY: install
-install: deps-apt
+install:
+	@command -v $(CARGO) >/dev/null || { echo "install: cargo not found: Rust $(RUST_VERSION) or newer, https://rustup.rs" >&2; exit 2; }
+	@v=$$($(CARGO) --version | sed -n 's/^cargo \([0-9]*\.[0-9]*\).*/\1/p'); \
+	  [ "$$(printf '%s\n%s\n' "$(RUST_VERSION)" "$$v" | sort -V | head -n1)" = "$(RUST_VERSION)" ] || \
+	  { echo "install: cargo $$v is older than Rust $(RUST_VERSION) (Cargo.toml's rust-version): rustup update" >&2; exit 2; }
 	$(CARGO) install --locked --path .
 
 # The container image, built without a daemon or a pull (deploy/image/build.sh): the release
@@ -145,8 +149,13 @@ image-apt:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-image: image-apt build
-	$(SUDO) DEB_CACHE=$(TOOLS)/debs deploy/image/build.sh target/release/leaderwatch $(IMAGE_DIR)
+# IMAGE_ARCH: the nodes' architecture, amd64 (GKE's default nodes) or arm64; a binary for
+# another than this machine's is cross-compiled (deploy/image/cross-build.sh: rustup's target
+# and Debian's cross gcc, added if missing), and the image takes that architecture's packages.
+IMAGE_ARCH ?= amd64
+image: image-apt
+	deploy/image/cross-build.sh $(IMAGE_ARCH) $(IMAGE_DIR)/leaderwatch release
+	$(SUDO) DEB_CACHE=$(TOOLS)/debs IMAGE_ARCH=$(IMAGE_ARCH) deploy/image/build.sh $(IMAGE_DIR)/leaderwatch $(IMAGE_DIR)
 
 # The image the tests run (target/image-test): the same recipe (deploy/image/build.sh) on
 # the stripped debug binary the tests built anyway, so that make test does not pay the
@@ -169,6 +178,26 @@ test-image-build: image-apt deps-apt
 .PHONY: test-dockerfile
 test-dockerfile: deps-apt
 	deploy/image/check-dockerfile.sh
+
+# Both architectures' binaries in the dev profile, by make image's route (one of them
+# cross-compiled): test-cross builds images of them, and the sitting day's wrong-architecture
+# step runs the arm64 one in an amd64-labelled image. A build, so make test runs it first.
+CROSS_DIR := $(CURDIR)/target/image-cross
+.PHONY: cross-bins
+cross-bins:
+	deploy/image/cross-build.sh amd64 $(CROSS_DIR)/amd64/leaderwatch dev
+	deploy/image/cross-build.sh arm64 $(CROSS_DIR)/arm64/leaderwatch dev
+
+# The image for the other architecture than this machine's, by make image's route
+# (deploy/image/cross-build.sh, then build.sh), in the dev profile (no fat LTO), checked by
+# deploy/image/check-cross.sh: its label, its binary's and libc's ELF machine, its packages'
+# architecture, the binary run under qemu-user with the image's own libraries, and a binary
+# of the wrong architecture refused. make test runs it beside the lab.
+.PHONY: test-cross
+test-cross: image-apt cross-bins
+	@command -v qemu-aarch64 >/dev/null && command -v qemu-x86_64 >/dev/null || \
+	  { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends qemu-user; }
+	SUDO=$(SUDO) DEB_CACHE=$(TOOLS)/debs deploy/image/check-cross.sh $(CROSS_DIR)
 
 # The image under runc as the kubelet runs it (tests/lab/image.rs; root, runc, umoci).
 test-image: test-image-build deps
@@ -207,14 +236,15 @@ test:
 # process group. Under `bash -e` (.SHELLFLAGS) each exit status is taken with `|| x=$?`:
 # a bare `wait` that failed ended the recipe before the etcd side's log was printed (CI,
 # stop 56), and a failed lane a would have left the other lanes running.
-test-beside-lab: kube-tools test-image-build deps
+test-beside-lab: kube-tools test-image-build cross-bins deps
 	@# Every build first (on a fresh machine, Kubernetes' Go builds take minutes), so no
 	@# compiler shares the cores with a timed test.
 	$(CARGO) test --locked --no-run --test etcd --test lab
 	@rm -f target/beside-lab.done; \
 	( r=0; { $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook; } || r=$$?; \
 	  echo $$r >target/beside-lab.done; \
-	  if [ $$r = 0 ]; then nice -n 5 $(MAKE) --no-print-directory test-dockerfile || r=$$?; fi; exit $$r ) \
+	  if [ $$r = 0 ]; then nice -n 5 $(MAKE) --no-print-directory test-dockerfile || r=$$?; fi; \
+	  if [ $$r = 0 ]; then nice -n 10 $(MAKE) --no-print-directory test-cross || r=$$?; fi; exit $$r ) \
 	  >target/test-beside-lab.log 2>&1 & b=$$!; \
 	l=0; $(MAKE) --no-print-directory test-lab LAB_LANE_B_AFTER=$(CURDIR)/target/beside-lab.done || l=$$?; \
 	e=0; wait $$b || e=$$?; \
@@ -222,8 +252,8 @@ test-beside-lab: kube-tools test-image-build deps
 	  tail -n 150 target/test-beside-lab.log; fi; \
 	[ $$l = 0 ] && [ $$e = 0 ]
 
-# Tier 1, the inner loop: no etcd, no root, no network. deps-apt brings protoc (etcd-client's
-# build script), shellcheck and promtool; deps-py the venv kubernetes-validate runs in.
+# Tier 1, the inner loop: no etcd, no root, no network. deps-apt brings shellcheck and
+# promtool; deps-py the venv kubernetes-validate runs in.
 check:
 	$(call tier,check,check-steps)
 
@@ -327,7 +357,7 @@ figures: deps-py
 	  RUN_DIR=$$d $(VENV)/bin/python -c 'import nbformat; from nbclient import NotebookClient; nb = nbformat.read("notebooks/baseline.ipynb", as_version=4); NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": "notebooks"}}).execute()'; done
 
 test-shell: deps-apt
-	shellcheck deploy/k8s/apply.sh deploy/k8s/leaderwatch/baseline-from-log.sh deploy/image/rootfs.sh deploy/image/build.sh tests/stubs/kubectl .ci/run
+	shellcheck deploy/k8s/apply.sh deploy/k8s/leaderwatch/baseline-from-log.sh deploy/image/rootfs.sh deploy/image/build.sh deploy/image/cross-build.sh deploy/image/check-cross.sh deploy/image/check-dockerfile.sh tests/stubs/kubectl .ci/run
 	shellcheck -x bench/image.sh lab/in-cluster-sitting.sh lab/fault-runs.sh
 	@# Negative control: an unquoted expansion must be caught, or the line above proves nothing.
 	@t=$$(mktemp); printf '#!/bin/sh\nrm -rf $$1/cache\n' >"$$t"; \

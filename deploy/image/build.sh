@@ -6,9 +6,11 @@
 #
 #   deploy/image/build.sh BINARY OUT_DIR [TAG]
 #
-# OUT_DIR/oci is the OCI image layout (tag TAG, default the crate's version); push it with
-#   skopeo copy oci:OUT_DIR/oci:TAG docker://$REGION-docker.pkg.dev/$PROJECT/dlock/leaderwatch:TAG
-# (README, "The sitting on GKE"). OUT_DIR/rootfs is the unpacked root filesystem,
+# OUT_DIR/oci is the OCI image layout, tagged TAG, by default unique per build:
+# VERSION-COMMIT-UTCTIME (0.1.0-1a2b3c4d5e6f-20261207T181500Z), so a rebuild never reuses a
+# tag a node may have pulled; push it and keep the digest the registry returns
+# (docs/gke-sitting.md, step 3):
+#   . OUT_DIR/image.env; skopeo copy --digestfile /tmp/lw-digest oci:$IMAGE_LAYOUT:$IMAGE_TAG docker://$REPO:$IMAGE_TAG OUT_DIR/rootfs is the unpacked root filesystem,
 # OUT_DIR/image.env the figures (digest, sizes) for the tests and the benchmark.
 # Needs umoci and skopeo (Debian packages; make image installs them) and root.
 set -euo pipefail
@@ -19,26 +21,27 @@ bin=$1 out=$2
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$repo/Cargo.toml" | sed -n 1p)
-tag=${3:-$version}
 for t in umoci skopeo; do command -v $t >/dev/null || die "$t not found (Debian package $t; make image installs it)"; done
 [ "$(id -u)" = 0 ] || die "run as root: the image's files must be owned by root"
 
-# The image says the architecture its binary is for (the ELF header's machine), and the
-# Debian packages beside it must be for the same one: an image labelled amd64 that holds
-# arm64 files fails on the node with "exec format error".
+# The image says the architecture its binary is for (the ELF header's machine); rootfs.sh
+# takes the Debian packages of the same one: an image labelled amd64 that holds arm64 files
+# fails on the node with "exec format error". IMAGE_ARCH, when set, is the architecture the
+# caller asked for, and a binary of another is refused here rather than on the node.
 case $(od -An -tx1 -j18 -N2 "$bin" | tr -d ' \n') in
   3e00) arch=amd64 ;;
   b700) arch=arm64 ;;
   *) die "$bin: not an x86-64 or aarch64 ELF executable" ;;
 esac
-debs_arch=$(dpkg --print-architecture)
-[ "$arch" = "$debs_arch" ] || die "$bin is $arch but this machine's Debian packages are $debs_arch: build the image on an $arch machine (or with deploy/Dockerfile and --platform linux/$arch)"
+[ -z "${IMAGE_ARCH:-}" ] || [ "$IMAGE_ARCH" = "$arch" ] ||
+  die "$bin is $arch, not the $IMAGE_ARCH asked for (IMAGE_ARCH): build it with deploy/image/cross-build.sh $IMAGE_ARCH"
 
 # Every timestamp in the image is the last commit's (or 0 outside git): the same binary
 # gives the same digest.
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git -C "$repo" log -1 --format=%ct 2>/dev/null || echo 0)}
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 commit=${LEADERWATCH_COMMIT:-$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)}
+tag=${3:-$version-${commit:0:12}-$(date -u +%Y%m%dT%H%M%SZ)}
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)

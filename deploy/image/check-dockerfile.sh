@@ -56,6 +56,23 @@ while read -r stage rest; do
   done
 done <<<"$copies"
 
+# Every base image pinned by digest (a tag moves; ARG defaults before the first FROM are
+# resolved), and both build stages on the builder's platform, compiling for the target's.
+froms=$(awk '
+  /^ARG [A-Z_]+=/ && !seen { split(substr($0, 5), kv, "="); arg[kv[1]] = substr($0, 5 + length(kv[1]) + 1) }
+  /^FROM / { seen = 1; for (i = 2; i <= NF; i++) if ($i !~ /^--/) { img = $i; break }
+             for (a in arg) gsub("\\$\\{" a "\\}", arg[a], img); print img, $NF, $2 }
+' "$df")
+while read -r img stage platform; do
+  [ "$img" = scratch ] && continue
+  [[ $img =~ @sha256:[0-9a-f]{64}$ ]] || die "FROM $img (stage $stage): not pinned by digest"
+  # shellcheck disable=SC2016 # the literal Dockerfile text
+  [ "$platform" = '--platform=$BUILDPLATFORM' ] || die "FROM $img (stage $stage): not on the builder's platform (--platform=\$BUILDPLATFORM): it would build under emulation"
+done <<<"$froms"
+# shellcheck disable=SC2016 # the literal Dockerfile text
+grep -q 'cross-build.sh "$TARGETARCH"' "$df" || die "the build stage does not build for TARGETARCH"
+echo "check-dockerfile.sh: base images by digest, on the builder's platform: $(awk '$1 != "scratch" {printf "%s ", $1}' <<<"$froms")"
+
 check() {
   (cd "$1" && LEADERWATCH_COMMIT=$(git -C "$repo" rev-parse HEAD) \
     CARGO_TARGET_DIR="$repo/target" cargo check --locked --offline --bin leaderwatch)
