@@ -41,7 +41,7 @@ pub(crate) const JOB: &str = "leaderwatch-measure";
 pub(crate) const JOB_NS: &str = "leaderwatch";
 
 /// The image reference a manifest names, with [`PROJECT`].
-fn manifest_image(rel: &str) -> String {
+pub(crate) fn manifest_image(rel: &str) -> String {
     let text = std::fs::read_to_string(repo().join(rel)).expect("manifest");
     let line = text.lines().find_map(|l| l.trim().strip_prefix("image: ")).expect("an image: line");
     line.replace("/PROJECT/", &format!("/{PROJECT}/"))

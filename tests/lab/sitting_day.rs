@@ -16,6 +16,10 @@
 //!   (exit 6) each end the sitting with one line naming the cause (the exit code and the
 //!   log's last lines) and the Job deleted, nothing fetched, the first two within a minute
 //!   of the Job;
+//! - a binary for another CPU (the kernel's "exec format error"), a volume the kubelet
+//!   cannot mount and a scale-up said to come that then failed (the autoscaler's events,
+//!   written by the test) each end the sitting with the cluster's words, the waits within
+//!   a minute of the cause (`sitting_day/early.rs`);
 //! - a method whose rights no admin applied stops at the checks, naming the file;
 //! - the operator role is exactly enough: the audit log shows no request of the operator
 //!   refused, and every verb of every rule used; one rule taken away makes the step that
@@ -27,6 +31,8 @@
 //!
 //! Ignored in plain `cargo test` (root, `make kube-tools`, the built image);
 //! `make test-sitting-day` (part of `make test`) runs it.
+
+mod early;
 
 use crate::in_cluster::{image_arg, job_json, job_pods, pinned_image, signal, wait_until};
 use crate::support::lab;
@@ -53,9 +59,10 @@ const TOKEN_LIFE_S: u64 = 90;
 #[test]
 #[ignore = "needs root, make kube-tools and the test image; make test runs it"]
 fn a_sitting_day_from_a_laptop_as_the_operator() {
-    let lab = Lab::up_images(&[], &[], &[image_arg()]);
-    lab.deploy();
     let dir = tempfile::tempdir().expect("tempdir");
+    let (wrong_arch_arg, wrong_arch) = early::wrong_arch_image(dir.path());
+    let lab = Lab::up_images(&[], &[], &[image_arg(), wrong_arch_arg]);
+    lab.deploy();
     let day = Day::new(&lab, dir.path());
     let revoker = Revoker::start(&lab);
 
@@ -71,6 +78,9 @@ fn a_sitting_day_from_a_laptop_as_the_operator() {
     day.lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]);
     the_jobs_own_preflight_failing_is_said_and_cleaned_up(&day);
     a_job_that_ends_early_with_any_code_is_named_and_not_fetched(&day);
+    early::a_binary_for_another_cpu_is_named_in_one_line(&day, &wrong_arch);
+    early::a_volume_that_cannot_mount_ends_within_a_minute(&day);
+    early::a_failed_scale_up_ends_within_a_minute(&day);
 
     // Before a rule is taken away on purpose (its 403 is the next step's point).
     the_operator_role_was_exactly_enough(&lab);

@@ -1,0 +1,267 @@
+//! The sitting day's early deaths and silent waits (issue 61, points 3 and 4), each on the
+//! real cluster: a binary for another CPU in an image labelled for this one, a volume the
+//! kubelet cannot mount, a scale-up that was said to come and then failed. Each ends the
+//! sitting with one line naming the cause in the cluster's own words, nothing fetched, the
+//! Job deleted; the waits end within a minute of the cause, not at the Job's deadline.
+
+use super::{Day, fetch_pods_created};
+use crate::in_cluster::{JOB_NS, job_pods, manifest_image, pinned_image};
+use crate::support::lab::repo;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// The test image with its binary swapped for the arm64 build (`make cross-bins`), still
+/// labelled amd64: what a build that mixed architectures leaves (an arm64 laptop's binary
+/// in an amd64 image). A node runs it and the kernel refuses the binary ("exec format
+/// error"). lw-lab's `--image` for it, and the reference that pins it.
+pub(super) fn wrong_arch_image(dir: &Path) -> (String, String) {
+    let env = crate::support::image_env();
+    let arm = repo().join("target/image-cross/arm64/leaderwatch");
+    assert!(arm.is_file(), "{}: missing: make cross-bins builds it", arm.display());
+    let layout = dir.join("wrong-arch.oci");
+    let tag = &env["IMAGE_TAG"];
+    let run = |c: &mut Command| {
+        let o = c.output().expect("run");
+        assert!(o.status.success(), "{c:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(Command::new("cp").arg("-a").arg(&env["IMAGE_LAYOUT"]).arg(&layout));
+    let image = format!("{}:{tag}", layout.display());
+    run(Command::new("umoci")
+        .args(["insert", "--image", &image])
+        .arg(&arm)
+        .arg("/usr/local/bin/leaderwatch"));
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(layout.join("index.json")).expect("index"))
+            .expect("index.json");
+    let digest = index["manifests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == tag.as_str())
+        .and_then(|m| m["digest"].as_str())
+        .expect("the tag's manifest")
+        .to_owned();
+    let job = manifest_image("deploy/k8s/leaderwatch/job-measure.yaml");
+    let reference = format!("{}-wrong-arch", job.rsplit_once(':').expect("a tag").0);
+    (format!("{reference}:{tag}={image}"), format!("{reference}@{digest}"))
+}
+
+/// The kubelet starts the container, the kernel refuses its binary: the sitting names the
+/// other architecture in one line with the exit code, fetches nothing (the fetch pod would
+/// run the same binary) and deletes the Job.
+pub(super) fn a_binary_for_another_cpu_is_named_in_one_line(day: &Day, image: &str) {
+    let before = fetch_pods_created(day.lab);
+    let (code, err) = day.start(image, &[]).finish();
+    eprintln!("sitting, a binary for another CPU:\n{err}");
+    assert_eq!(code, Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("another CPU architecture")
+            && last.contains("deleted Job leaderwatch/leaderwatch-measure"),
+        "{last}"
+    );
+    assert!(err.contains("exec format error"), "the cluster's words are shown: {err}");
+    assert_eq!(fetch_pods_created(day.lab), before, "no fetch tried");
+    day.no_job_left();
+}
+
+/// The admin's PersistentVolume pre-bound to the sitting's claim, on a node where its
+/// directory does not exist: the pod is scheduled there and the kubelet's mount fails
+/// (FailedMount) on every try. The sitting ends within a minute of the first failure with
+/// the kubelet's words, instead of waiting out the Job's deadline.
+pub(super) fn a_volume_that_cannot_mount_ends_within_a_minute(day: &Day) {
+    const PV: &str = "lw-test-no-dir";
+    let lab = day.lab;
+    lab.ok(&[
+        "-n",
+        JOB_NS,
+        "delete",
+        "pvc",
+        "leaderwatch-data",
+        "--ignore-not-found",
+        "--wait=true",
+    ]);
+    let nodes = lab.json(&["get", "nodes", "-o", "json"]);
+    let node = nodes["items"][0]["metadata"]["name"].as_str().expect("a node").to_owned();
+    let pv = json!({
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": PV},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": "standard-rwo",
+            "persistentVolumeReclaimPolicy": "Retain",
+            "claimRef": {"namespace": JOB_NS, "name": "leaderwatch-data"},
+            "local": {"path": "/lw-test-no-such-directory"},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+            ]}]}},
+        },
+    });
+    let file = day.dir.join("pv-no-dir.json");
+    std::fs::write(&file, pv.to_string()).expect("pv");
+    lab.ok(&["apply", "-f", file.to_str().expect("utf8")]);
+
+    let mut r = day.start(&pinned_image(), &[]);
+    let first = wait_for_event(day, &mut r, "FailedMount", Duration::from_secs(180));
+    let (code, err) = r.finish();
+    let took = first.elapsed();
+    lab.ok(&[
+        "-n",
+        JOB_NS,
+        "delete",
+        "pvc",
+        "leaderwatch-data",
+        "--ignore-not-found",
+        "--wait=true",
+    ]);
+    lab.ok(&["delete", "pv", PV, "--ignore-not-found"]);
+    eprintln!("sitting, a volume that cannot mount:\n{err}");
+    assert_eq!(code, Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("FailedMount")
+            && last.contains("lw-test-no-such-directory")
+            && last.contains("deleted Job leaderwatch/leaderwatch-measure"),
+        "{last}"
+    );
+    // The grace is 60 s from the sitting's first sight of it; 40 s more for the polls.
+    assert!(took < Duration::from_secs(100), "{took:?} after the first FailedMount");
+    day.no_job_left();
+}
+
+/// Every node cordoned, so the pod is Unschedulable; the test then writes the events the
+/// cluster autoscaler would (the lab has none): TriggeredScaleUp, and after a minute
+/// FailedScaleUp. While a node is said to be coming the sitting waits (past the 45 s it
+/// gives a pod no node takes); once the scale-up has failed it ends within a minute with
+/// the autoscaler's words.
+pub(super) fn a_failed_scale_up_ends_within_a_minute(day: &Day) {
+    let lab = day.lab;
+    let nodes: Vec<String> = lab.json(&["get", "nodes", "-o", "json"])["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    let _uncordon = Uncordon { day, nodes: nodes.clone() };
+    for n in &nodes {
+        lab.ok(&["cordon", n]);
+    }
+    let mut r = day.start(&pinned_image(), &[]);
+    let pod = {
+        let began = Instant::now();
+        loop {
+            if let Some(p) = job_pods(lab).into_iter().next() {
+                break p;
+            }
+            if r.child.try_wait().ok().flatten().is_some()
+                || began.elapsed() > Duration::from_secs(120)
+            {
+                panic!("no pod of the Job:\n{}", r.stderr());
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    autoscaler_event(
+        day,
+        &pod,
+        "TriggeredScaleUp",
+        "Normal",
+        "pod triggered scale-up: [{https://www.googleapis.com/compute/v1/projects/lw-lab/zones/europe-west1-b/instanceGroups/gk3-lab-pool-2 0->1 (max: 1000)}]",
+    );
+    std::thread::sleep(Duration::from_secs(60));
+    assert!(
+        r.child.try_wait().ok().flatten().is_none(),
+        "the sitting gave up while a node was said to be coming:\n{}",
+        r.stderr()
+    );
+    autoscaler_event(
+        day,
+        &pod,
+        "FailedScaleUp",
+        "Warning",
+        "Node scale up in zones europe-west1-b associated with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled.",
+    );
+    let failed = Instant::now();
+    let (code, err) = r.finish();
+    let took = failed.elapsed();
+    eprintln!("sitting, a failed scale-up:\n{err}");
+    assert_eq!(code, Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("FailedScaleUp")
+            && last.contains("GCE quota exceeded")
+            && last.contains("deleted Job leaderwatch/leaderwatch-measure"),
+        "{last}"
+    );
+    // 45 s of grace from the sitting's sight of it, and its polls.
+    assert!(took < Duration::from_secs(90), "{took:?} after FailedScaleUp");
+    day.no_job_left();
+}
+
+/// The nodes made schedulable again, also when a step panics.
+struct Uncordon<'a> {
+    day: &'a Day<'a>,
+    nodes: Vec<String>,
+}
+
+impl Drop for Uncordon<'_> {
+    fn drop(&mut self) {
+        for n in &self.nodes {
+            let _ = self.day.lab.kubectl(&["uncordon", n]);
+        }
+    }
+}
+
+/// An event about the Job's pod as the cluster autoscaler posts one.
+fn autoscaler_event(day: &Day, pod: &Value, reason: &str, kind: &str, message: &str) {
+    let name = pod["metadata"]["name"].as_str().expect("name");
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let event = json!({
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": format!("{name}.lw-test-{}", reason.to_lowercase()), "namespace": JOB_NS},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": JOB_NS,
+                           "uid": pod["metadata"]["uid"]},
+        "reason": reason, "message": message, "type": kind,
+        "source": {"component": "cluster-autoscaler"},
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    });
+    let file = day.dir.join(format!("event-{reason}.json"));
+    std::fs::write(&file, event.to_string()).expect("event");
+    day.lab.ok(&["create", "-f", file.to_str().expect("utf8")]);
+}
+
+/// Waits for an event `reason` about the Job's pod; when the test first saw it.
+fn wait_for_event(day: &Day, r: &mut super::Running, reason: &str, within: Duration) -> Instant {
+    let began = Instant::now();
+    loop {
+        let seen = job_pods(day.lab)
+            .first()
+            .and_then(|p| p["metadata"]["name"].as_str().map(str::to_owned))
+            .is_some_and(|pod| {
+                day.lab.json(&[
+                    "-n",
+                    JOB_NS,
+                    "get",
+                    "events",
+                    "--field-selector",
+                    &format!("involvedObject.name={pod}"),
+                    "-o",
+                    "json",
+                ])["items"]
+                    .as_array()
+                    .is_some_and(|es| es.iter().any(|e| e["reason"] == reason))
+            });
+        if seen {
+            return Instant::now();
+        }
+        if r.child.try_wait().ok().flatten().is_some() || began.elapsed() > within {
+            panic!("no {reason} event seen:\n{}", r.stderr());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
