@@ -179,25 +179,31 @@ test-image-build: image-apt deps-apt
 test-dockerfile: deps-apt
 	deploy/image/check-dockerfile.sh
 
-# Both architectures' binaries in the dev profile, by make image's route (one of them
-# cross-compiled): test-cross builds images of them, and the sitting day's wrong-architecture
-# step runs the arm64 one in an amd64-labelled image. A build, so make test runs it first.
+# The other architecture's binary (arm64 here) in the dev profile, cross-compiled by make
+# image's route: test-cross builds its image, and the sitting day's wrong-architecture step
+# runs it in an amd64-labelled image. A build, so make test runs it first. (This machine's
+# own architecture is the tests' image, test-image-build.)
 CROSS_DIR := $(CURDIR)/target/image-cross
+CROSS_ARCH := $(if $(filter arm64,$(shell dpkg --print-architecture 2>/dev/null)),amd64,arm64)
 .PHONY: cross-bins
 cross-bins:
-	deploy/image/cross-build.sh amd64 $(CROSS_DIR)/amd64/leaderwatch dev
-	deploy/image/cross-build.sh arm64 $(CROSS_DIR)/arm64/leaderwatch dev
+	deploy/image/cross-build.sh $(CROSS_ARCH) $(CROSS_DIR)/$(CROSS_ARCH)/leaderwatch dev
 
-# The image for the other architecture than this machine's, by make image's route
-# (deploy/image/cross-build.sh, then build.sh), in the dev profile (no fat LTO), checked by
-# deploy/image/check-cross.sh: its label, its binary's and libc's ELF machine, its packages'
-# architecture, the binary run under qemu-user with the image's own libraries, and a binary
-# of the wrong architecture refused. make test runs it beside the lab.
-.PHONY: test-cross
-test-cross: image-apt cross-bins
+# The images for both architectures, checked by deploy/image/check-cross.sh: this machine's
+# (the tests' image) and the other's, built by make image's route (cross-build.sh, then
+# build.sh) in the dev profile: each one's label, its binary's and libc's ELF machine, its
+# packages' architecture, the binary run under qemu-user with the image's own libraries,
+# and a binary of the wrong architecture refused. make test runs it beside the lab.
+.PHONY: test-cross test-cross-steps
+test-cross: image-apt test-image-build cross-bins
+	@$(MAKE) --no-print-directory test-cross-steps
+
+# What test-cross runs once its images' binaries are built: make test calls it beside the
+# lab, where rebuilding the tests' image (which the lab's clusters import) is not allowed.
+test-cross-steps:
 	@command -v qemu-aarch64 >/dev/null && command -v qemu-x86_64 >/dev/null || \
 	  { $(SUDO) apt-get update -qq; DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends qemu-user; }
-	SUDO=$(SUDO) DEB_CACHE=$(TOOLS)/debs deploy/image/check-cross.sh $(CROSS_DIR)
+	SUDO=$(SUDO) DEB_CACHE=$(TOOLS)/debs deploy/image/check-cross.sh $(CROSS_DIR) $(TEST_IMAGE_DIR)
 
 # The image under runc as the kubelet runs it (tests/lab/image.rs; root, runc, umoci).
 test-image: test-image-build deps
@@ -244,7 +250,7 @@ test-beside-lab: kube-tools test-image-build cross-bins deps
 	( r=0; { $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook; } || r=$$?; \
 	  echo $$r >target/beside-lab.done; \
 	  if [ $$r = 0 ]; then nice -n 5 $(MAKE) --no-print-directory test-dockerfile || r=$$?; fi; \
-	  if [ $$r = 0 ]; then nice -n 10 $(MAKE) --no-print-directory test-cross || r=$$?; fi; exit $$r ) \
+	  if [ $$r = 0 ]; then nice -n 10 $(MAKE) --no-print-directory test-cross-steps || r=$$?; fi; exit $$r ) \
 	  >target/test-beside-lab.log 2>&1 & b=$$!; \
 	l=0; $(MAKE) --no-print-directory test-lab LAB_LANE_B_AFTER=$(CURDIR)/target/beside-lab.done || l=$$?; \
 	e=0; wait $$b || e=$$?; \

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `make test-cross`: the image for amd64 and for arm64, both built on this machine by the
-# route a laptop takes (deploy/image/cross-build.sh, then build.sh: make image with
-# IMAGE_ARCH), one of them for the other architecture than this machine's. Each is checked
-# by what a node would meet, not by what the scripts say they did:
+# `make test-cross`: the image for amd64 and for arm64 on this machine. The one for this
+# machine's architecture is the tests' image (make test-image-build: the tests' binary,
+# assembled by build.sh); the other is built by the route a laptop of the other kind takes
+# (deploy/image/cross-build.sh, cross-compiled, then build.sh with IMAGE_ARCH: make image).
+# Each is checked by what a node would meet, not by what the scripts say they did:
 #   - the image config says linux/ARCH;
 #   - the binary and the image's libc are ELF files for ARCH;
 #   - every Debian package in the image is ARCH's (or "all");
@@ -11,15 +12,16 @@
 # and a binary of the other architecture is refused by build.sh (IMAGE_ARCH) before an
 # image is written; the machine's own dpkg architectures are as they were.
 #
-#   deploy/image/check-cross.sh OUT_DIR
+#   deploy/image/check-cross.sh OUT_DIR NATIVE_IMAGE_DIR
 #
-# The dev profile (no fat LTO: the release build's 5 minutes per architecture buy nothing
-# here). SUDO (make's) runs build.sh as root; DEB_CACHE is passed on to it.
+# The dev profile (no fat LTO: the release build's 5 minutes buy nothing here), its binary
+# built by `make cross-bins` beforehand. SUDO (make's) runs build.sh as root; DEB_CACHE is
+# passed on to it.
 set -euo pipefail
 
 die() { echo "check-cross.sh: FAIL: $*" >&2; exit 1; }
-[ $# -eq 1 ] || die "usage: check-cross.sh OUT_DIR"
-out=$1
+[ $# -eq 2 ] || die "usage: check-cross.sh OUT_DIR NATIVE_IMAGE_DIR"
+out=$1 native=$2
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 sudo=${SUDO:-}
@@ -32,10 +34,16 @@ for arch in amd64 arm64; do
     amd64) machine=3e00 triplet=x86_64-linux-gnu qemu=qemu-x86_64 ;;
     arm64) machine=b700 triplet=aarch64-linux-gnu qemu=qemu-aarch64 ;;
   esac
-  d="$out/$arch"
-  LEADERWATCH_COMMIT=$commit "$here/cross-build.sh" "$arch" "$d/leaderwatch" dev
-  $sudo env DEB_CACHE="${DEB_CACHE:-}" IMAGE_ARCH="$arch" LEADERWATCH_COMMIT="$commit" \
-    "$here/build.sh" "$d/leaderwatch" "$d"
+  if [ "$arch" = "$(dpkg --print-architecture)" ]; then
+    d=$native
+    [ -f "$d/image.env" ] || die "$d/image.env: no image for this machine's $arch (make test-image-build)"
+  else
+    d="$out/$arch"
+    LEADERWATCH_COMMIT=$commit "$here/cross-build.sh" "$arch" "$d/leaderwatch" dev
+    $sudo env DEB_CACHE="${DEB_CACHE:-}" IMAGE_ARCH="$arch" LEADERWATCH_COMMIT="$commit" \
+      "$here/build.sh" "$d/leaderwatch" "$d"
+    other=$d
+  fi
   # shellcheck disable=SC1091 # written by build.sh just now
   . "$d/image.env"
 
@@ -63,16 +71,19 @@ for arch in amd64 arm64; do
   echo "check-cross.sh: $arch: $IMAGE_DIGEST, linux/$arch, ELF $machine, $(find "$rootfs"/var/lib/dpkg/status.d -type f | wc -l) packages, runs: $said"
 done
 
-# Negative control: the arm64 binary where amd64 is asked for is refused, no image written.
+# Negative control: the other architecture's binary where this one is asked for is refused,
+# no image written.
+here_arch=$(dpkg --print-architecture)
+other_arch=$(sed -n 's/^IMAGE_ARCH=//p' "$other/image.env")
 wrong="$out/wrong"
 rm -rf "$wrong"
-if err=$($sudo env DEB_CACHE="${DEB_CACHE:-}" IMAGE_ARCH=amd64 "$here/build.sh" "$out/arm64/leaderwatch" "$wrong" 2>&1); then
-  die "build.sh made an amd64 image of an arm64 binary"
+if err=$($sudo env DEB_CACHE="${DEB_CACHE:-}" IMAGE_ARCH="$here_arch" "$here/build.sh" "$other/leaderwatch" "$wrong" 2>&1); then
+  die "build.sh made an $here_arch image of an $other_arch binary"
 fi
-[[ $err == *"is arm64, not the amd64 asked for"* ]] || die "build.sh refused the wrong binary, but not for its architecture: $err"
+[[ $err == *"is $other_arch, not the $here_arch asked for"* ]] || die "build.sh refused the wrong binary, but not for its architecture: $err"
 [ ! -e "$wrong/oci" ] || die "build.sh refused the wrong binary but left an image in $wrong/oci"
-echo "check-cross.sh: an arm64 binary for an amd64 image is refused: ${err##*build.sh: }"
+echo "check-cross.sh: an $other_arch binary for an $here_arch image is refused: ${err##*build.sh: }"
 
 [ "$(dpkg --print-foreign-architectures | tr '\n' ' ')" = "$foreign" ] ||
   die "the machine's dpkg architectures changed: was \"$foreign\""
-echo "check-cross.sh: PASS (amd64 and arm64 from $(dpkg --print-architecture); dpkg's architectures untouched)"
+echo "check-cross.sh: PASS (amd64 and arm64 on $here_arch; dpkg's architectures untouched)"

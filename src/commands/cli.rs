@@ -184,6 +184,11 @@ pub struct SittingArgs {
     /// Delete the PVC with the results too (only after they were fetched).
     #[arg(long)]
     pub cleanup_pvc: bool,
+    /// The live view: apply podmonitoring-sitting.yaml beside the Job, so that Managed
+    /// Service for Prometheus scrapes the sitting's own /metrics while it runs (GKE's
+    /// managed collection must be on); deleted in the clean-up.
+    #[arg(long, conflicts_with_all = ["attach", "fetch"])]
+    pub pod_monitoring: bool,
     /// While following, requests that fail (a laptop asleep, a VPN down, a token that did
     /// not refresh) are tried again for this long; then it detaches (exit 9) with the
     /// `--attach` command. The sitting goes on in the cluster either way.

@@ -40,6 +40,8 @@ fn step(step: &'static str, message: impl Into<String>) -> Error {
 struct Manifests {
     pvc: Object,
     job: Job,
+    /// The live view (`--pod-monitoring`), podmonitoring-sitting.yaml.
+    pod_monitoring: Object,
 }
 
 fn manifests() -> Result<Manifests, Error> {
@@ -58,8 +60,15 @@ fn manifests() -> Result<Manifests, Error> {
             }
         }
     }
+    let pod_monitoring = match job::parse("podmonitoring-sitting.yaml", job::POD_MONITORING)
+        .map_err(bad)?
+        .pop()
+    {
+        Some(o @ Object::PodMonitoring(_)) => o,
+        _ => return Err(step("manifests", "podmonitoring-sitting.yaml: a PodMonitoring expected")),
+    };
     match (pvc, template) {
-        (Some(pvc), Some(job)) => Ok(Manifests { pvc, job }),
+        (Some(pvc), Some(job)) => Ok(Manifests { pvc, job, pod_monitoring }),
         _ => Err(step("manifests", "job-measure.yaml: a PVC and a Job expected")),
     }
 }
@@ -290,9 +299,18 @@ async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
         d(Duration::from_secs(u64::try_from(deadline).unwrap_or(0))),
     );
     let the_job = Object::Job(Box::new(j));
-    let objects = vec![s.m.pvc.clone(), the_job];
+    let mut objects = vec![s.m.pvc.clone(), the_job];
+    if a.pod_monitoring {
+        objects.push(s.m.pod_monitoring.clone());
+    }
     for ob in &objects {
-        job::apply(&s.client, ob, true, s.t).await.map_err(|e| step("dry run", e.to_string()))?;
+        job::apply(&s.client, ob, true, s.t).await.map_err(|e| match ob {
+            Object::PodMonitoring(_) if e.status() == Some(404) => step(
+                "dry run",
+                format!("--pod-monitoring: the cluster has no PodMonitoring resource (monitoring.googleapis.com/v1), so Managed Service for Prometheus's managed collection is off: run without --pod-monitoring, or turn it on (docs/gke-sitting.md, \"The live view\"); nothing applied ({e})"),
+            ),
+            _ => step("dry run", e.to_string()),
+        })?;
     }
     eprintln!("sitting: server-side dry run of {} objects: accepted", objects.len());
     preflight(s).await?;
@@ -600,11 +618,27 @@ async fn clean_up(a: &SittingArgs, s: &Cluster, j: &Job, method: KubeMethod) -> 
         retried(|| job::delete(&s.client, &s.m.pvc, s.t)).await?;
         eprintln!("sitting: deleted {}", s.m.pvc.describe());
     }
+    // The live view has nothing more to show: gone whether or not this machine applied it
+    // (none, or a cluster without the resource, is fine).
+    if pod_monitoring_applied(s).await? {
+        retried(|| job::delete(&s.client, &s.m.pod_monitoring, s.t)).await?;
+        eprintln!("sitting: deleted {}", s.m.pod_monitoring.describe());
+    }
     // Its hand-off is done: nothing is left to remember.
     if let Some(uid) = j.metadata.uid.as_deref() {
         remember::forget(uid);
     }
     Ok(())
+}
+
+/// Whether the live view's PodMonitoring is in the cluster (a cluster without the
+/// resource has none).
+async fn pod_monitoring_applied(s: &Cluster) -> Result<bool, Error> {
+    match job::get(&s.client, &s.m.pod_monitoring, s.t).await {
+        Ok(found) => Ok(found),
+        Err(e) if e.status() == Some(404) => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// A clean-up request tried again while it fails for a reason that can clear (no answer,

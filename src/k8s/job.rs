@@ -31,6 +31,8 @@ pub const RBAC_MAINTENANCE: &str =
     include_str!("../../deploy/k8s/leaderwatch/rbac-maintenance.yaml");
 pub const RBAC_DRAIN: &str = include_str!("../../deploy/k8s/leaderwatch/rbac-drain.yaml");
 pub const JOB: &str = include_str!("../../deploy/k8s/leaderwatch/job-measure.yaml");
+pub const POD_MONITORING: &str =
+    include_str!("../../deploy/k8s/leaderwatch/podmonitoring-sitting.yaml");
 
 /// Server-side apply's field manager: what `kubectl get --show-managed-fields` names.
 const MANAGER: &str = "leaderwatch-sitting";
@@ -45,6 +47,17 @@ pub enum Object {
     ClusterRoleBinding(ClusterRoleBinding),
     Pvc(Box<PersistentVolumeClaim>),
     Job(Box<Job>),
+    /// Managed Service for Prometheus's PodMonitoring (a custom resource: no typed struct).
+    PodMonitoring(Box<DynamicObject>),
+}
+
+/// The PodMonitoring's kind, `monitoring.googleapis.com/v1`, resource `podmonitorings`.
+fn pod_monitoring_resource() -> ApiResource {
+    ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+        "monitoring.googleapis.com",
+        "v1",
+        "PodMonitoring",
+    ))
 }
 
 impl Object {
@@ -67,6 +80,7 @@ impl Object {
             Object::ClusterRoleBinding(o) => e(o),
             Object::Pvc(o) => e(o.as_ref()),
             Object::Job(o) => e(o.as_ref()),
+            Object::PodMonitoring(o) => (pod_monitoring_resource(), Ok(o.as_ref().clone())),
         }
     }
 
@@ -79,6 +93,7 @@ impl Object {
             Object::ClusterRoleBinding(o) => &o.metadata,
             Object::Pvc(o) => &o.metadata,
             Object::Job(o) => &o.metadata,
+            Object::PodMonitoring(o) => &o.metadata,
         }
     }
 
@@ -120,6 +135,7 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Object>, String> {
             "ClusterRoleBinding" => Object::ClusterRoleBinding(typed(file, v)?),
             "PersistentVolumeClaim" => Object::Pvc(Box::new(typed(file, v)?)),
             "Job" => Object::Job(Box::new(typed(file, v)?)),
+            "PodMonitoring" => Object::PodMonitoring(Box::new(typed(file, v)?)),
             other => return Err(format!("{file}: a {other:?} is not an object a sitting applies")),
         });
     }
@@ -410,6 +426,13 @@ pub async fn apply(
     call(&what, t, o.api(client).patch(&name, &pp, &Patch::Apply(&obj))).await.map(|_| ())
 }
 
+/// Whether one object is in the cluster.
+pub async fn get(client: &Client, o: &Object, t: Duration) -> Result<bool, KubeError> {
+    let what = format!("get {}", o.describe());
+    let name = o.meta().name.clone().unwrap_or_default();
+    call(&what, t, o.api(client).get_opt(&name)).await.map(|found| found.is_some())
+}
+
 /// Deletes one object (gone already is fine); a Job's pods go with it.
 pub async fn delete(client: &Client, o: &Object, t: Duration) -> Result<(), KubeError> {
     let what = format!("delete {}", o.describe());
@@ -610,7 +633,37 @@ mod tests {
         );
         assert_eq!(kinds(RBAC_MAINTENANCE).len(), 2);
         assert_eq!(kinds(RBAC_DRAIN).len(), 2);
+        assert_eq!(kinds(POD_MONITORING), ["PodMonitoring leaderwatch/leaderwatch-sitting"]);
         assert!(parse("f", "kind: Secret\nmetadata: {name: x}\n").is_err());
+    }
+
+    /// The live view scrapes the sitting's pod and nothing else: its selector is the Job's
+    /// pod labels, its port one the container serves `--metrics-addr` on, in the Job's
+    /// namespace; and not the sampler's (whose pods say component: sampler).
+    #[test]
+    fn the_live_views_pod_monitoring_selects_the_jobs_pod_and_its_metrics_port() {
+        let Some(Object::PodMonitoring(pm)) = parse("p", POD_MONITORING).expect("parses").pop()
+        else {
+            panic!("a PodMonitoring")
+        };
+        let j = template();
+        assert_eq!(pm.metadata.namespace, j.metadata.namespace);
+        let pod = j.spec.as_ref().expect("spec").template.clone();
+        let labels = pod.metadata.and_then(|m| m.labels).unwrap_or_default();
+        let selector = pm.data["spec"]["selector"]["matchLabels"].as_object().expect("matchLabels");
+        for (k, v) in selector {
+            assert_eq!(labels.get(k).map(String::as_str), v.as_str(), "label {k}");
+        }
+        assert_eq!(selector["app.kubernetes.io/component"], "sitting");
+        let c = &pod.spec.expect("pod spec").containers[0];
+        let port_name = pm.data["spec"]["endpoints"][0]["port"].as_str().expect("port");
+        let port = c.ports.iter().flatten().find(|p| p.name.as_deref() == Some(port_name));
+        let port = port.expect("the container has the PodMonitoring's port").container_port;
+        let args = c.args.clone().unwrap_or_default();
+        assert!(
+            args.contains(&format!("--metrics-addr=0.0.0.0:{port}")),
+            "measure serves /metrics on the port: {args:?}"
+        );
     }
 
     #[test]
@@ -667,6 +720,7 @@ mod tests {
                 "--idle=30m",
                 "--settle=10m",
                 "--out=/data/$(POD_NAME)",
+                "--metrics-addr=0.0.0.0:9464",
                 "--method=delete",
                 "--evict-timeout=10m",
                 "--recovery-timeout=15m",

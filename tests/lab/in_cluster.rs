@@ -200,7 +200,7 @@ pub(crate) fn wait_until(what: &str, within: Duration, mut ok: impl FnMut() -> b
 }
 
 /// A Prometheus killed when dropped.
-struct Prometheus {
+pub(crate) struct Prometheus {
     child: std::process::Child,
     port: u16,
     log: PathBuf,
@@ -214,8 +214,26 @@ impl Drop for Prometheus {
 }
 
 impl Prometheus {
+    /// Debian's prometheus with `config`, its files in `dir`, on a free loopback port.
+    pub(crate) fn start(dir: &Path, config: &str) -> Prometheus {
+        std::fs::write(dir.join("prometheus.yml"), config).expect("prometheus.yml");
+        let port = free_port();
+        Prometheus {
+            child: Command::new("prometheus")
+                .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
+                .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
+                .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
+                .spawn()
+                .expect("prometheus (Debian package; make deps installs it)"),
+            port,
+            log: dir.join("prometheus.log"),
+        }
+    }
+
     /// False (and its log on stderr) once it has exited: a bad config ends it at start.
-    fn alive(&mut self) -> bool {
+    pub(crate) fn alive(&mut self) -> bool {
         match self.child.try_wait() {
             Ok(None) => true,
             _ => {
@@ -228,7 +246,7 @@ impl Prometheus {
         }
     }
 
-    fn get(&self, path: &str) -> Value {
+    pub(crate) fn get(&self, path: &str) -> Value {
         let o = Command::new("curl")
             .args(["-s", "-m", "5", "-G", &format!("http://127.0.0.1:{}{path}", self.port)])
             .output()
@@ -236,7 +254,7 @@ impl Prometheus {
         serde_json::from_slice(&o.stdout).unwrap_or(Value::Null)
     }
 
-    fn query(&self, q: &str) -> Vec<Value> {
+    pub(crate) fn query(&self, q: &str) -> Vec<Value> {
         let o = Command::new("curl")
             .args([
                 "-s",
@@ -255,7 +273,7 @@ impl Prometheus {
             .unwrap_or_default()
     }
 
-    fn value(&self, q: &str) -> Option<f64> {
+    pub(crate) fn value(&self, q: &str) -> Option<f64> {
         self.query(q).first().and_then(|r| r["value"][1].as_str()).and_then(|s| s.parse().ok())
     }
 
@@ -268,7 +286,7 @@ impl Prometheus {
 /// it (the path, interval and timeout, job = the PodMonitoring's name), its targets in
 /// `targets` (written by [`write_targets`]; Debian's prometheus has no Kubernetes service
 /// discovery, so the test selects the pods through the API as the managed collector does).
-fn prometheus_config(pm: &Yaml, targets: &Path, rules: &Path) -> String {
+pub(crate) fn prometheus_config(pm: &Yaml, targets: &Path, rules: &Path) -> String {
     let name = pm["metadata"]["name"].as_str().expect("name");
     let ep = &pm["spec"]["endpoints"][0];
     let path = ep["path"].as_str().expect("path");
@@ -283,7 +301,7 @@ fn prometheus_config(pm: &Yaml, targets: &Path, rules: &Path) -> String {
 
 /// The PodMonitoring's targets now: the running pods of its namespace that match its
 /// selector, at the container port its endpoint names, labelled namespace and pod.
-fn write_targets(lab: &Lab, pm: &Yaml, file: &Path) -> usize {
+pub(crate) fn write_targets(lab: &Lab, pm: &Yaml, file: &Path) -> usize {
     let ns = pm["metadata"]["namespace"].as_str().expect("namespace");
     let port_name = pm["spec"]["endpoints"][0]["port"].as_str().expect("port name");
     let selector: Vec<String> = pm["spec"]["selector"]["matchLabels"]
@@ -750,21 +768,7 @@ fn prometheus_scraping_the_sampler(
         1,
         "the PodMonitoring selects the sampler's one port"
     );
-    std::fs::write(dir.join("prometheus.yml"), prometheus_config(pm, &targets, rules))
-        .expect("prometheus.yml");
-    let port = free_port();
-    let mut prom = Prometheus {
-        child: Command::new("prometheus")
-            .arg(format!("--config.file={}", dir.join("prometheus.yml").display()))
-            .arg(format!("--storage.tsdb.path={}", dir.join("tsdb").display()))
-            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(dir.join("prometheus.log")).expect("log"))
-            .spawn()
-            .expect("prometheus (Debian package; make deps installs it)"),
-        port,
-        log: dir.join("prometheus.log"),
-    };
+    let mut prom = Prometheus::start(dir, &prometheus_config(pm, &targets, rules));
     let name = sampler_pod(lab)["metadata"]["name"].as_str().expect("name").to_string();
     let series = format!(
         "leaderwatch_elections_total{{job=\"leaderwatch-sampler\",namespace=\"dlock\",pod=\"{name}\"}}"

@@ -20,6 +20,10 @@
 //!   cannot mount and a scale-up said to come that then failed (the autoscaler's events,
 //!   written by the test) each end the sitting with the cluster's words, the waits within
 //!   a minute of the cause (`sitting_day/early.rs`);
+//! - `--pod-monitoring`: without the PodMonitoring resource the dry run stops naming it;
+//!   with it, the PodMonitoring is applied beside the Job, a Prometheus scraping what it
+//!   selects sees the sitting's members while it runs, and the clean-up removes it
+//!   (`sitting_day/live.rs`);
 //! - a method whose rights no admin applied stops at the checks, naming the file;
 //! - the operator role is exactly enough: the audit log shows no request of the operator
 //!   refused, and every verb of every rule used; one rule taken away makes the step that
@@ -33,6 +37,7 @@
 //! `make test-sitting-day` (part of `make test`) runs it.
 
 mod early;
+mod live;
 
 use crate::in_cluster::{image_arg, job_json, job_pods, pinned_image, signal, wait_until};
 use crate::support::lab;
@@ -67,6 +72,7 @@ fn a_sitting_day_from_a_laptop_as_the_operator() {
     let revoker = Revoker::start(&lab);
 
     a_dry_run_evicts_nothing_and_survives_an_api_server_restart(&day);
+    live::the_live_view_shows_the_sitting_while_it_runs(&day);
     a_long_outage_detaches_and_attach_finishes(&day);
     a_method_without_its_rights_stops_at_the_checks(&day);
     // The methods' extra rights, as an admin applies them for such a sitting.

@@ -6,7 +6,8 @@ Steps:
   1. checks: the cluster's version, the namespaces dlock (the members) and leaderwatch (the
      Job), the Job's rights bound by an admin (rbac.yaml, and rbac-maintenance.yaml or
      rbac-drain.yaml when --method needs it: the sitting never changes RBAC), a
-     server-side dry run of the PVC and the Job, the image reference (a tag is warned
+     server-side dry run of the PVC and the Job (and with --pod-monitoring the live view's
+     PodMonitoring), the image reference (a tag is warned
      about: pin the digest), the preflight's API checks (members, zones, PVCs, PDB);
   2. says how long it takes (--idle and --settle: 20m and 5m, a --dry-run 2m and 1m) and the
      Job's deadline, and applies the PVC and the Job in namespace leaderwatch, with --target
@@ -24,7 +25,8 @@ Steps:
      directory (its preflight failed, another build) says why and is deleted;
   5. renders the table of --readme from OUT-DIR/*/baseline.json (dry runs left out) and
      prints the T-056 note;
-  6. deletes the Job and its pod (not with --keep); the PVC stays unless --cleanup-pvc; an
+  6. deletes the Job and its pod (not with --keep) and the live view's PodMonitoring; the
+     PVC stays unless --cleanup-pvc; an
      extra RBAC file is an admin's to delete (said). A failed fetch keeps everything: --fetch tries again.
 OUT-DIR and --readme default to data/ and deploy/k8s/etcd/README.md of the leaderwatch
 checkout it runs in or was installed from (`cargo install --path .`). --attach and --fetch
@@ -37,6 +39,8 @@ Examples:
     --image europe-west1-docker.pkg.dev/PROJECT/dlock/leaderwatch@sha256:DIGEST
   # the spec's sitting (a follower evicted)
   leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --image IMAGE@sha256:DIGEST
+  # the same, shown live in Managed Prometheus while it runs (PodMonitoring leaderwatch-sitting)
+  leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --image IMAGE@sha256:DIGEST --pod-monitoring
   # a leader eviction on GKE, then follow a sitting you detached from
   leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --image IMAGE --target leader
   leaderwatch sitting --context gke_PROJECT_europe-west1_dlock-gke --attach
