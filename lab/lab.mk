@@ -148,8 +148,10 @@ fault-runs: kube-tools build
 # `leaderwatch sitting` with the image make image built (lab/in-cluster-sitting.sh): 20 min
 # at rest, a follower evicted, 5 min settle, the run fetched into data/kube-in-cluster-*.
 # ARGS go to leaderwatch sitting, e.g. make rehearse-kube ARGS="--target leader".
+# AS=operator: as operator-rbac.yaml's role only, from outside the clone, its whole hand-off
+# into data/lab-day-<UTC>/ (lab/in-cluster-sitting.sh says what it holds).
 rehearse-kube: kube-tools image
-	lab/in-cluster-sitting.sh $(ARGS)
+	LW_AS=$(AS) lab/in-cluster-sitting.sh $(ARGS)
 
 # `leaderwatch measure` run from this host against a fresh local cluster (--reach pod-ip,
 # the ServiceAccount's token), as the committed maintenance runs were made. ARGS go to

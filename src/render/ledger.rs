@@ -11,8 +11,8 @@ use crate::render::report;
 pub const BEGIN: &str = "<!-- t056-ledger:begin -->";
 pub const END: &str = "<!-- t056-ledger:end -->";
 
-/// The section's text from `runs` (the GKE runs, dry runs left out by the caller), paths
-/// relative to `dir`, the ledger's directory.
+/// The section's text from `runs` (the GKE runs, or a rehearsal's in a ledger of its own;
+/// dry runs left out by the caller), paths relative to `dir`, the ledger's directory.
 pub fn section(runs: &[BaselineFile], dir: &Path) -> String {
     if runs.is_empty() {
         return "**On GKE: not yet measured.** Nothing in this repository can reach GKE. The \
@@ -23,10 +23,15 @@ pub fn section(runs: &[BaselineFile], dir: &Path) -> String {
                 ```"
             .to_owned();
     }
+    let n = format!("{} run{}", runs.len(), if runs.len() == 1 { "" } else { "s" });
+    let head = if runs.iter().all(|f| f.baseline.environment.on_target_cluster()) {
+        format!("**On GKE: measured**, {n}")
+    } else {
+        // A rehearsal's own ledger (an --out-dir of its own): never a GKE figure.
+        format!("**A rehearsal, not GKE**: {n} on the local control plane")
+    };
     let mut out = vec![format!(
-        "**On GKE: measured**, {} run{} (written by `leaderwatch sitting --ledger` from their baseline.json):",
-        runs.len(),
-        if runs.len() == 1 { "" } else { "s" }
+        "{head} (written by `leaderwatch sitting --ledger` from their baseline.json):"
     )];
     let mut runs: Vec<&BaselineFile> = runs.iter().collect();
     runs.sort_by(|a, b| a.baseline.run_id.cmp(&b.baseline.run_id));

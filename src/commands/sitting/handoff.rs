@@ -3,7 +3,9 @@
 //! run in OUT-DIR), the run's own `report.csv` (the tidy rows, `report --format csv`), one
 //! `baselines.csv` over the GKE runs in OUT-DIR, and with `--ledger` the T-056 ledger's
 //! baseline section (src/render/ledger.rs). Dry runs are in none of them but their own
-//! `report.csv`: they evicted nothing.
+//! `report.csv`: they evicted nothing. A rehearsal (the local control plane) gets the same
+//! hand-off only in an `--out-dir` of its own, over the rehearsals there, so that the day's
+//! files can be seen before GKE without ever mixing into GKE's.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +28,10 @@ pub struct Paths {
     pub readme: Option<PathBuf>,
     /// `--ledger`: the T-056 ledger whose baseline section the GKE runs' notes replace.
     pub ledger: Option<PathBuf>,
+    /// OUT-DIR is one of the user's own (`--out-dir`, not the checkout's data/): a
+    /// rehearsal's hand-off (local control plane) may write its baselines.csv and ledger
+    /// there, of its own kind of runs, and never into the GKE ones.
+    pub own_out_dir: bool,
 }
 
 /// The README under a leaderwatch checkout.
@@ -55,6 +61,13 @@ pub fn paths(a: &SittingArgs) -> Result<Paths, Error> {
         (None, Some(c)) => c.join("data"),
         (None, None) => PathBuf::from("data"),
     };
+    let same = |x: &Path, y: &Path| {
+        let norm = |p: &Path| p.canonicalize().or_else(|_| std::path::absolute(p));
+        matches!((norm(x), norm(y)), (Ok(x), Ok(y)) if x == y)
+    };
+    let own_out_dir = a.out_dir.as_ref().is_some_and(|o| {
+        !same(o, &checkout.as_ref().map_or_else(|| PathBuf::from("data"), |c| c.join("data")))
+    });
     match &readme {
         Some(r) => {
             eprintln!("sitting: results into {}, the table of {}", out_dir.display(), r.display())
@@ -67,7 +80,7 @@ pub fn paths(a: &SittingArgs) -> Result<Paths, Error> {
     if let Some(l) = a.ledger.as_ref().filter(|l| !l.is_file()) {
         return Err(Error::Usage(format!("--ledger {}: no such file", l.display())));
     }
-    Ok(Paths { out_dir, readme, ledger: a.ledger.clone() })
+    Ok(Paths { out_dir, readme, ledger: a.ledger.clone(), own_out_dir })
 }
 
 /// Every run directory's baseline in `out_dir` but the dry runs', in path order.
@@ -101,23 +114,26 @@ pub fn write(paths: &Paths, f: &BaselineFile) -> Result<(), Error> {
         })?;
         say(readme, changed, "table", all.len(), &paths.out_dir);
     }
-    let gke: Vec<BaselineFile> =
-        all.into_iter().filter(|f| f.baseline.environment.on_target_cluster()).collect();
-    if !f.baseline.environment.on_target_cluster() {
+    // The runs of this run's kind: GKE's, or (in an OUT-DIR of its own) a rehearsal's.
+    let gke = f.baseline.environment.on_target_cluster();
+    if !gke && !paths.own_out_dir {
         eprintln!(
-            "sitting: {BASELINES_CSV} and the ledger hold GKE runs only; this run ({}) is not one",
+            "sitting: {BASELINES_CSV} and the ledger hold GKE runs only; this run ({}) is not one (a rehearsal's go into an --out-dir of its own)",
             f.baseline.environment.description
         );
         return Ok(());
     }
+    let kind = if gke { "GKE" } else { "rehearsal" };
+    let same: Vec<BaselineFile> =
+        all.into_iter().filter(|r| r.baseline.environment.on_target_cluster() == gke).collect();
     let csv = paths.out_dir.join(BASELINES_CSV);
-    write_atomic(&csv, render_csv(&gke)?.as_bytes())?;
-    eprintln!("sitting: {} written ({} GKE runs)", csv.display(), gke.len());
+    write_atomic(&csv, render_csv(&same)?.as_bytes())?;
+    eprintln!("sitting: {} written ({} {kind} runs)", csv.display(), same.len());
     if let Some(ledger) = &paths.ledger {
         let changed = crate::io::readme::rewrite(ledger, |text, dir| {
-            crate::render::ledger::updated(text, dir, &gke)
+            crate::render::ledger::updated(text, dir, &same)
         })?;
-        say(ledger, changed, "T-056 baseline section", gke.len(), &paths.out_dir);
+        say(ledger, changed, "T-056 baseline section", same.len(), &paths.out_dir);
     }
     Ok(())
 }
@@ -172,7 +188,12 @@ mod tests {
         std::fs::create_dir_all(ledger.parent().expect("dir")).expect("mkdir");
         let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/tasks/README.md");
         std::fs::copy(committed, &ledger).expect("copy");
-        let paths = Paths { out_dir: data.clone(), readme: None, ledger: Some(ledger.clone()) };
+        let paths = Paths {
+            out_dir: data.clone(),
+            readme: None,
+            ledger: Some(ledger.clone()),
+            own_out_dir: false,
+        };
 
         let f = crate::io::read::baseline_file(&gke).expect("baseline");
         write(&paths, &f).expect("hand-off");
@@ -198,5 +219,43 @@ mod tests {
         write(&paths, &d).expect("dry hand-off");
         assert!(dry.with_file_name(REPORT_CSV).is_file());
         assert_eq!(std::fs::read_to_string(data.join(BASELINES_CSV)).expect("csv"), before);
+
+        // A local run into the checkout's data/: no baselines.csv row, no ledger line.
+        let local = run(&data, leader, "lab-leader-evict-3", |v| v["run_id"] = "lab".into());
+        let l = crate::io::read::baseline_file(&local).expect("baseline");
+        write(&paths, &l).expect("local hand-off");
+        assert_eq!(std::fs::read_to_string(data.join(BASELINES_CSV)).expect("csv"), before);
+        assert_eq!(std::fs::read_to_string(&ledger).expect("ledger"), text);
+    }
+
+    /// A rehearsal in an --out-dir of its own gets the whole hand-off, over the rehearsals
+    /// there, its ledger section saying it is not GKE; a GKE run beside it stays out.
+    #[test]
+    fn a_rehearsal_in_an_out_dir_of_its_own_hands_off_its_own_kind_only() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let day = tmp.path().join("lab-day");
+        let leader = "kube-leader-eviction-20261201T183143Z";
+        let lab = run(&day, leader, "lab-leader-evict-1", |_| {});
+        run(&day, leader, "gke-leader-evict-2", |v| {
+            as_gke(v);
+            v["run_id"] = "a-gke-run".into();
+        });
+        let ledger = day.join("ledger.md");
+        let committed = concat!(env!("CARGO_MANIFEST_DIR"), "/tasks/README.md");
+        std::fs::copy(committed, &ledger).expect("copy");
+        let paths = Paths {
+            out_dir: day.clone(),
+            readme: None,
+            ledger: Some(ledger.clone()),
+            own_out_dir: true,
+        };
+        let f = crate::io::read::baseline_file(&lab).expect("baseline");
+        write(&paths, &f).expect("hand-off");
+        let csv = std::fs::read_to_string(day.join(BASELINES_CSV)).expect("baselines.csv");
+        assert!(csv.contains(f.baseline.run_id.as_str()) && !csv.contains("a-gke-run"), "{csv}");
+        let text = std::fs::read_to_string(&ledger).expect("ledger");
+        assert!(text.contains("**A rehearsal, not GKE**: 1 run"), "{text}");
+        assert!(!text.contains("On GKE: measured"), "{text}");
+        assert!(text.contains("lab-leader-evict-1/baseline.json"), "{text}");
     }
 }
