@@ -25,6 +25,9 @@ export KUBECTL=$repo/.tools/kube-$kver/bin/kubectl KUBECONFIG=$repo/.tools/lab/k
 # shellcheck source=/dev/null # written by make image
 . target/image/image.env
 ref=$(sed -n 's|^ *image: \(.*\)|\1|p' deploy/k8s/leaderwatch/job-measure.yaml | sed 's|/PROJECT/|/lw-lab/|')
+# The sitting takes the digest, as docs/gke-sitting.md has it (lw-lab names the image by it
+# too): a tag is pulled on every start, and the lab has no registry to pull from.
+pinned=${ref%:*}@$IMAGE_DIGEST
 lab=(lab/target/debug/lw-lab --dir "$repo/.tools/lab" --tools "$repo/.tools")
 trap '"${lab[@]}" down' EXIT
 "${lab[@]}" --image "$ref=$IMAGE_LAYOUT:$IMAGE_TAG" up --detach
@@ -61,12 +64,12 @@ if [ "${LW_AS:-admin}" = operator ]; then
   cp deploy/k8s/etcd/README.md "$day/README.md"
   cp tasks/README.md "$day/ledger.md"
   install -m 0755 target/release/leaderwatch "$away/leaderwatch"
-  (cd "$away" && ./leaderwatch sitting --kubeconfig "$op" --image "$ref" \
+  (cd "$away" && ./leaderwatch sitting --kubeconfig "$op" --image "$pinned" \
     --environment "$env, as the operator role" --label lab \
     --out-dir "$day" --readme "$day/README.md" --ledger "$day/ledger.md" "$@" 2>&1 | tee "$day/sitting.log") ||
     status=$?
 else
-  target/release/leaderwatch sitting --kubeconfig "$KUBECONFIG" --image "$ref" \
+  target/release/leaderwatch sitting --kubeconfig "$KUBECONFIG" --image "$pinned" \
     --environment "$env" --label kube-in-cluster "$@" || status=$?
 fi
 # The fetched run belongs to whoever owns the checkout, not to root.
