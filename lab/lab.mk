@@ -30,7 +30,18 @@ KUBE_LDFLAGS := -s -w $(foreach p,k8s.io/component-base/version k8s.io/client-go
 .PHONY: kube-tools kube-apt kube-binaries kube-binaries-missing node-binaries lw-lab kube-up kube-down acceptance test-kube test-faults fault-runs test-in-cluster test-sitting-day rehearse-kube measure-kube
 kube-binaries-missing:
 
-kube-tools: kube-apt kube-binaries node-binaries lw-lab deps-etcd
+kube-tools: kube-apt kube-binaries node-binaries lw-lab deps-etcd registry
+
+# The tests' container registry (lab/go/registry: go-containerregistry's cmd/registry, in
+# memory), into .tools/bin/lw-registry; rebuilt when its module's pins change. The sitting
+# day pushes images into it and the sitting reads their platforms from it. Cold: about 45 s.
+REGISTRY_MOD := lab/go/registry
+.PHONY: registry
+registry: $(TOOLS)/bin/lw-registry
+$(TOOLS)/bin/lw-registry: $(REGISTRY_MOD)/go.mod $(REGISTRY_MOD)/go.sum
+	@mkdir -p $(TOOLS)/bin
+	cd $(REGISTRY_MOD) && CGO_ENABLED=0 go build -trimpath -o $@.new github.com/google/go-containerregistry/cmd/registry
+	@mv -f $@.new $@
 
 # iproute2 makes the bridge and the nodes' network namespaces; iptables is kube-proxy's
 # (and conntrack its cleanup tool); libseccomp-dev and pkg-config build runc with seccomp;

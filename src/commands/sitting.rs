@@ -269,6 +269,7 @@ async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
         rights.len()
     );
     refuse_an_earlier_job(s).await?;
+    let arch = image_arch(&image, s.t).await?;
     let (idle, settle) =
         crate::commands::cli::sitting_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
     let p = JobParams {
@@ -283,6 +284,7 @@ async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
         build: Build::this(),
         dry_run: a.dry_run,
         env: crate::io::test_hooks::forwarded(),
+        arch,
     };
     let j = job::job(&s.m.job, &p).map_err(|e| step("manifests", e))?;
     let deadline = j.spec.as_ref().and_then(|s| s.active_deadline_seconds).unwrap_or(0);
@@ -315,6 +317,55 @@ async fn check(a: &SittingArgs, s: &Cluster) -> Result<Vec<Object>, Error> {
     eprintln!("sitting: server-side dry run of {} objects: accepted", objects.len());
     preflight(s).await?;
     Ok(objects)
+}
+
+/// The architecture the Job asks its node for: the image's, read from its registry, when it
+/// is built for one (linux/amd64 or linux/arm64). An image for none of them is refused; an
+/// image for several, or a registry this machine cannot read, sets none (said).
+async fn image_arch(image: &str, t: Duration) -> Result<Option<String>, Error> {
+    use crate::io::registry;
+    let platforms = match registry::Reference::parse(image) {
+        Ok(r) => registry::platforms(&r, t).await,
+        Err(e) => Err(e),
+    };
+    let platforms = match platforms {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!(
+                "sitting: warning: the image's architecture is not known ({e}): the Job asks for none (GKE's nodes are amd64 unless asked; a binary for another CPU is said when it fails)"
+            );
+            return Ok(None);
+        }
+    };
+    let runnable: Vec<&registry::Platform> = platforms
+        .iter()
+        .filter(|p| p.os == "linux" && matches!(p.architecture.as_str(), "amd64" | "arm64"))
+        .collect();
+    let all = platforms.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
+    match runnable.as_slice() {
+        [] => Err(step(
+            "checks",
+            format!(
+                "--image {image} is built for {}: not linux/amd64 or linux/arm64, which GKE's nodes are (build it with --platform linux/amd64: docs/gke-sitting.md, step 3); nothing applied",
+                if all.is_empty() { "no platform it says" } else { &all }
+            ),
+        )),
+        [one] => {
+            eprintln!(
+                "sitting: the image is {one}: the Job asks for {} nodes ({}={})",
+                one.architecture,
+                job::ARCH_LABEL,
+                one.architecture
+            );
+            Ok(Some(one.architecture.clone()))
+        }
+        _ => {
+            eprintln!(
+                "sitting: the image is built for {all}: each node pulls its own, the Job asks for none"
+            );
+            Ok(None)
+        }
+    }
 }
 
 /// A Job of an earlier sitting is left to `--fetch` (ended) or `--attach` (running):

@@ -18,6 +18,7 @@ pub mod probe;
 pub mod read;
 pub mod readme;
 pub mod recorder;
+pub mod registry;
 pub mod rotate;
 pub mod round;
 pub mod run_dir;

@@ -254,7 +254,14 @@ pub struct JobParams {
     pub dry_run: bool,
     /// Added to the container's environment (the test-only idle floor, when set here).
     pub env: Vec<(String, String)>,
+    /// The one architecture the image is built for (read from its registry): the Job's
+    /// `kubernetes.io/arch`, so that it lands on a node that can run it. `None`: any node
+    /// (an image for several, or one whose registry could not be read).
+    pub arch: Option<String>,
 }
+
+/// The node label a pod asks for an architecture with.
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";
 
 /// A reference pinned by digest (`...@sha256:...`): the bytes a node runs are the ones
 /// pushed. A tag can move under a node that pulled it before.
@@ -309,6 +316,14 @@ pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
     let env = c.env.get_or_insert_with(Vec::new);
     for (k, v) in &p.env {
         env.push(EnvVar { name: k.clone(), value: Some(v.clone()), ..EnvVar::default() });
+    }
+    // The fetch pod is made from this template: it asks for the same nodes.
+    if let (Some(arch), Some(spec)) =
+        (&p.arch, job.spec.as_mut().and_then(|s| s.template.spec.as_mut()))
+    {
+        spec.node_selector
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ARCH_LABEL.into(), arch.clone());
     }
     // Room for the windows, a blocked eviction, the recovery and 5 minutes (the disruption,
     // the writing); never below the committed deadline.
@@ -605,6 +620,7 @@ mod tests {
             build: Build { version: "0.1.0".into(), commit: "abc".into() },
             dry_run: false,
             env: vec![(crate::io::test_hooks::MIN_IDLE.into(), "1m".into())],
+            arch: Some("amd64".into()),
         }
     }
 
@@ -744,6 +760,13 @@ mod tests {
         );
         assert_eq!(c(&j).image.as_deref(), Some("registry.example/p/leaderwatch@sha256:00"));
         assert!(c(&j).env.expect("env").iter().any(|e| e.name == crate::io::test_hooks::MIN_IDLE));
+        let pod = |j: &Job| j.spec.as_ref().and_then(|s| s.template.spec.clone()).expect("pod");
+        let selector = pod(&j).node_selector.unwrap_or_default();
+        assert_eq!(selector.get(ARCH_LABEL).map(String::as_str), Some("amd64"), "the image's");
+        let fetch = fetch_pod(&j, "leaderwatch-fetch", "run").expect("fetch pod");
+        assert_eq!(fetch.spec.expect("spec").node_selector, Some(selector), "the fetch pod's too");
+        let any = job(&t, &JobParams { arch: None, ..params() }).expect("job");
+        assert_eq!(pod(&any).node_selector, None, "an image for several: any node");
         // The rest is the committed template's.
         let (mut a, mut b) =
             (serde_json::to_value(&t).expect("json"), serde_json::to_value(&j).expect("json"));
@@ -752,6 +775,7 @@ mod tests {
             for k in ["args", "image", "env", "imagePullPolicy"] {
                 c[k] = serde_json::Value::Null;
             }
+            v["spec"]["template"]["spec"].as_object_mut().map(|s| s.remove("nodeSelector"));
         }
         assert_eq!(a, b, "30 + 10 + 10 + 15 + 5 min is under the committed 70 min deadline");
         let long =

@@ -342,7 +342,7 @@ pub(crate) fn write_targets(lab: &Lab, pm: &Yaml, file: &Path) -> usize {
     groups.len()
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())

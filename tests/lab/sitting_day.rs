@@ -24,6 +24,9 @@
 //!   with it, the PodMonitoring is applied beside the Job, a Prometheus scraping what it
 //!   selects sees the sitting's members while it runs, and the clean-up removes it
 //!   (`sitting_day/live.rs`);
+//! - the image's platforms read from its registry (a local one): the Job asks for the
+//!   image's architecture, and an arm64 image on the lab's amd64 nodes ends as a pod no node
+//!   takes, in the scheduler's words (`sitting_day/arch.rs`);
 //! - a method whose rights no admin applied stops at the checks, naming the file;
 //! - the operator role is exactly enough: the audit log shows no request of the operator
 //!   refused, and every verb of every rule used; one rule taken away makes the step that
@@ -36,6 +39,7 @@
 //! Ignored in plain `cargo test` (root, `make kube-tools`, the built image);
 //! `make test-sitting-day` (part of `make test`) runs it.
 
+mod arch;
 mod early;
 mod live;
 
@@ -66,13 +70,24 @@ const TOKEN_LIFE_S: u64 = 90;
 fn a_sitting_day_from_a_laptop_as_the_operator() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (wrong_arch_arg, wrong_arch) = early::wrong_arch_image(dir.path());
-    let lab = Lab::up_images(&[], &[], &[image_arg(), wrong_arch_arg]);
+    // A registry the sitting reads the images' platforms from: the test image (imported into
+    // the nodes under the same name, as a pull would leave it) and the arm64 one (never on a
+    // node: none is arm64).
+    let registry = arch::LocalRegistry::start();
+    let env = crate::support::image_env();
+    let (layout, tag) = (Path::new(&env["IMAGE_LAYOUT"]), &env["IMAGE_TAG"]);
+    let from_registry = registry.push(layout, tag, "lw/leaderwatch");
+    let served =
+        format!("127.0.0.1:{}/lw/leaderwatch:{tag}={}:{tag}", registry.port, layout.display());
+    let (arm_layout, arm_tag) = arch::arm64_image(dir.path());
+    let arm64 = registry.push(&arm_layout, &arm_tag, "lw/leaderwatch-arm64");
+    let lab = Lab::up_images(&[], &[], &[image_arg(), wrong_arch_arg, served]);
     lab.deploy();
     let day = Day::new(&lab, dir.path());
     let revoker = Revoker::start(&lab);
 
     a_dry_run_evicts_nothing_and_survives_an_api_server_restart(&day);
-    live::the_live_view_shows_the_sitting_while_it_runs(&day);
+    live::the_live_view_shows_the_sitting_while_it_runs(&day, &from_registry);
     a_long_outage_detaches_and_attach_finishes(&day);
     a_method_without_its_rights_stops_at_the_checks(&day);
     // The methods' extra rights, as an admin applies them for such a sitting.
@@ -87,6 +102,7 @@ fn a_sitting_day_from_a_laptop_as_the_operator() {
     early::a_binary_for_another_cpu_is_named_in_one_line(&day, &wrong_arch);
     early::a_volume_that_cannot_mount_ends_within_a_minute(&day);
     early::a_failed_scale_up_ends_within_a_minute(&day);
+    arch::an_image_for_another_cpu_asks_for_its_nodes(&day, &arm64);
 
     // Before a rule is taken away on purpose (its 403 is the next step's point).
     the_operator_role_was_exactly_enough(&lab);
@@ -412,6 +428,9 @@ fn a_dry_run_evicts_nothing_and_survives_an_api_server_restart(day: &Day) {
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("reconnecting:") && err.contains("reconnected:"), "{err}");
     assert!(!err.contains("is a tag"), "a digest is not warned about: {err}");
+    // Its registry (GKE's name for the lab's image) cannot be reached from here: said, and
+    // the Job asks for no architecture (sitting_day/arch.rs has one that can).
+    assert!(err.contains("the image's architecture is not known"), "{err}");
     assert!(err.contains(&format!("  | {}", leaderwatch::model::build::Build::this().line())));
     assert_eq!(member_uids(day.lab), uids, "no member was evicted");
     let evictions: Vec<Value> = day

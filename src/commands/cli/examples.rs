@@ -8,7 +8,9 @@ Steps:
      rbac-drain.yaml when --method needs it: the sitting never changes RBAC), a
      server-side dry run of the PVC and the Job (and with --pod-monitoring the live view's
      PodMonitoring), the image reference (a tag is warned
-     about: pin the digest), the preflight's API checks (members, zones, PVCs, PDB);
+     about: pin the digest) and its platforms, read from its registry with docker's
+     credentials (the Job asks for the image's architecture: kubernetes.io/arch), the
+     preflight's API checks (members, zones, PVCs, PDB);
   2. says how long it takes (--idle and --settle: 20m and 5m, a --dry-run 2m and 1m) and the
      Job's deadline, and applies the PVC and the Job in namespace leaderwatch, with --target
      --method --idle --settle --evict-timeout --recovery-timeout --environment and this

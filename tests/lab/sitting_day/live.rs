@@ -17,7 +17,9 @@ use serde_yaml_ng::Value as Yaml;
 /// The PodMonitoring's resource, its name and the flag that applies it.
 const PM: &str = "podmonitoring/leaderwatch-sitting";
 
-pub(super) fn the_live_view_shows_the_sitting_while_it_runs(day: &Day) {
+/// `image` is served by a registry this machine reaches: the Job asks for its
+/// architecture (sitting_day/arch.rs), checked here on the running pod.
+pub(super) fn the_live_view_shows_the_sitting_while_it_runs(day: &Day, image: &str) {
     let lab = day.lab;
     // Managed collection off (no such resource): said at the dry run, nothing applied.
     let (code, err) = day.start(&pinned_image(), &["--dry-run", "--pod-monitoring"]).finish();
@@ -38,8 +40,10 @@ pub(super) fn the_live_view_shows_the_sitting_while_it_runs(day: &Day) {
         lab.kubectl(&["-n", JOB_NS, "get", "podmonitorings"]).0
     });
 
-    let mut r = day.start(&pinned_image(), &["--dry-run", "--pod-monitoring"]);
+    let mut r = day.start(image, &["--dry-run", "--pod-monitoring"]);
     day.wait_running(&mut r);
+    let pod = crate::in_cluster::job_pods(lab).into_iter().next().expect("the Job's pod");
+    assert_eq!(pod["spec"]["nodeSelector"]["kubernetes.io/arch"], "amd64", "the image's");
     let stored = lab.ok(&["-n", JOB_NS, "get", PM, "-o", "yaml"]);
     let pm: Yaml = serde_yaml_ng::from_str(&stored).expect("PodMonitoring yaml");
     let dir = day.dir.join("live-view");
@@ -72,6 +76,7 @@ pub(super) fn the_live_view_shows_the_sitting_while_it_runs(day: &Day) {
         err.contains("sitting: applied PodMonitoring leaderwatch/leaderwatch-sitting"),
         "{err}"
     );
+    assert!(err.contains("the image is linux/amd64: the Job asks for amd64 nodes"), "{err}");
     assert!(
         err.contains("sitting: deleted PodMonitoring leaderwatch/leaderwatch-sitting"),
         "{err}"

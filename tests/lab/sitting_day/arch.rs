@@ -1,0 +1,136 @@
+//! The Job asks for the image's architecture (issue 61, point 7): the sitting reads the
+//! image's platforms from its registry (here go-containerregistry's registry, `make
+//! registry`, on this machine; images pushed into it by skopeo) and sets the Job's
+//! `kubernetes.io/arch`. An arm64 image on the lab's amd64 nodes is then a pod no node takes,
+//! said with the scheduler's words within a minute, instead of a binary the kernel refuses.
+//! A registry this machine cannot reach (every other step's image) is said and sets none.
+
+use super::Day;
+use crate::in_cluster::{free_port, job_pods};
+use crate::support::lab::repo;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// go-containerregistry's registry on a free port, killed when dropped.
+pub(super) struct LocalRegistry {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for LocalRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl LocalRegistry {
+    pub(super) fn start() -> LocalRegistry {
+        let bin = repo().join(".tools/bin/lw-registry");
+        assert!(bin.is_file(), "{}: missing: make registry builds it", bin.display());
+        let port = free_port();
+        let child = Command::new(&bin)
+            .args(["-port", &port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("lw-registry");
+        let reg = LocalRegistry { child, port };
+        let began = Instant::now();
+        while !Command::new("curl")
+            .args(["-sf", "-m", "2", &format!("http://127.0.0.1:{port}/v2/")])
+            .status()
+            .is_ok_and(|s| s.success())
+        {
+            assert!(began.elapsed() < Duration::from_secs(30), "the registry did not answer");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        reg
+    }
+
+    /// The OCI layout's `tag` pushed as `REPO:tag` (skopeo, plain HTTP to this machine);
+    /// the reference that pins it, `127.0.0.1:PORT/REPO@sha256:...`.
+    pub(super) fn push(&self, layout: &Path, tag: &str, repo_path: &str) -> String {
+        let dest = format!("docker://127.0.0.1:{}/{repo_path}:{tag}", self.port);
+        let o = Command::new("skopeo")
+            .args(["copy", "--dest-tls-verify=false"])
+            .arg(format!("oci:{}:{tag}", layout.display()))
+            .arg(&dest)
+            .output()
+            .expect("skopeo");
+        assert!(o.status.success(), "skopeo copy {dest}: {}", String::from_utf8_lossy(&o.stderr));
+        format!("127.0.0.1:{}/{repo_path}@{}", self.port, manifest_digest(layout, tag))
+    }
+}
+
+fn manifest_digest(layout: &Path, tag: &str) -> String {
+    let index: Value =
+        serde_json::from_slice(&std::fs::read(layout.join("index.json")).expect("index"))
+            .expect("index.json");
+    index["manifests"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["annotations"]["org.opencontainers.image.ref.name"] == tag)
+        .and_then(|m| m["digest"].as_str())
+        .expect("the tag's manifest")
+        .to_owned()
+}
+
+/// The arm64 image, assembled by build.sh (as `make image IMAGE_ARCH=arm64` does) from
+/// the cross build `make cross-bins` made: its layout and tag.
+pub(super) fn arm64_image(dir: &Path) -> (PathBuf, String) {
+    let bin = repo().join("target/image-cross/arm64/leaderwatch");
+    assert!(bin.is_file(), "{}: missing: make cross-bins builds it", bin.display());
+    let out = dir.join("arm64-image");
+    let o = Command::new(repo().join("deploy/image/build.sh"))
+        .arg(&bin)
+        .arg(&out)
+        .env("IMAGE_ARCH", "arm64")
+        .env("DEB_CACHE", repo().join(".tools/debs"))
+        .output()
+        .expect("build.sh");
+    assert!(o.status.success(), "build.sh arm64: {}", String::from_utf8_lossy(&o.stderr));
+    let env = std::fs::read_to_string(out.join("image.env")).expect("image.env");
+    let tag = env.lines().find_map(|l| l.strip_prefix("IMAGE_TAG=")).expect("tag").to_owned();
+    (out.join("oci"), tag)
+}
+
+/// An arm64 image: the sitting says so, the Job asks for arm64 nodes, none of the lab's
+/// amd64 nodes takes its pod, and the sitting ends with the scheduler's words within a
+/// minute of the pod, the Job deleted.
+pub(super) fn an_image_for_another_cpu_asks_for_its_nodes(day: &Day, arm64: &str) {
+    let mut r = day.start(arm64, &["--dry-run"]);
+    let began = Instant::now();
+    let selector = loop {
+        if let Some(p) = job_pods(day.lab).into_iter().next() {
+            break p["spec"]["nodeSelector"].clone();
+        }
+        if r.child.try_wait().ok().flatten().is_some() || began.elapsed() > Duration::from_secs(120)
+        {
+            panic!("no pod of the Job:\n{}", r.stderr());
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let pod_at = Instant::now();
+    let (code, err) = r.finish();
+    let took = pod_at.elapsed();
+    eprintln!("sitting, an arm64 image:\n{err}");
+    assert_eq!(selector["kubernetes.io/arch"], "arm64", "{selector}");
+    assert!(err.contains("the image is linux/arm64: the Job asks for arm64 nodes"), "{err}");
+    assert_eq!(code, Some(8), "{err}");
+    let last = err.lines().last().unwrap_or_default();
+    assert!(
+        last.contains("Unschedulable")
+            && last.contains("node affinity/selector")
+            && last.contains("deleted Job leaderwatch/leaderwatch-measure"),
+        "{last}"
+    );
+    // 45 s of grace, and the polls.
+    assert!(took < Duration::from_secs(100), "{took:?} after the pod");
+    day.no_job_left();
+}
