@@ -2,10 +2,12 @@
 //! image's platforms from its registry (here go-containerregistry's registry, `make
 //! registry`, on this machine; images pushed into it by skopeo) and sets the Job's
 //! `kubernetes.io/arch`. An arm64 image on the lab's amd64 nodes is then a pod no node takes,
-//! said with the scheduler's words within a minute, instead of a binary the kernel refuses.
+//! waited for while a scale-up is said to come and ended with the scheduler's and the
+//! autoscaler's words once it failed, instead of a binary the kernel refuses.
 //! A registry this machine cannot reach (every other step's image) is said and sets none.
 
 use super::Day;
+use super::early::autoscaler_event;
 use crate::in_cluster::{free_port, job_pods};
 use crate::support::lab::repo;
 
@@ -100,15 +102,18 @@ pub(super) fn arm64_image(dir: &Path) -> (PathBuf, String) {
     (out.join("oci"), tag)
 }
 
-/// An arm64 image: the sitting says so, the Job asks for arm64 nodes, none of the lab's
-/// amd64 nodes takes its pod, and the sitting ends with the scheduler's words within a
-/// minute of the pod, the Job deleted.
-pub(super) fn an_image_for_another_cpu_asks_for_its_nodes(day: &Day, arm64: &str) {
+/// An arm64 image: the sitting says so and the Job asks for arm64 nodes; none of the lab's
+/// amd64 nodes takes its pod. The test then writes the events the cluster autoscaler would
+/// (the lab has none): TriggeredScaleUp for an Arm node, and after a minute FailedScaleUp.
+/// While a node is said to be coming the sitting waits (past the 45 s it gives a pod no node
+/// takes); once the scale-up has failed it ends within a minute with the scheduler's and the
+/// autoscaler's words, the Job deleted.
+pub(super) fn an_arm64_image_asks_for_arm64_nodes_until_the_scale_up_fails(day: &Day, arm64: &str) {
     let mut r = day.start(arm64, &["--dry-run"]);
     let began = Instant::now();
-    let selector = loop {
+    let pod = loop {
         if let Some(p) = job_pods(day.lab).into_iter().next() {
-            break p["spec"]["nodeSelector"].clone();
+            break p;
         }
         if r.child.try_wait().ok().flatten().is_some() || began.elapsed() > Duration::from_secs(120)
         {
@@ -116,21 +121,42 @@ pub(super) fn an_image_for_another_cpu_asks_for_its_nodes(day: &Day, arm64: &str
         }
         std::thread::sleep(Duration::from_millis(500));
     };
-    let pod_at = Instant::now();
+    assert_eq!(pod["spec"]["nodeSelector"]["kubernetes.io/arch"], "arm64", "{}", pod["spec"]);
+    autoscaler_event(
+        day,
+        &pod,
+        "TriggeredScaleUp",
+        "Normal",
+        "pod triggered scale-up: [{https://www.googleapis.com/compute/v1/projects/lw-lab/zones/europe-west1-b/instanceGroups/gk3-lab-arm-pool 0->1 (max: 1000)}]",
+    );
+    std::thread::sleep(Duration::from_secs(60));
+    assert!(
+        r.child.try_wait().ok().flatten().is_none(),
+        "the sitting gave up while a node was said to be coming:\n{}",
+        r.stderr()
+    );
+    autoscaler_event(
+        day,
+        &pod,
+        "FailedScaleUp",
+        "Warning",
+        "Node scale up in zones europe-west1-b associated with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled.",
+    );
+    let failed = Instant::now();
     let (code, err) = r.finish();
-    let took = pod_at.elapsed();
-    eprintln!("sitting, an arm64 image:\n{err}");
-    assert_eq!(selector["kubernetes.io/arch"], "arm64", "{selector}");
+    let took = failed.elapsed();
+    eprintln!("sitting, an arm64 image and a failed scale-up:\n{err}");
     assert!(err.contains("the image is linux/arm64: the Job asks for arm64 nodes"), "{err}");
     assert_eq!(code, Some(8), "{err}");
     let last = err.lines().last().unwrap_or_default();
     assert!(
-        last.contains("Unschedulable")
-            && last.contains("node affinity/selector")
+        last.contains("node affinity/selector")
+            && last.contains("FailedScaleUp")
+            && last.contains("GCE quota exceeded")
             && last.contains("deleted Job leaderwatch/leaderwatch-measure"),
         "{last}"
     );
-    // 45 s of grace, and the polls.
-    assert!(took < Duration::from_secs(100), "{took:?} after the pod");
+    // 45 s of grace from the sitting's sight of it, and its polls.
+    assert!(took < Duration::from_secs(90), "{took:?} after FailedScaleUp");
     day.no_job_left();
 }

@@ -1,8 +1,9 @@
 //! The sitting day's early deaths and silent waits (issue 61, points 3 and 4), each on the
 //! real cluster: a binary for another CPU in an image labelled for this one, a volume the
-//! kubelet cannot mount, a scale-up that was said to come and then failed. Each ends the
-//! sitting with one line naming the cause in the cluster's own words, nothing fetched, the
-//! Job deleted; the waits end within a minute of the cause, not at the Job's deadline.
+//! kubelet cannot mount (and, in sitting_day/arch.rs, a scale-up said to come that then
+//! failed). Each ends the sitting with one line naming the cause in the cluster's own
+//! words, nothing fetched, the Job deleted; the waits end within a minute of the cause, not
+//! at the Job's deadline.
 
 use super::{Day, fetch_pods_created};
 use crate::in_cluster::{JOB_NS, job_pods, manifest_image, pinned_image};
@@ -134,91 +135,8 @@ pub(super) fn a_volume_that_cannot_mount_ends_within_a_minute(day: &Day) {
     day.no_job_left();
 }
 
-/// Every node cordoned, so the pod is Unschedulable; the test then writes the events the
-/// cluster autoscaler would (the lab has none): TriggeredScaleUp, and after a minute
-/// FailedScaleUp. While a node is said to be coming the sitting waits (past the 45 s it
-/// gives a pod no node takes); once the scale-up has failed it ends within a minute with
-/// the autoscaler's words.
-pub(super) fn a_failed_scale_up_ends_within_a_minute(day: &Day) {
-    let lab = day.lab;
-    let nodes: Vec<String> = lab.json(&["get", "nodes", "-o", "json"])["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_owned))
-        .collect();
-    let _uncordon = Uncordon { day, nodes: nodes.clone() };
-    for n in &nodes {
-        lab.ok(&["cordon", n]);
-    }
-    let mut r = day.start(&pinned_image(), &[]);
-    let pod = {
-        let began = Instant::now();
-        loop {
-            if let Some(p) = job_pods(lab).into_iter().next() {
-                break p;
-            }
-            if r.child.try_wait().ok().flatten().is_some()
-                || began.elapsed() > Duration::from_secs(120)
-            {
-                panic!("no pod of the Job:\n{}", r.stderr());
-            }
-            std::thread::sleep(Duration::from_millis(500));
-        }
-    };
-    autoscaler_event(
-        day,
-        &pod,
-        "TriggeredScaleUp",
-        "Normal",
-        "pod triggered scale-up: [{https://www.googleapis.com/compute/v1/projects/lw-lab/zones/europe-west1-b/instanceGroups/gk3-lab-pool-2 0->1 (max: 1000)}]",
-    );
-    std::thread::sleep(Duration::from_secs(60));
-    assert!(
-        r.child.try_wait().ok().flatten().is_none(),
-        "the sitting gave up while a node was said to be coming:\n{}",
-        r.stderr()
-    );
-    autoscaler_event(
-        day,
-        &pod,
-        "FailedScaleUp",
-        "Warning",
-        "Node scale up in zones europe-west1-b associated with this pod failed: GCE quota exceeded. Pod is at risk of not being scheduled.",
-    );
-    let failed = Instant::now();
-    let (code, err) = r.finish();
-    let took = failed.elapsed();
-    eprintln!("sitting, a failed scale-up:\n{err}");
-    assert_eq!(code, Some(8), "{err}");
-    let last = err.lines().last().unwrap_or_default();
-    assert!(
-        last.contains("FailedScaleUp")
-            && last.contains("GCE quota exceeded")
-            && last.contains("deleted Job leaderwatch/leaderwatch-measure"),
-        "{last}"
-    );
-    // 45 s of grace from the sitting's sight of it, and its polls.
-    assert!(took < Duration::from_secs(90), "{took:?} after FailedScaleUp");
-    day.no_job_left();
-}
-
-/// The nodes made schedulable again, also when a step panics.
-struct Uncordon<'a> {
-    day: &'a Day<'a>,
-    nodes: Vec<String>,
-}
-
-impl Drop for Uncordon<'_> {
-    fn drop(&mut self) {
-        for n in &self.nodes {
-            let _ = self.day.lab.kubectl(&["uncordon", n]);
-        }
-    }
-}
-
 /// An event about the Job's pod as the cluster autoscaler posts one.
-fn autoscaler_event(day: &Day, pod: &Value, reason: &str, kind: &str, message: &str) {
+pub(super) fn autoscaler_event(day: &Day, pod: &Value, reason: &str, kind: &str, message: &str) {
     let name = pod["metadata"]["name"].as_str().expect("name");
     let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let event = json!({

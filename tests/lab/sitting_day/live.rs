@@ -40,7 +40,10 @@ pub(super) fn the_live_view_shows_the_sitting_while_it_runs(day: &Day, image: &s
         lab.kubectl(&["-n", JOB_NS, "get", "podmonitorings"]).0
     });
 
-    let mut r = day.start(image, &["--dry-run", "--pod-monitoring"]);
+    // A rolling restart's dry run: the operator's part of that method end to end (its
+    // extra rights an admin's, applied for it and removed after).
+    lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
+    let mut r = day.start(image, &["--dry-run", "--pod-monitoring", "--method", "rolling-restart"]);
     day.wait_running(&mut r);
     let pod = crate::in_cluster::job_pods(lab).into_iter().next().expect("the Job's pod");
     assert_eq!(pod["spec"]["nodeSelector"]["kubernetes.io/arch"], "amd64", "the image's");
@@ -68,10 +71,12 @@ pub(super) fn the_live_view_shows_the_sitting_while_it_runs(day: &Day, image: &s
     let seen = prom.query(series).len();
     let running = r.child.try_wait().ok().flatten().is_none();
     let (code, err) = r.finish();
-    eprintln!("sitting --dry-run --pod-monitoring:\n{err}");
+    lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
+    eprintln!("sitting --dry-run --pod-monitoring --method rolling-restart:\n{err}");
     assert_eq!(seen, 3, "each member up, as the sitting's pod sees it, scraped");
     assert!(running, "scraped while the sitting ran");
     assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("lab-follower-rolling-restart-dry-run-"), "the run fetched: {err}");
     assert!(
         err.contains("sitting: applied PodMonitoring leaderwatch/leaderwatch-sitting"),
         "{err}"
