@@ -526,9 +526,14 @@ fn attach_follows_the_job_to_its_end_and_fetches_its_run(
     assert_eq!(pods.len(), 1);
     let pod = pods[0]["metadata"]["name"].as_str().expect("pod name").to_string();
     // The fetched directory is the volume's, byte for byte, the Job's checksums included.
-    let fetched: Vec<PathBuf> =
-        std::fs::read_dir(out_dir).expect("out dir").map(|e| e.expect("entry").path()).collect();
+    // Beside it, the rehearsal's baselines.csv (an --out-dir of its own takes a local run's
+    // whole hand-off: src/commands/sitting/handoff.rs).
+    let (fetched, beside): (Vec<PathBuf>, Vec<PathBuf>) = std::fs::read_dir(out_dir)
+        .expect("out dir")
+        .map(|e| e.expect("entry").path())
+        .partition(|p| p.is_dir());
     assert_eq!(fetched.len(), 1, "{fetched:?}");
+    assert_eq!(beside, [out_dir.join("baselines.csv")], "{beside:?}");
     let name = fetched[0].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     assert!(name.starts_with("kube-in-cluster-follower-evict-"), "{name}");
     let on_volume = volume_dir(lab, JOB_NS, "leaderwatch-data").join(&pod);

@@ -104,7 +104,7 @@ pub(super) fn arm64_image(dir: &Path) -> (PathBuf, String) {
 
 /// An arm64 image: the sitting says so and the Job asks for arm64 nodes; none of the lab's
 /// amd64 nodes takes its pod. The test then writes the events the cluster autoscaler would
-/// (the lab has none): TriggeredScaleUp for an Arm node, and after a minute FailedScaleUp.
+/// (the lab has none): TriggeredScaleUp for an Arm node, and 50 s later FailedScaleUp.
 /// While a node is said to be coming the sitting waits (past the 45 s it gives a pod no node
 /// takes); once the scale-up has failed it ends within a minute with the scheduler's and the
 /// autoscaler's words, the Job deleted.
@@ -129,7 +129,7 @@ pub(super) fn an_arm64_image_asks_for_arm64_nodes_until_the_scale_up_fails(day: 
         "Normal",
         "pod triggered scale-up: [{https://www.googleapis.com/compute/v1/projects/lw-lab/zones/europe-west1-b/instanceGroups/gk3-lab-arm-pool 0->1 (max: 1000)}]",
     );
-    std::thread::sleep(Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(50));
     assert!(
         r.child.try_wait().ok().flatten().is_none(),
         "the sitting gave up while a node was said to be coming:\n{}",

@@ -43,7 +43,10 @@ pub(super) fn the_live_view_shows_the_sitting_while_it_runs(day: &Day, image: &s
     // A rolling restart's dry run: the operator's part of that method end to end (its
     // extra rights an admin's, applied for it and removed after).
     lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
-    let mut r = day.start(image, &["--dry-run", "--pod-monitoring", "--method", "rolling-restart"]);
+    let mut r = day.start(
+        image,
+        &["--dry-run", "--pod-monitoring", "--method", "rolling-restart", "--idle", "40s"],
+    );
     day.wait_running(&mut r);
     let pod = crate::in_cluster::job_pods(lab).into_iter().next().expect("the Job's pod");
     assert_eq!(pod["spec"]["nodeSelector"]["kubernetes.io/arch"], "amd64", "the image's");
