@@ -43,7 +43,7 @@ help:
 	@echo "make install    checks cargo, then cargo install --locked --path . (leaderwatch on the PATH, ~/.cargo/bin; installs nothing else)"
 	@echo "make test-dockerfile  deploy/Dockerfile's build stage compiles from exactly the files it copies; base images by digest (in make test)"
 	@echo "make image      the container image, daemonless (umoci, Debian packages): OCI layout target/image/oci; IMAGE_ARCH=amd64|arm64"
-	@echo "make cross-bins the other architecture's binary (arm64 here), cross-compiled, dev profile (for test-cross and the sitting day)"
+	@echo "make cross-bins the other architecture's binary (arm64 here), cross-compiled, dev profile (for test-cross)"
 	@echo "make test-cross the amd64 and arm64 images checked: label, ELF, packages, run under qemu-user (in make test)"
 	@echo "make bench      benchmarks, each figure beside its goal: size, core, soak, sample, instructions per round, Prometheus side by side, observer cost, disk use, 3/5/7 members, the image"
 	@echo "make order-file rewrite build/sampler.order, the sampler's functions the release link puts first (lower RSS), from a callgrind run"
@@ -184,9 +184,9 @@ test-dockerfile: deps-apt
 	deploy/image/check-dockerfile.sh
 
 # The other architecture's binary (arm64 here) in the dev profile, cross-compiled by make
-# image's route: test-cross builds its image, and the sitting day's wrong-architecture step
-# runs it in an amd64-labelled image. A build, so make test runs it first. (This machine's
-# own architecture is the tests' image, test-image-build.)
+# image's route, for test-cross. make test builds it beside the lab, before test-etcd (a
+# fresh clone's is three minutes of compiling, which the lab's tests need not wait for).
+# (This machine's own architecture is the tests' image, test-image-build.)
 CROSS_DIR := $(CURDIR)/target/image-cross
 CROSS_ARCH := $(if $(filter arm64,$(shell dpkg --print-architecture 2>/dev/null)),amd64,arm64)
 .PHONY: cross-bins
@@ -246,12 +246,13 @@ test:
 # process group. Under `bash -e` (.SHELLFLAGS) each exit status is taken with `|| x=$?`:
 # a bare `wait` that failed ended the recipe before the etcd side's log was printed (CI,
 # stop 56), and a failed lane a would have left the other lanes running.
-test-beside-lab: kube-tools test-image-build cross-bins deps
+test-beside-lab: kube-tools test-image-build deps
 	@# Every build first (on a fresh machine, Kubernetes' Go builds take minutes), so no
 	@# compiler shares the cores with a timed test.
 	$(CARGO) test --locked --no-run --test etcd --test lab
 	@rm -f target/beside-lab.done; \
-	( r=0; { $(MAKE) --no-print-directory test-etcd && $(MAKE) --no-print-directory test-notebook; } || r=$$?; \
+	( r=0; { nice -n 10 $(MAKE) --no-print-directory cross-bins && $(MAKE) --no-print-directory test-etcd && \
+	    $(MAKE) --no-print-directory test-notebook; } || r=$$?; \
 	  echo $$r >target/beside-lab.done; \
 	  if [ $$r = 0 ]; then nice -n 5 $(MAKE) --no-print-directory test-dockerfile || r=$$?; fi; \
 	  if [ $$r = 0 ]; then nice -n 10 $(MAKE) --no-print-directory test-cross-steps || r=$$?; fi; exit $$r ) \

@@ -180,7 +180,7 @@ test-in-cluster: kube-tools test-image-build deps
 # operator-rbac.yaml only, its token expiring; --dry-run through an API server restart; a
 # longer outage detaches; a wrong image, a refused pod and the Job's own preflight failing
 # each end the sitting with one line.
-test-sitting-day: kube-tools test-image-build cross-bins deps
+test-sitting-day: kube-tools test-image-build deps
 	LEADERWATCH_IMAGE_DIR=$(TEST_IMAGE_DIR) $(CARGO) test --locked --test lab -- --ignored sitting_day::
 
 # Tier 3 of make test (the Makefile's test-lab prints its summary line): first what a run
@@ -200,7 +200,7 @@ LAB_LANE_A := acceptance test-kube
 LAB_LANE_B := test-faults
 LAB_LANE_C := test-sitting-day test-in-cluster test-image
 LAB_LANE_C_NICE ?= 5
-test-lab-steps: kube-tools test-image-build cross-bins deps
+test-lab-steps: kube-tools test-image-build deps
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test down
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test-b down
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test-c down

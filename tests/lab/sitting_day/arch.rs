@@ -83,11 +83,11 @@ fn manifest_digest(layout: &Path, tag: &str) -> String {
         .to_owned()
 }
 
-/// The arm64 image, assembled by build.sh (as `make image IMAGE_ARCH=arm64` does) from
-/// the cross build `make cross-bins` made: its layout and tag.
+/// An arm64 image, assembled by build.sh (as `make image IMAGE_ARCH=arm64` does: arm64's
+/// Debian packages, the label from the binary's ELF header), around the test binary whose
+/// header says aarch64: its pod is never meant to run. Its layout and tag.
 pub(super) fn arm64_image(dir: &Path) -> (PathBuf, String) {
-    let bin = repo().join("target/image-cross/arm64/leaderwatch");
-    assert!(bin.is_file(), "{}: missing: make cross-bins builds it", bin.display());
+    let bin = super::early::aarch64_header(dir);
     let out = dir.join("arm64-image");
     let o = Command::new(repo().join("deploy/image/build.sh"))
         .arg(&bin)

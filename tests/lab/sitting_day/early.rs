@@ -7,22 +7,20 @@
 
 use super::{Day, fetch_pods_created};
 use crate::in_cluster::{JOB_NS, job_pods, manifest_image, pinned_image};
-use crate::support::lab::repo;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-/// The test image with its binary swapped for the arm64 build (`make cross-bins`), still
+/// The test image with its binary's ELF header saying aarch64 ([`aarch64_header`]), still
 /// labelled amd64: what a build that mixed architectures leaves (an arm64 laptop's binary
 /// in an amd64 image). A node runs it and the kernel refuses the binary ("exec format
 /// error"). lw-lab's `--image` for it, and the reference that pins it.
 pub(super) fn wrong_arch_image(dir: &Path) -> (String, String) {
     let env = crate::support::image_env();
-    let arm = repo().join("target/image-cross/arm64/leaderwatch");
-    assert!(arm.is_file(), "{}: missing: make cross-bins builds it", arm.display());
+    let arm = aarch64_header(dir);
     let layout = dir.join("wrong-arch.oci");
     let tag = &env["IMAGE_TAG"];
     let run = |c: &mut Command| {
@@ -49,6 +47,24 @@ pub(super) fn wrong_arch_image(dir: &Path) -> (String, String) {
     let job = manifest_image("deploy/k8s/leaderwatch/job-measure.yaml");
     let reference = format!("{}-wrong-arch", job.rsplit_once(':').expect("a tag").0);
     (format!("{reference}:{tag}={image}"), format!("{reference}@{digest}"))
+}
+
+/// The test image's binary with the ELF header's machine field set to aarch64 (0xb7): what
+/// the kernel reads to refuse a binary for another CPU, and what build.sh labels an image
+/// by. (A real arm64 build, cross-compiled, is make test-cross's, beside the lab: building
+/// it before the lab would cost a fresh clone three minutes.)
+pub(super) fn aarch64_header(dir: &Path) -> PathBuf {
+    let env = crate::support::image_env();
+    let layout = Path::new(&env["IMAGE_LAYOUT"]);
+    let mut bytes = std::fs::read(layout.parent().expect("image dir").join("leaderwatch"))
+        .expect("the test image's binary");
+    assert_eq!(&bytes[18..20], &[0x3e, 0x00], "an x86-64 ELF");
+    bytes[18..20].copy_from_slice(&[0xb7, 0x00]);
+    let out = dir.join("leaderwatch-aarch64-header");
+    std::fs::write(&out, bytes).expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    out
 }
 
 /// The kubelet starts the container, the kernel refuses its binary: the sitting names the
