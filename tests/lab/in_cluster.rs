@@ -167,10 +167,11 @@ pub(crate) fn signal(pid: i32, sig: nix::sys::signal::Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).expect("signal");
 }
 
-fn pod_events(lab: &Lab, pod: &str) -> Vec<(String, String)> {
+/// The events about `pod` of namespace `ns`: (reason, message) each.
+pub(crate) fn pod_events(lab: &Lab, ns: &str, pod: &str) -> Vec<(String, String)> {
     let v = lab.json(&[
         "-n",
-        "dlock",
+        ns,
         "get",
         "events",
         "--field-selector",
@@ -791,10 +792,10 @@ fn liveness_restarts_a_frozen_sampler(lab: &Lab, name: &str) {
     let pid = lab.container_pid(&sampler_pod(lab));
     signal(pid, nix::sys::signal::Signal::SIGSTOP);
     wait_until("the liveness probe's Killing", Duration::from_secs(120), || {
-        pod_events(lab, name).iter().any(|(r, m)| r == "Killing" && m.contains("liveness"))
+        pod_events(lab, "dlock", name).iter().any(|(r, m)| r == "Killing" && m.contains("liveness"))
     });
     assert!(
-        pod_events(lab, name)
+        pod_events(lab, "dlock", name)
             .iter()
             .any(|(r, m)| r == "Unhealthy" && m.contains("Liveness probe failed"))
     );

@@ -6,7 +6,7 @@
 //! at the Job's deadline.
 
 use super::{Day, fetch_pods_created};
-use crate::in_cluster::{JOB_NS, job_pods, manifest_image, pinned_image};
+use crate::in_cluster::{JOB_NS, job_pods, manifest_image, pinned_image, pod_events};
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -93,15 +93,18 @@ pub(super) fn a_binary_for_another_cpu_is_named_in_one_line(day: &Day, image: &s
 pub(super) fn a_volume_that_cannot_mount_ends_within_a_minute(day: &Day) {
     const PV: &str = "lw-test-no-dir";
     let lab = day.lab;
-    lab.ok(&[
-        "-n",
-        JOB_NS,
-        "delete",
-        "pvc",
-        "leaderwatch-data",
-        "--ignore-not-found",
-        "--wait=true",
-    ]);
+    let no_claim = || {
+        lab.ok(&[
+            "-n",
+            JOB_NS,
+            "delete",
+            "pvc",
+            "leaderwatch-data",
+            "--ignore-not-found",
+            "--wait=true",
+        ])
+    };
+    no_claim();
     let nodes = lab.json(&["get", "nodes", "-o", "json"]);
     let node = nodes["items"][0]["metadata"]["name"].as_str().expect("a node").to_owned();
     let pv = json!({
@@ -127,15 +130,7 @@ pub(super) fn a_volume_that_cannot_mount_ends_within_a_minute(day: &Day) {
     let first = wait_for_event(day, &mut r, "FailedMount", Duration::from_secs(180));
     let (code, err) = r.finish();
     let took = first.elapsed();
-    lab.ok(&[
-        "-n",
-        JOB_NS,
-        "delete",
-        "pvc",
-        "leaderwatch-data",
-        "--ignore-not-found",
-        "--wait=true",
-    ]);
+    no_claim();
     lab.ok(&["delete", "pv", PV, "--ignore-not-found"]);
     eprintln!("sitting, a volume that cannot mount:\n{err}");
     assert_eq!(code, Some(8), "{err}");
@@ -176,20 +171,7 @@ fn wait_for_event(day: &Day, r: &mut super::Running, reason: &str, within: Durat
         let seen = job_pods(day.lab)
             .first()
             .and_then(|p| p["metadata"]["name"].as_str().map(str::to_owned))
-            .is_some_and(|pod| {
-                day.lab.json(&[
-                    "-n",
-                    JOB_NS,
-                    "get",
-                    "events",
-                    "--field-selector",
-                    &format!("involvedObject.name={pod}"),
-                    "-o",
-                    "json",
-                ])["items"]
-                    .as_array()
-                    .is_some_and(|es| es.iter().any(|e| e["reason"] == reason))
-            });
+            .is_some_and(|pod| pod_events(day.lab, JOB_NS, &pod).iter().any(|(r, _)| r == reason));
         if seen {
             return Instant::now();
         }
