@@ -169,12 +169,19 @@ TEST_IMAGE_DIR := $(CURDIR)/target/image-test
 # target/debug/leaderwatch as the tests build it (the test profile): a plain `cargo build`
 # would compile the crate once more under the dev profile (45 s on a fresh clone).
 TEST_BIN := $(CARGO) test --locked --no-run --test check
+# test-lab builds it before its lanes and runs them with TEST_IMAGE_BUILT=1: lanes side by
+# side must not build it again (each build is a new tag; one lane's cluster imported the
+# image under a tag the other's build had just replaced: `ctr ... not found`).
 .PHONY: test-image-build
+ifeq ($(TEST_IMAGE_BUILT),1)
+test-image-build: ;
+else
 test-image-build: image-apt deps-apt
 	$(TEST_BIN)
 	@mkdir -p $(TEST_IMAGE_DIR)
 	strip -o $(TEST_IMAGE_DIR)/leaderwatch target/debug/leaderwatch
 	$(SUDO) DEB_CACHE=$(TOOLS)/debs deploy/image/build.sh $(TEST_IMAGE_DIR)/leaderwatch $(TEST_IMAGE_DIR)
+endif
 
 # deploy/Dockerfile's build stage compiles from exactly the files it copies (no engine
 # needed: deploy/image/check-dockerfile.sh lays them out and runs cargo check there, and

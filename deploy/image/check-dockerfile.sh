@@ -73,9 +73,12 @@ done <<<"$froms"
 grep -q 'cross-build.sh "$TARGETARCH"' "$df" || die "the build stage does not build for TARGETARCH"
 echo "check-dockerfile.sh: base images by digest, on the builder's platform: $(awk '$1 != "scratch" {printf "%s ", $1}' <<<"$froms")"
 
+# A target directory of its own: cargo hashes a workspace's package by its place in the
+# workspace, not its path, so the copy's build shared the checkout's build-script run and
+# library, and left the tests' binary saying "commit unknown" (make test, 2026-12-07).
 check() {
   (cd "$1" && LEADERWATCH_COMMIT=$(git -C "$repo" rev-parse HEAD) \
-    CARGO_TARGET_DIR="$repo/target" cargo check --locked --offline --bin leaderwatch)
+    CARGO_TARGET_DIR="$repo/target/dockerfile-check" cargo check --locked --offline --bin leaderwatch)
 }
 
 layout "$work/ctx"

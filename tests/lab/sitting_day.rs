@@ -8,9 +8,10 @@
 //! - `sitting --dry-run --method drain` evicts nothing, survives an API server restart mid-follow (a
 //!   "reconnecting" line, then "reconnected"), fetches a complete run and writes its
 //!   report.csv, and leaves the README's table alone;
-//! - an outage longer than `--reconnect-for` (the API server frozen) detaches with exit 9
-//!   and the `--attach` line; `--attach` then follows it to its fetch, is killed there, and
-//!   `--fetch` finishes the day (hand-off, clean-up) without fetching again;
+//! - an outage longer than `--reconnect-for` (the API server frozen) during a real `--method
+//!   delete` detaches with exit 9 and the `--attach` line; `--attach` then follows it to its
+//!   fetch, is killed there, and `--fetch` finishes the day (hand-off, clean-up) without
+//!   fetching again; the Job's ServiceAccount deleted one member, the operator none;
 //! - a wrong image, a pod an admission policy refuses, the Job's own preflight failing
 //!   (a member frozen after the laptop's checks passed) and the Job's own rights short
 //!   (exit 6) each end the sitting with one line naming the cause (the exit code and the
@@ -88,10 +89,10 @@ fn a_sitting_day_from_a_laptop_as_the_operator() {
 
     a_dry_run_evicts_nothing_and_survives_an_api_server_restart(&day);
     live::the_live_view_shows_the_sitting_while_it_runs(&day, &from_registry);
-    a_long_outage_detaches_and_attach_finishes(&day);
     a_method_without_its_rights_stops_at_the_checks(&day);
     // The methods' extra rights, as an admin applies them for such a sitting.
     day.lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
+    a_long_outage_detaches_and_attach_finishes(&day);
     a_wrong_image_ends_within_a_minute(&day);
     day.lab.ok(&["delete", "-f", "deploy/k8s/leaderwatch/rbac-maintenance.yaml"]);
     day.lab.ok(&["apply", "-f", "deploy/k8s/leaderwatch/rbac-drain.yaml"]);
@@ -467,11 +468,17 @@ fn a_dry_run_evicts_nothing_and_survives_an_api_server_restart(day: &Day) {
 }
 
 /// The API server frozen longer than `--reconnect-for`: exit 9 with the `--attach` line,
-/// the Job untouched; `--attach` follows it again to its end.
+/// the Job untouched; `--attach` follows it again to its end. The sitting is a real
+/// `--method delete` run by the operator: the Job's ServiceAccount (not the operator)
+/// deletes one follower, the StatefulSet makes it again, the run is a row of the README's
+/// table. With the drain's and the rolling restart's dry runs, every method of `sitting`
+/// runs end to end with the operator's rights (an eviction needs no right a delete does not
+/// have; each method's Job-side rights, for real: tests/lab/kube.rs).
 fn a_long_outage_detaches_and_attach_finishes(day: &Day) {
-    // A real eviction this time: the operator's sitting end to end (through --attach).
     // At rest 30 s: the dry run above has outlived a token already.
-    let mut r = day.start(&pinned_image(), &["--reconnect-for", "15s", "--idle", "30s"]);
+    let (uids, since) = (member_uids(day.lab), day.lab.audit().len());
+    let mut r = day
+        .start(&pinned_image(), &["--method", "delete", "--reconnect-for", "15s", "--idle", "30s"]);
     day.wait_running(&mut r);
     let api = day.lab.apiserver_pid();
     signal(api, Signal::SIGSTOP);
@@ -524,13 +531,37 @@ fn a_long_outage_detaches_and_attach_finishes(day: &Day) {
         .map(|d| d.count())
         .unwrap_or(0);
     assert_eq!(kept, 0, "the hand-off done, nothing is left to remember");
+    let now = member_uids(day.lab);
+    let replaced = uids.iter().filter(|u| !now.contains(u)).count();
+    assert_eq!(replaced, 1, "one member deleted and made again: {uids:?} -> {now:?}");
+    // Who deleted members' pods: the Job's ServiceAccount once; the kubelet's final delete
+    // once the container stopped is the node's, and the operator's none.
+    let deleted_by: Vec<String> = day
+        .lab
+        .audit()
+        .iter()
+        .skip(since)
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["verb"] == "delete"
+                && e["objectRef"]["resource"] == "pods"
+                && e["objectRef"]["namespace"] == "dlock"
+        })
+        .map(|e| e["user"]["username"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let job = "system:serviceaccount:leaderwatch:leaderwatch";
+    assert_eq!(deleted_by.iter().filter(|u| *u == job).count(), 1, "{deleted_by:?}");
+    assert!(
+        deleted_by.iter().all(|u| u == job || u.starts_with("system:node:")),
+        "only the Job and the kubelet delete members: {deleted_by:?}"
+    );
     // The run, fetched into the checkout's data/, is a row of the README's table; this lab
     // is no GKE, so baselines.csv and the ledger are not written.
     let data = day.checkout.join("data");
     let run = runs(&data)
         .into_iter()
         .find(|p| {
-            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("lab-follower-evict-2"))
+            p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("lab-follower-delete-2"))
         })
         .expect("the fetched run");
     assert!(run.join("report.csv").is_file());
