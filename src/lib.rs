@@ -17,11 +17,13 @@
 //!   table, the alert rule, progress;
 //! - [`k8s`]: the Kubernetes API (discovery, watchers, eviction, preflight, the Job and
 //!   following it);
-//! - [`commands`] on top: one file per subcommand, and the one loop every command that
-//!   samples runs ([`commands::drive`]).
+//! - [`ops`]: what the commands run, one library call each: the one loop every command
+//!   that samples runs ([`ops::drive`]), the runs of `sample`, `rehearse` and `measure`,
+//!   and `leaderwatch sitting`'s Job from a laptop ([`ops::sitting`]);
+//! - [`commands`] on top: one file per subcommand, arguments -> options -> one call.
 //!
 //! The data path: `io::probe` (one member) -> `io::round` (all members) ->
-//! `commands::drive` (the loop) -> `analysis::engine` (counts, windows, elections, health)
+//! `ops::drive` (the loop) -> `analysis::engine` (counts, windows, elections, health)
 //! and `analysis::sitting` (phases, recovery, the baseline) -> `io::recorder` -> the run
 //! directory -> `render::report`. This file owns the crate-wide [`Error`], what ends a
 //! command; main.rs maps it to the process exit codes. It is the commands' own: the layers
@@ -33,6 +35,7 @@ pub mod commands;
 pub mod io;
 pub mod k8s;
 pub mod model;
+pub mod ops;
 pub mod render;
 
 /// Everything that can end a leaderwatch command. Each variant says what failed; main.rs

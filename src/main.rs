@@ -6,7 +6,9 @@ use std::io::IsTerminal;
 use clap::Parser;
 use leaderwatch::Error;
 use leaderwatch::commands::cli::{Cli, Command};
-use leaderwatch::commands::{compare, measure, preflight, rate, rehearse, report, sample, sitting};
+use leaderwatch::commands::{
+    compare, measure, pack, preflight, rate, rehearse, report, sample, sitting,
+};
 
 /// Exit codes, documented in docs/troubleshooting.md ("Exit codes").
 mod exit {
@@ -85,7 +87,7 @@ fn main() {
             Command::Measure(a) => measure::command(a, shutdown_signal()).await,
             Command::Rate(a) => rate::command(a),
             Command::Sitting(a) => sitting::command(a, shutdown_signal()).await,
-            Command::Pack(a) => leaderwatch::io::pack::pack(&a.dir, &mut std::io::stdout().lock()),
+            Command::Pack(a) => pack::command(a),
         }
     });
     match result {

@@ -3,7 +3,7 @@
 //! (events with member state, leader transitions and every election with its cause;
 //! health intervals; canary rows), the windows that tile the run, and the figures the
 //! commands print. No I/O and no clock: time comes with the data. `sample` and the
-//! sitting feed it through one loop (src/commands/drive.rs), which hands what comes out to the
+//! sitting feed it through one loop (src/ops/drive.rs), which hands what comes out to the
 //! recorder (src/io/recorder.rs).
 
 use std::collections::{BTreeMap, VecDeque};

@@ -53,7 +53,7 @@ pub fn probers(
 }
 
 /// Where a run's rounds come from: the members themselves ([`Sampler`]), or, in the
-/// loops' unit tests, a script. The loop (src/commands/drive.rs) sees only this.
+/// loops' unit tests, a script. The loop (src/ops/drive.rs) sees only this.
 pub trait Rounds: Send {
     /// A round that waits at most `wait` for each member (`None`: for every answer).
     fn round_within(&mut self, wait: Option<Duration>) -> impl Future<Output = Round> + Send;

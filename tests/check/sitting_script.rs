@@ -13,7 +13,6 @@ use tokio::time::Instant;
 
 use leaderwatch::analysis::cadence::Pages;
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::{Disruptor, Reporter};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::io::round::Rounds;
@@ -25,6 +24,7 @@ use leaderwatch::model::event::EventKind;
 use leaderwatch::model::member::{Member, MemberName};
 use leaderwatch::model::metrics::MemberMetrics;
 use leaderwatch::model::observation::{Health, Observation, Part, Round, Status};
+use leaderwatch::ops::drive::{self, SittingConfig};
 
 /// The wall clock moves with tokio's paused clock, from a fixed instant.
 struct PausedClock {

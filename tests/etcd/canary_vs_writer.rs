@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::LocalDisruptor;
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::model::baseline::LocalMethod;
@@ -27,6 +26,7 @@ use leaderwatch::model::baseline::{
     Baseline, Completion, ElectionDetail, Environment, EnvironmentKind, WindowName,
 };
 use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::ops::drive::{self, SittingConfig};
 
 /// How far the canary may be from the independent writer (the bound).
 const AGREE_S: f64 = 0.2;

@@ -10,8 +10,6 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaderwatch::commands::drive::SittingConfig;
-use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::discover::Reach;
@@ -20,6 +18,8 @@ use leaderwatch::k8s::timing::{self, ElectionTiming};
 use leaderwatch::k8s::{KubeError, KubeOptions};
 use leaderwatch::model::baseline::Environment;
 use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::ops::drive::SittingConfig;
+use leaderwatch::ops::measure::{self, MeasureConfig};
 use support::fake_api::{FakeApi, Knobs, NS};
 use support::{events, leaderwatch, one_cluster_at_a_time};
 

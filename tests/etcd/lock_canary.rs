@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::LocalDisruptor;
 use leaderwatch::io::lock::LockConfig;
 use leaderwatch::io::probe::ProbeConfig;
@@ -27,6 +26,7 @@ use leaderwatch::model::baseline::{
     Baseline, Completion, ElectionDetail, Environment, EnvironmentKind, LocalMethod, WindowName,
 };
 use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::ops::drive::{self, SittingConfig};
 
 type Row = HashMap<String, String>;
 

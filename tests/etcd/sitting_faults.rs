@@ -14,7 +14,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use leaderwatch::analysis::counts::count;
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::LocalDisruptor;
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
@@ -24,6 +23,7 @@ use leaderwatch::model::baseline::{Completion, EnvironmentKind, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::counts::{Point, RoundView};
 use leaderwatch::model::member::MemberName;
+use leaderwatch::ops::drive::{self, SittingConfig};
 use support::{canary_keys, events, one_cluster_at_a_time, samples};
 use tokio::sync::Mutex;
 

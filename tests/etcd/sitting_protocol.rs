@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::{Disruptor, Reporter};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::model::baseline::EnvironmentKind;
 use leaderwatch::model::baseline::{Baseline, Environment};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::member::MemberName;
+use leaderwatch::ops::drive::{self, SittingConfig};
 use support::{Fixture, cluster, samples};
 
 /// Disrupts nothing; remembers whom it was asked to disrupt.

@@ -14,8 +14,6 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaderwatch::commands::drive::SittingConfig;
-use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::io::lock::LockConfig;
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::KubeOptions;
@@ -23,6 +21,8 @@ use leaderwatch::k8s::discover::Reach;
 use leaderwatch::model::baseline::{Baseline, Environment, KubeMethod};
 use leaderwatch::model::baseline::{Completion, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::ops::drive::SittingConfig;
+use leaderwatch::ops::measure::{self, MeasureConfig};
 use serde_json::Value;
 
 use crate::support::lab;

@@ -683,3 +683,23 @@ pub async fn run_sitting_with<D: Disruptor, S: Rounds>(
         ))),
     }
 }
+
+/// A sitting that ended, however: its baseline.json as written (with the rate), to print,
+/// and how it ended.
+pub struct Finished {
+    pub written: Option<crate::model::rate::BaselineFile>,
+    pub result: Result<()>,
+}
+
+/// What a sitting left at `path` (baseline.json), from its result: the baseline with its
+/// rate when it ended well; when not, the file it wrote since `since`, if any (never an
+/// older run's).
+pub fn finished(path: &Path, since: std::time::SystemTime, result: Result<Baseline>) -> Finished {
+    match result {
+        Ok(b) => match crate::io::read::with_rate(path, b) {
+            Ok(f) => Finished { written: Some(f), result: Ok(()) },
+            Err(e) => Finished { written: None, result: Err(e) },
+        },
+        Err(e) => Finished { written: crate::io::read::written_since(path, since), result: Err(e) },
+    }
+}
