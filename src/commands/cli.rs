@@ -84,9 +84,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the whole sitting on a local etcd cluster it starts itself: at rest, one
-    /// disruption of a member (--method sigterm, sigkill or sigstop), settle; print the
-    /// baseline table.
+    /// Run a whole trial on a local etcd cluster it starts itself: at rest, one disruption
+    /// of a member (--method sigterm, sigkill or sigstop), settle; print the baseline table.
     #[command(after_help = REHEARSE_EXAMPLES)]
     Rehearse(RehearseArgs),
     /// Sample every member at a fixed interval into samples.csv, events.csv and summary.json.
@@ -98,7 +97,7 @@ pub enum Command {
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
     /// The residual rate of elections (per hour and per day, with its exact Poisson
-    /// interval) over the quiet time of sittings and `sample` run directories.
+    /// interval) over the quiet time of trials (baseline.json) and `sample` run directories.
     #[command(after_help = RATE_EXAMPLES)]
     Rate(RateArgs),
     /// Every figure of two baselines (windows, causes, member health, recovery) side by
@@ -110,13 +109,14 @@ pub enum Command {
     /// Check the spec's acceptance criteria 2-6 live on the cluster: PASS/FAIL with evidence.
     #[command(after_help = PREFLIGHT_EXAMPLES)]
     Preflight(PreflightArgs),
-    /// The sitting on the real cluster: preflight, >= 20 min at rest, one PDB-respecting
-    /// eviction, recovery, settle; writes baseline.json.
+    /// The trial on the real cluster: preflight, >= 20 min at rest, one PDB-respecting
+    /// eviction, recovery, settle; writes baseline.json (what the sitting's Job runs).
     #[command(after_help = MEASURE_EXAMPLES)]
     Measure(MeasureArgs),
-    /// The whole sitting in the cluster from this machine: checks, the Job (the committed
-    /// manifests with your image and flags), its progress, then its run directory brought
-    /// back into data/, the etcd README's table and the T-056 note.
+    /// The sitting: the trial run in the cluster as a Job, from this machine: checks, the
+    /// Job (the committed manifests with your image and flags, running `measure`), its
+    /// progress, then its run directory brought back into data/, the etcd README's table
+    /// and the T-056 note.
     #[command(after_help = SITTING_EXAMPLES)]
     Sitting(SittingArgs),
     /// Print a run directory as an archive block on stdout (what `sitting` runs in a pod to
@@ -411,7 +411,7 @@ pub struct RehearseArgs {
     /// Members of the local cluster.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=9))]
     pub members: u16,
-    /// Length of the at_rest window (rehearse may go below the 20 minutes of a real sitting).
+    /// Length of the at_rest window (rehearse may go below the 20 minutes of a real trial).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub idle: Duration,
     /// Length of the settle window after the cluster is healthy again.

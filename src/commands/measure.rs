@@ -7,7 +7,7 @@ use crate::commands::cli::MeasureArgs;
 use crate::io::probe::ProbeConfig;
 use crate::model::baseline::Environment;
 use crate::model::build::Build;
-use crate::ops::drive::SittingConfig;
+use crate::ops::drive::TrialConfig;
 use crate::ops::measure::{self, MeasureConfig};
 use crate::{Error, Result};
 
@@ -15,14 +15,14 @@ use crate::{Error, Result};
 pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
     // Bad windows are bad input, said alone.
     let (idle, settle) =
-        crate::ops::sitting_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
+        crate::ops::trial_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
     // The first line of a sitting Job's log: `leaderwatch sitting` reads the image's build there.
     eprintln!("{}", Build::this().line());
     let (idle, settle) = crate::io::test_hooks::windows(idle, settle).map_err(Error::Usage)?;
     let cfg = MeasureConfig {
         reach: a.kube.reach(),
         kube: a.kube.options(),
-        sitting: SittingConfig {
+        trial: TrialConfig {
             members: vec![], // discovered from the pods
             idle,
             settle,

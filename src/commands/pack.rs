@@ -6,5 +6,5 @@ use crate::commands::cli::PackArgs;
 
 /// `leaderwatch pack DIR` from its arguments.
 pub fn command(a: PackArgs) -> Result<()> {
-    crate::io::pack::pack(&a.dir, &mut std::io::stdout().lock())
+    Ok(crate::io::pack::pack(&a.dir, &mut std::io::stdout().lock())?)
 }

@@ -7,7 +7,7 @@ use crate::commands::cli::RehearseArgs;
 use crate::io::local::LocalOptions;
 use crate::io::probe::ProbeConfig;
 use crate::model::baseline::Environment;
-use crate::ops::drive::SittingConfig;
+use crate::ops::drive::TrialConfig;
 use crate::ops::rehearse::{self, RehearseOptions};
 use crate::{Error, Result, render::report};
 
@@ -26,7 +26,7 @@ pub async fn command(a: RehearseArgs, shutdown: impl Future<Output = ()>) -> Res
         out: a.out,
         method: a.method,
         down: a.down,
-        sitting: SittingConfig {
+        trial: TrialConfig {
             members: vec![], // the local cluster's
             idle: a.idle,
             settle: a.settle,

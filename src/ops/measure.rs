@@ -1,4 +1,4 @@
-//! What `leaderwatch measure` runs: the sitting against the real cluster. Preflight first;
+//! What `leaderwatch measure` runs: the trial against the real cluster. Preflight first;
 //! no disruption unless every check passes; then the protocol with a Kubernetes eviction
 //! (or, `--method`, a pod deletion, a rolling restart of the StatefulSet, a node drain);
 //! whatever ends it, the checksums the laptop's fetch checks its copy against.
@@ -23,7 +23,7 @@ use crate::model::build::{Agreement, Build};
 use crate::model::clock::Clock;
 use crate::model::clock::SystemClock;
 use crate::model::member::MemberName;
-use crate::ops::drive::{self, Finished, SittingConfig};
+use crate::ops::drive::{self, Finished, TrialConfig};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone)]
@@ -32,7 +32,7 @@ pub struct MeasureConfig {
     pub reach: Reach,
     /// The protocol. `members` are discovered from the pods and replace whatever is given;
     /// `environment.description` is the cluster label, e.g. "GKE Autopilot, dlock-gke".
-    pub sitting: SittingConfig,
+    pub trial: TrialConfig,
     pub evict_timeout: Duration,
     pub dry_run: bool,
     /// `--method`: evict (the spec's protocol), delete, rolling-restart or drain.
@@ -49,7 +49,7 @@ pub async fn run(
 ) -> Result<Baseline> {
     let po = PreflightOptions {
         reach: cfg.reach,
-        probe: ProbeConfig { with_metrics: false, ..cfg.sitting.probe.clone() },
+        probe: ProbeConfig { with_metrics: false, ..cfg.trial.probe.clone() },
         ..PreflightOptions::default()
     };
     let checks = preflight::run(&client, &cfg.kube, &po, clock.clone()).await?;
@@ -59,7 +59,7 @@ pub async fn run(
         return Err(Error::Preflight(format!("{} failed; nothing was evicted", failed.join(", "))));
     }
     // The Raft timing the members run with, from their StatefulSet. Not knowing it is no
-    // reason to skip a sitting: the baseline says why it is missing.
+    // reason to skip a trial: the baseline says why it is missing.
     let (heartbeat_ms, election_ms, timing_source) = match timing::read(&client, &cfg.kube).await {
         Ok(t) => (Some(t.heartbeat_ms), Some(t.election_ms), t.source),
         Err(e) => {
@@ -70,7 +70,7 @@ pub async fn run(
     // With --reach port-forward the forwarders live as long as `connected`.
     let connected = connect(&client, &cfg.kube, cfg.reach).await?;
     let members = connected.members.clone();
-    // Watch the pods and their Events for the whole sitting, into events.csv.
+    // Watch the pods and their Events for the whole trial, into events.csv.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let prefix = common_prefix(&members.iter().map(|m| m.name.0.as_str()).collect::<Vec<_>>());
     let watchers = [
@@ -78,14 +78,14 @@ pub async fn run(
         watch::spawn_event_watcher(client.clone(), &cfg.kube, prefix, clock.clone(), tx.clone()),
         watch::spawn_api_heartbeat(client.clone(), &cfg.kube, po.pdb.clone(), clock.clone(), tx),
     ];
-    let label = cfg.sitting.environment.description.clone();
+    let label = cfg.trial.environment.description.clone();
     // A rolling restart replaces the highest ordinal first, whatever --target says: that
-    // member is the one whose loss and return the sitting times.
+    // member is the one whose loss and return the trial times.
     let target = match cfg.method {
         KubeMethod::RollingRestart => Target::Name(first_replaced(&members)),
-        _ => cfg.sitting.target.clone(),
+        _ => cfg.trial.target.clone(),
     };
-    let sitting = SittingConfig {
+    let trial = TrialConfig {
         target,
         members: members.clone(),
         environment: Environment {
@@ -102,7 +102,7 @@ pub async fn run(
             timing_source,
         },
         follow_pod_ips: cfg.reach == Reach::PodIp,
-        ..cfg.sitting
+        ..cfg.trial
     };
     let scope = Scope {
         client: client.clone(),
@@ -124,14 +124,13 @@ pub async fn run(
                     clock.clone(),
                 )
             };
-            drive::run_sitting(sitting, evictor, clock, Some(rx), shutdown).await
+            drive::run_trial(trial, evictor, clock, Some(rx), shutdown).await
         }
         KubeMethod::RollingRestart => {
-            drive::run_sitting(sitting, RollingRestart::new(scope), clock, Some(rx), shutdown).await
+            drive::run_trial(trial, RollingRestart::new(scope), clock, Some(rx), shutdown).await
         }
         KubeMethod::Drain => {
-            drive::run_sitting(sitting, Drain::new(scope, cfg.down), clock, Some(rx), shutdown)
-                .await
+            drive::run_trial(trial, Drain::new(scope, cfg.down), clock, Some(rx), shutdown).await
         }
     };
     for w in watchers {
@@ -182,7 +181,7 @@ fn check_build(this: &Build, want: &Build) -> Result<()> {
 /// How a refused build's line starts (`leaderwatch sitting` finds it in the Job's log).
 pub const BUILD_MISMATCH: &str = "build mismatch";
 
-/// A measure run: the sitting (`cfg`), after the image's build is checked against the one
+/// A measure run: the trial (`cfg`), after the image's build is checked against the one
 /// that wrote the Job's arguments (`expect_build`); with `checksums`, the run directory's
 /// SHA256SUMS written last, whatever the outcome.
 pub async fn measure(
@@ -200,7 +199,7 @@ pub async fn measure(
         Ok(c) => c,
         Err(e) => return Finished { written: None, result: Err(e.into()) },
     };
-    let out = cfg.sitting.out.clone();
+    let out = cfg.trial.out.clone();
     let path = out.join(crate::model::baseline::BASELINE);
     let since = std::time::SystemTime::now();
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

@@ -21,7 +21,7 @@ pub const DRY_RUN_SETTLE: Duration = Duration::from_secs(60);
 
 /// `--idle` and `--settle` of a sitting: the spec's 20 and 5 minutes by default (2 and 1
 /// for a dry run), and at rest at least 20 minutes unless it is a dry run.
-pub fn sitting_windows(
+pub fn trial_windows(
     idle: Option<Duration>,
     settle: Option<Duration>,
     dry_run: bool,
@@ -29,10 +29,10 @@ pub fn sitting_windows(
     let (di, ds) = if dry_run {
         (DRY_RUN_IDLE, DRY_RUN_SETTLE)
     } else {
-        (crate::analysis::sitting::MIN_IDLE, Duration::from_secs(300))
+        (crate::analysis::trial::MIN_IDLE, Duration::from_secs(300))
     };
     let idle = idle.unwrap_or(di);
-    let floor = crate::io::test_hooks::min_idle(crate::analysis::sitting::MIN_IDLE)?;
+    let floor = crate::io::test_hooks::min_idle(crate::analysis::trial::MIN_IDLE)?;
     if !dry_run && idle < floor {
         return Err(format!(
             "--idle {}: a real sitting idles at least {} (the spec's window); a --dry-run may idle less, `rehearse` is for short runs",

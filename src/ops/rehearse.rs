@@ -1,4 +1,4 @@
-//! What `leaderwatch rehearse` runs: the sitting against a local etcd cluster it starts
+//! What `leaderwatch rehearse` runs: the trial against a local etcd cluster it starts
 //! itself, with the local-process disruptor (sigterm, sigkill or sigstop).
 
 use std::future::Future;
@@ -14,13 +14,13 @@ use crate::io::disrupt::LocalDisruptor;
 use crate::io::local::{LocalCluster, LocalOptions};
 use crate::model::baseline::{BASELINE, Environment, EnvironmentKind, LocalMethod};
 use crate::model::clock::{Clock, SystemClock};
-use crate::ops::drive::{self, Finished, SittingConfig, check_target};
+use crate::ops::drive::{self, Finished, TrialConfig, check_target};
 
 /// The kubelet's default grace, and the StatefulSet's terminationGracePeriodSeconds.
 const GRACE: Duration = Duration::from_secs(30);
 
-/// A rehearsal: the local cluster and the sitting's windows. `sitting.members`,
-/// `sitting.out` (when `out` is none) and `sitting.environment` are filled in here.
+/// A rehearsal: the local cluster and the trial's windows. `trial.members`,
+/// `trial.out` (when `out` is none) and `trial.environment` are filled in here.
 pub struct RehearseOptions {
     pub local: LocalOptions,
     /// The run directory; `None`: `data/rehearsal-TARGET-METHOD-UTC`.
@@ -28,7 +28,7 @@ pub struct RehearseOptions {
     pub method: LocalMethod,
     /// How long a SIGSTOPped member stays stopped.
     pub down: Duration,
-    pub sitting: SittingConfig,
+    pub trial: TrialConfig,
 }
 
 /// The target named by `--target` is checked against m0..m{n-1} before etcd is started
@@ -43,18 +43,18 @@ pub fn check(target: &Target, members: usize) -> Result<()> {
     check_target(target, &names)
 }
 
-/// Starts the local cluster, runs the sitting against it, stops it; the run directory and
-/// what the sitting left there.
+/// Starts the local cluster, runs the trial against it, stops it; the run directory and
+/// what the trial left there.
 pub async fn rehearse(
     o: RehearseOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(PathBuf, Finished)> {
-    check(&o.sitting.target, o.local.members)?;
+    check(&o.trial.target, o.local.members)?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let out = o.out.unwrap_or_else(|| {
         PathBuf::from(format!(
             "data/rehearsal-{}-{}-{}",
-            o.sitting.target,
+            o.trial.target,
             o.method,
             clock.now().format("%Y%m%dT%H%M%SZ")
         ))
@@ -63,12 +63,12 @@ pub async fn rehearse(
     let cluster = LocalCluster::start(o.local).await?;
     let members = cluster.members();
     let (heartbeat, election) = cluster.timing();
-    let cfg = SittingConfig {
+    let cfg = TrialConfig {
         members: members.clone(),
         out: out.clone(),
         environment: Environment {
             kind: EnvironmentKind::Local,
-            // Labelled before the sitting, so an incomplete baseline says where it ran too.
+            // Labelled before the trial, so an incomplete baseline says where it ran too.
             description: format!("local loopback, etcd {{etcd}}, {} members", members.len()),
             members: vec![],
             etcd_versions: vec![],
@@ -76,13 +76,13 @@ pub async fn rehearse(
             election_ms: Some(election),
             timing_source: "rehearse flags (--heartbeat-interval, --election-timeout)".to_owned(),
         },
-        ..o.sitting
+        ..o.trial
     };
     let cluster = Arc::new(Mutex::new(cluster));
     let disruptor =
         LocalDisruptor { cluster: cluster.clone(), method: o.method, down: o.down, grace: GRACE };
     let since = std::time::SystemTime::now();
-    let result = drive::run_sitting(cfg, disruptor, clock, None, shutdown).await;
+    let result = drive::run_trial(cfg, disruptor, clock, None, shutdown).await;
     drop(cluster); // the last handle: stops the members before printing
     Ok((out.clone(), drive::finished(&out.join(BASELINE), since, result)))
 }

@@ -23,6 +23,7 @@ use crate::k8s::job::{self, FetchError, JobArgs, JobParams, Object};
 use crate::k8s::{self, KubeError, KubeOptions, call};
 use crate::model::baseline::{BASELINE, KubeMethod};
 use crate::model::build::Build;
+use crate::model::exit;
 use crate::render::progress::StatusLine;
 
 mod handoff;
@@ -127,7 +128,7 @@ async fn steps(mut a: SittingOptions, shutdown: impl Future<Output = ()>) -> Res
         (s, paths(&a)?)
     } else {
         // Bad input is said before any request.
-        crate::ops::sitting_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
+        crate::ops::trial_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
         let paths = paths(&a)?;
         (Cluster::connect(&a).await?, paths)
     };
@@ -273,7 +274,7 @@ async fn check(a: &SittingOptions, s: &Cluster) -> Result<Vec<Object>, Error> {
     refuse_an_earlier_job(s).await?;
     let arch = image_arch(&image, s.t).await?;
     let (idle, settle) =
-        crate::ops::sitting_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
+        crate::ops::trial_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
     let p = JobParams {
         image,
         target: a.target.clone(),
@@ -527,7 +528,11 @@ fn no_run_directory(pod: Option<&Pod>, log: &JobLog) -> Option<NoRun> {
             ),
         });
     }
-    let early = if log.read { !log.run_dir && code != 0 } else { matches!(code, 2 | 7) };
+    let early = if log.read {
+        !log.run_dir && code != 0
+    } else {
+        matches!(code, exit::USAGE | exit::PREFLIGHT)
+    };
     early.then(|| NoRun {
         cause: format!("the Job ended (exit {code}) before it wrote a run directory: {}", tail()),
     })
