@@ -14,7 +14,7 @@
 # sitting runs from a directory outside the clone, and its whole hand-off goes into
 # data/lab-day-<UTC>/ (its own --out-dir): the run directory with its report.csv,
 # baselines.csv, and copies of the etcd README and of the ledger, rewritten as the sitting
-# rewrites them (a rehearsal's, never GKE's: src/commands/sitting/handoff.rs).
+# rewrites them (a rehearsal's, never GKE's: src/ops/sitting/handoff.rs).
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,38 +1,22 @@
 //! leaderwatch measures etcd leader changes for the dlock lock service.
 //!
-//! Layers, each importing only those below it:
+//! Its layers ([`model`] < [`analysis`] < [`io`], [`render`] < [`k8s`] < [`ops`] <
+//! [`commands`]), what each file owns and the data path from a probe to baseline.json are
+//! drawn once, in docs/internals.md ("Layers and the data path"); `tests/check/layers.rs`
+//! holds the imports to them.
 //!
-//! - [`model`]: the plain types that are written and read (baseline.json, summary.json,
-//!   a round's observations, canary ops, events, a row of the tidy list of measurements)
-//!   and the timestamp format;
-//! - [`analysis`]: pure functions over them: counting, windows, health, causes, client
-//!   figures, recovery, the Poisson interval, the rate, a baseline flattened into its tidy
-//!   list of measurements; the engine that holds a run's analysis state (rounds, events
-//!   and canary ops in; rows, windows and elections out); and the protocols that say what
-//!   a run does next (the sitting, `sample`);
-//! - [`io`]: what talks to members, processes, files and the environment: probe -> round
-//!   (all members), the canary, the local cluster and disruptor, the run directory (CSV,
-//!   JSON) and the recorder that writes into it, the readers, the exporter, the test hooks;
-//! - [`render`]: text for people and tools: the report table, CSV, compare, the rate
-//!   table, the alert rule, progress;
-//! - [`k8s`]: the Kubernetes API (discovery, watchers, eviction, preflight, the Job and
-//!   following it);
-//! - [`commands`] on top: one file per subcommand, and the one loop every command that
-//!   samples runs ([`commands::drive`]).
-//!
-//! The data path: `io::probe` (one member) -> `io::round` (all members) ->
-//! `commands::drive` (the loop) -> `analysis::engine` (counts, windows, elections, health)
-//! and `analysis::sitting` (phases, recovery, the baseline) -> `io::recorder` -> the run
-//! directory -> `render::report`. This file owns the crate-wide [`Error`], what ends a
-//! command; main.rs maps it to the process exit codes. It is the commands' own: the layers
-//! below return the facts (a [`io::exporter::BindError`], a [`io::run_dir::RecordError`],
-//! a [`io::local::LocalError`]) and only its messages name a command-line flag.
+//! This file owns the crate-wide [`Error`], what ends a command; main.rs maps it to the
+//! process exit codes. It is the commands' and ops' own: the layers below return their own
+//! errors, the facts (an [`io::InputError`], a [`io::disrupt::DisruptError`], a
+//! [`k8s::KubeError`], ...), which the `From`s below turn into its variants, and only its
+//! messages name a command-line flag.
 
 pub mod analysis;
 pub mod commands;
 pub mod io;
 pub mod k8s;
 pub mod model;
+pub mod ops;
 pub mod render;
 
 /// Everything that can end a leaderwatch command. Each variant says what failed; main.rs
@@ -45,8 +29,8 @@ pub enum Error {
     Usage(String),
     /// A file or directory named on the command line cannot be read or is not what it
     /// should be (a baseline.json, an events.csv, a README without its markers).
-    #[error("{}: {problem}", path.display())]
-    Input { path: std::path::PathBuf, problem: String },
+    #[error(transparent)]
+    Input(#[from] io::InputError),
     /// The probes cannot be set up from what was given: a TLS file missing or not PEM,
     /// `--cert` without `--key`, a member URL. Nothing was started.
     #[error("{0}")]
@@ -112,6 +96,58 @@ fn local(e: &io::local::LocalError) -> String {
 impl Error {
     /// [`Error::Input`]: `path` (named on the command line) and what is wrong with it.
     pub fn input(path: &std::path::Path, problem: impl std::fmt::Display) -> Error {
-        Error::Input { path: path.to_owned(), problem: problem.to_string() }
+        Error::Input(io::InputError::new(path, problem))
+    }
+}
+
+// The layers' own errors, each into the variant that says it to the user (and so picks
+// the exit code in main.rs): the layers below know nothing of this type.
+
+impl From<io::round::SetupError> for Error {
+    fn from(e: io::round::SetupError) -> Error {
+        Error::Probe(e.0)
+    }
+}
+
+impl From<io::pack::PackError> for Error {
+    fn from(e: io::pack::PackError) -> Error {
+        match e {
+            io::pack::PackError::Input(e) => Error::Input(e),
+            io::pack::PackError::Output(e) => Error::Stdout(e),
+        }
+    }
+}
+
+impl From<io::readme::RewriteError> for Error {
+    fn from(e: io::readme::RewriteError) -> Error {
+        match e {
+            io::readme::RewriteError::Input(e) => Error::Input(e),
+            io::readme::RewriteError::Record(e) => Error::Record(e),
+        }
+    }
+}
+
+impl From<render::InternalError> for Error {
+    fn from(e: render::InternalError) -> Error {
+        Error::Internal(e.0)
+    }
+}
+
+/// A disruption's failure as the trial's: a member not there is `--target`'s, one that
+/// cannot be disrupted the preflight's (nothing was), one not finished incomplete, the
+/// platform's its own.
+impl From<io::disrupt::DisruptError> for Error {
+    fn from(e: io::disrupt::DisruptError) -> Error {
+        use io::disrupt::DisruptError as D;
+        match e {
+            D::Target(m) => Error::Target(m),
+            D::Refused(m) => Error::Preflight(m),
+            D::Incomplete(m) => Error::Incomplete(m),
+            D::Local(e) => Error::Local(e),
+            D::Api(e) => match e.downcast::<k8s::KubeError>() {
+                Ok(k) => Error::Kube(*k),
+                Err(e) => Error::Internal(format!("a disruptor's error of no known kind: {e}")),
+            },
+        }
     }
 }

@@ -1,43 +1,22 @@
 //! Thin entry point: parse the command line, start logging, dispatch, and map errors to
-//! the documented exit codes ([`exit`], [`exit_code`]: the one table).
+//! the documented exit codes ([`exit_code`]: the one table, from the error's kind to
+//! [`exit`]'s codes).
 
 use std::io::IsTerminal;
 
 use clap::Parser;
 use leaderwatch::Error;
 use leaderwatch::commands::cli::{Cli, Command};
-use leaderwatch::commands::{compare, measure, preflight, rate, rehearse, report, sample, sitting};
-
-/// Exit codes, documented in docs/troubleshooting.md ("Exit codes").
-mod exit {
-    /// Success.
-    pub const OK: i32 = 0;
-    /// Unexpected internal failure.
-    pub const FAILURE: i32 = 1;
-    /// Bad input: arguments, durations, endpoints, TLS files, the files named (clap uses 2 as well).
-    pub const USAGE: i32 = 2;
-    /// The output could not be written (the output directory, or stdout); rows already
-    /// written are intact.
-    pub const OUTPUT: i32 = 3;
-    /// The local etcd cluster could not be found or started.
-    pub const LOCAL_CLUSTER: i32 = 4;
-    /// A sitting did not complete (interrupted, or the cluster did not recover in time).
-    pub const INCOMPLETE: i32 = 5;
-    /// The Kubernetes API could not be used: config, unreachable, forbidden (403), errors.
-    pub const KUBERNETES: i32 = 6;
-    /// Preflight: at least one check failed (nothing was evicted).
-    pub const PREFLIGHT: i32 = 7;
-    /// `sitting`: a step failed (named in the message); results on the volume are kept.
-    pub const STEP: i32 = 8;
-    /// `sitting`: detached by Ctrl-C; the sitting goes on in the cluster.
-    pub const DETACHED: i32 = 9;
-}
+use leaderwatch::commands::{
+    compare, measure, pack, preflight, rate, rehearse, report, sample, sitting,
+};
+use leaderwatch::model::exit;
 
 /// The documented exit code for `e`.
 fn exit_code(e: &Error) -> i32 {
     match e {
         Error::Usage(_)
-        | Error::Input { .. }
+        | Error::Input(_)
         | Error::Probe(_)
         | Error::Target(_)
         | Error::Bind(_)
@@ -85,7 +64,7 @@ fn main() {
             Command::Measure(a) => measure::command(a, shutdown_signal()).await,
             Command::Rate(a) => rate::command(a),
             Command::Sitting(a) => sitting::command(a, shutdown_signal()).await,
-            Command::Pack(a) => leaderwatch::io::pack::pack(&a.dir, &mut std::io::stdout().lock()),
+            Command::Pack(a) => pack::command(a),
         }
     });
     match result {

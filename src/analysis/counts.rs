@@ -92,8 +92,9 @@ impl Window {
         Self::default()
     }
 
-    /// Adds one round. Members may appear or vanish between rounds.
-    pub fn push(&mut self, r: &RoundView) {
+    /// Adds one round. Members may appear or vanish between rounds. Returns the elections
+    /// it revealed: how far it raised the highest term seen (none for the first term).
+    pub fn push(&mut self, r: &RoundView) -> u64 {
         self.rounds += 1;
         for (name, p) in &r.points {
             let st = self.members.entry(name.clone()).or_default();
@@ -117,6 +118,7 @@ impl Window {
             }
         }
         let round_max = r.points.values().filter_map(|p| p.raft_term).max();
+        let before = self.max_term;
         if let Some(t) = round_max {
             self.first_term.get_or_insert(t);
             self.max_term = Some(self.max_term.map_or(t, |m| m.max(t)));
@@ -131,6 +133,10 @@ impl Window {
                 });
             }
             self.last_leader = Some(l);
+        }
+        match (before, self.max_term) {
+            (Some(a), Some(b)) => b - a,
+            _ => 0,
         }
     }
 
@@ -215,7 +221,7 @@ impl Window {
 pub fn count(rounds: &[RoundView]) -> Counts {
     let mut w = Window::new();
     for r in rounds {
-        w.push(r);
+        let _ = w.push(r);
     }
     w.counts()
 }

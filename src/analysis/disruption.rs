@@ -1,7 +1,7 @@
 //! What one disruption learned, and baseline.json's `disruption` made of it: the
 //! recovery's marks, the disruptor's own instants against what the rounds measured (the
 //! ground truth), a routine operation's record, and the waterfall of every step from the
-//! request. Pure: the sitting (src/analysis/sitting.rs) fills the log as the phase runs.
+//! request. Pure: the trial (src/analysis/trial.rs) fills the log as the phase runs.
 
 use crate::analysis::attribution::OWN;
 use crate::analysis::recovery::RecoveryTracker;

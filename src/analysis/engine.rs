@@ -3,7 +3,7 @@
 //! (events with member state, leader transitions and every election with its cause;
 //! health intervals; canary rows), the windows that tile the run, and the figures the
 //! commands print. No I/O and no clock: time comes with the data. `sample` and the
-//! sitting feed it through one loop (src/commands/drive.rs), which hands what comes out to the
+//! trial feed it through one loop (src/ops/drive.rs), which hands what comes out to the
 //! recorder (src/io/recorder.rs).
 
 use std::collections::{BTreeMap, VecDeque};
@@ -43,10 +43,22 @@ pub struct Rows {
 #[derive(Debug)]
 pub struct RoundRows {
     pub rows: Rows,
+    pub export: Export,
+}
+
+/// What the exporter shows of one round, counted here (the exporter counts nothing).
+#[derive(Debug, Default, PartialEq)]
+pub struct Export {
+    /// Elections this round revealed: how far it raised the highest raft term seen in the
+    /// run (the windows' count, src/analysis/counts.rs).
+    pub elections: u64,
     /// Leader transitions this round completed.
     pub transitions: usize,
-    /// The highest raft term seen so far in the run.
-    pub max_term: Option<u64>,
+    /// The highest raft term a member reported in this round.
+    pub term: Option<u64>,
+    /// Each member that answered: whether it says it leads (its Status, else its
+    /// `/metrics`' `etcd_server_is_leader`).
+    pub leads: Vec<(MemberName, bool)>,
 }
 
 /// health.csv's open interval: each member's fold since `since`.
@@ -70,6 +82,16 @@ struct LockGrants {
     hold_s: f64,
     trail: WriteTrail,
     safety: SafetyCheck,
+}
+
+/// Whether a member says it leads: its Status (its id is the leader's), else its
+/// `/metrics` (`etcd_server_is_leader`); a member that said neither does not.
+fn leads(o: &crate::model::observation::Observation) -> bool {
+    o.status
+        .ok()
+        .map(|s| s.member_id != 0 && s.member_id == s.leader_id)
+        .or_else(|| o.metrics.ok().and_then(|m| m.is_leader))
+        .unwrap_or(false)
 }
 
 pub struct Engine {
@@ -130,7 +152,7 @@ impl Engine {
             r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
         events.extend(r.silent.iter().filter_map(|s| self.tracker.silent(s)));
         crate::analysis::events::name_peers(&mut events, |id| self.elections.peer_name(id));
-        let transitions = self.windows.push(r);
+        let (transitions, elections) = self.windows.push(r);
         for t in &transitions {
             events.push(Event::new(
                 t.ts,
@@ -159,7 +181,13 @@ impl Engine {
         }
         self.elections.push(r, self.windows.current());
         rows.events.extend(self.attribute(&r.started, false));
-        RoundRows { rows, transitions: transitions.len(), max_term: self.windows.max_term() }
+        let export = Export {
+            elections,
+            transitions: transitions.len(),
+            term: r.observations.iter().filter_map(|o| o.status.ok().map(|s| s.raft_term)).max(),
+            leads: r.observations.iter().map(|o| (o.member.clone(), leads(o))).collect(),
+        };
+        RoundRows { rows, export }
     }
 
     /// Events written beside the rounds (the watchers', the disruptor's, leaderwatch's
@@ -513,6 +541,30 @@ mod tests {
         assert!(rows.events.is_empty(), "nothing left to attribute: {:?}", rows.events);
         let [w] = &windows[..] else { panic!("one window") };
         assert_eq!((w.elections, w.elections_detail.len()), (Some(1), 1));
+    }
+
+    /// What the exporter is handed: the elections each round revealed (none for the first
+    /// term seen, the term's rise after, across a window boundary too), who leads.
+    #[test]
+    fn each_round_hands_the_exporter_its_own_elections_and_leader() {
+        let base = tokio::time::Instant::now();
+        let mut e = Engine::new(WindowName::AtRest, 3, Duration::from_secs(30));
+        let mut got = Vec::new();
+        for (i, (leader, term)) in [(1, 7), (1, 7), (2, 9), (2, 9), (3, 10)].into_iter().enumerate()
+        {
+            if i == 3 {
+                e.next_window(true, WindowName::Disruption);
+            }
+            let x = e.round(&round(base, i as u64, leader, term, 1.0)).export;
+            let leads: Vec<&str> =
+                x.leads.iter().filter(|(_, l)| *l).map(|(m, _)| m.0.as_str()).collect();
+            got.push((x.elections, x.transitions, x.term, leads.join(",")));
+        }
+        let want =
+            [(0, 0, 7, "m0"), (0, 0, 7, "m0"), (2, 1, 9, "m1"), (0, 0, 9, "m1"), (1, 1, 10, "m2")];
+        let want: Vec<_> =
+            want.iter().map(|&(el, t, term, l)| (el, t, Some(term), l.to_owned())).collect();
+        assert_eq!(got, want);
     }
 
     #[test]

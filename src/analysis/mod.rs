@@ -17,5 +17,5 @@ pub mod protocol;
 pub mod rate;
 pub mod recovery;
 pub mod sampling;
-pub mod sitting;
+pub mod trial;
 pub mod windows;

@@ -1,7 +1,7 @@
 //! The vocabulary between a run's protocol and the one loop that carries it out
-//! (src/commands/drive.rs): what the loop tells a protocol ([`Input`]) and what a protocol
-//! asks the loop to do next ([`Next`]). A protocol is a pure state machine (the sitting in
-//! [`crate::analysis::sitting`], `sample` in [`crate::analysis::sampling`]): no I/O, no
+//! (src/ops/drive.rs): what the loop tells a protocol ([`Input`]) and what a protocol
+//! asks the loop to do next ([`Next`]). A protocol is a pure state machine (the trial in
+//! [`crate::analysis::trial`], `sample` in [`crate::analysis::sampling`]): no I/O, no
 //! clock; the loop stamps every input with the time it happened.
 
 use std::time::Duration;

@@ -283,7 +283,7 @@ pub fn sitting_source(path: &Path, b: &Baseline, events: Option<&[EventRow]>) ->
     };
     RateInput {
         path: path.to_owned(),
-        kind: RateInputKind::Sitting,
+        kind: RateInputKind::Trial,
         environment: b.environment.description.clone(),
         spans,
         cuts,

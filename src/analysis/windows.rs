@@ -71,10 +71,11 @@ impl Windows {
         self.open.name
     }
 
-    /// Adds a round to the open window; returns the leader transitions it revealed.
-    pub fn push(&mut self, r: &Round) -> Vec<LeaderTransition> {
+    /// Adds a round to the open window; returns the leader transitions it revealed and the
+    /// elections (the rise of the highest term across the windows so far).
+    pub fn push(&mut self, r: &Round) -> (Vec<LeaderTransition>, u64) {
         let mark = self.open.fold.counts_transitions();
-        self.open.fold.push(&r.view());
+        let elections = self.open.fold.push(&r.view());
         for o in &r.observations {
             if let Some(m) = o.metrics.ok() {
                 self.open.health.entry(o.member.clone()).or_default().push(m);
@@ -82,7 +83,7 @@ impl Windows {
         }
         self.open.first.get_or_insert(r.started);
         self.open.last = Some(r.started);
-        self.open.fold.transitions_since(mark).to_vec()
+        (self.open.fold.transitions_since(mark).to_vec(), elections)
     }
 
     /// Closes the open window (`full_length`: it ran as long as planned) and opens `next`,

@@ -84,9 +84,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Run the whole sitting on a local etcd cluster it starts itself: at rest, one
-    /// disruption of a member (--method sigterm, sigkill or sigstop), settle; print the
-    /// baseline table.
+    /// Run a whole trial on a local etcd cluster it starts itself: at rest, one disruption
+    /// of a member (--method sigterm, sigkill or sigstop), settle; print the baseline table.
     #[command(after_help = REHEARSE_EXAMPLES)]
     Rehearse(RehearseArgs),
     /// Sample every member at a fixed interval into samples.csv, events.csv and summary.json.
@@ -98,7 +97,7 @@ pub enum Command {
     #[command(after_help = REPORT_EXAMPLES)]
     Report(ReportArgs),
     /// The residual rate of elections (per hour and per day, with its exact Poisson
-    /// interval) over the quiet time of sittings and `sample` run directories.
+    /// interval) over the quiet time of trials (baseline.json) and `sample` run directories.
     #[command(after_help = RATE_EXAMPLES)]
     Rate(RateArgs),
     /// Every figure of two baselines (windows, causes, member health, recovery) side by
@@ -110,13 +109,14 @@ pub enum Command {
     /// Check the spec's acceptance criteria 2-6 live on the cluster: PASS/FAIL with evidence.
     #[command(after_help = PREFLIGHT_EXAMPLES)]
     Preflight(PreflightArgs),
-    /// The sitting on the real cluster: preflight, >= 20 min at rest, one PDB-respecting
-    /// eviction, recovery, settle; writes baseline.json.
+    /// The trial on the real cluster: preflight, >= 20 min at rest, one PDB-respecting
+    /// eviction, recovery, settle; writes baseline.json (what the sitting's Job runs).
     #[command(after_help = MEASURE_EXAMPLES)]
     Measure(MeasureArgs),
-    /// The whole sitting in the cluster from this machine: checks, the Job (the committed
-    /// manifests with your image and flags), its progress, then its run directory brought
-    /// back into data/, the etcd README's table and the T-056 note.
+    /// The sitting: the trial run in the cluster as a Job, from this machine: checks, the
+    /// Job (the committed manifests with your image and flags, running `measure`), its
+    /// progress, then its run directory brought back into data/, the etcd README's table
+    /// and the T-056 note.
     #[command(after_help = SITTING_EXAMPLES)]
     Sitting(SittingArgs),
     /// Print a run directory as an archive block on stdout (what `sitting` runs in a pod to
@@ -194,13 +194,6 @@ pub struct SittingArgs {
     /// `--attach` command. The sitting goes on in the cluster either way.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub reconnect_for: Duration,
-}
-
-impl SittingArgs {
-    /// `--label`, or its default.
-    pub fn label(&self) -> String {
-        self.label.clone().unwrap_or_else(|| "gke".into())
-    }
 }
 
 #[derive(Debug, Args)]
@@ -283,37 +276,6 @@ pub struct PreflightArgs {
     /// Output format: text or json.
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: Output,
-}
-
-/// `--idle` for a real sitting: at least the spec's 20 minutes, unless the test hook
-/// [`crate::io::test_hooks::MIN_IDLE`] lowers the floor (the harness's short sittings).
-/// A dry run's windows when none is given: it proves the image, the rights and the fetch,
-/// and measures nothing, so the spec's 20 minutes do not bind it.
-pub const DRY_RUN_IDLE: Duration = Duration::from_secs(120);
-pub const DRY_RUN_SETTLE: Duration = Duration::from_secs(60);
-
-/// `--idle` and `--settle` of a sitting: the spec's 20 and 5 minutes by default (2 and 1
-/// for a dry run), and at rest at least 20 minutes unless it is a dry run.
-pub fn sitting_windows(
-    idle: Option<Duration>,
-    settle: Option<Duration>,
-    dry_run: bool,
-) -> Result<(Duration, Duration), String> {
-    let (di, ds) = if dry_run {
-        (DRY_RUN_IDLE, DRY_RUN_SETTLE)
-    } else {
-        (crate::analysis::sitting::MIN_IDLE, Duration::from_secs(300))
-    };
-    let idle = idle.unwrap_or(di);
-    let floor = crate::io::test_hooks::min_idle(crate::analysis::sitting::MIN_IDLE)?;
-    if !dry_run && idle < floor {
-        return Err(format!(
-            "--idle {}: a real sitting idles at least {} (the spec's window); a --dry-run may idle less, `rehearse` is for short runs",
-            humantime::format_duration(idle),
-            humantime::format_duration(floor)
-        ));
-    }
-    Ok((idle, settle.unwrap_or(ds)))
 }
 
 #[derive(Debug, Args)]
@@ -449,7 +411,7 @@ pub struct RehearseArgs {
     /// Members of the local cluster.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u16).range(1..=9))]
     pub members: u16,
-    /// Length of the at_rest window (rehearse may go below the 20 minutes of a real sitting).
+    /// Length of the at_rest window (rehearse may go below the 20 minutes of a real trial).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub idle: Duration,
     /// Length of the settle window after the cluster is healthy again.

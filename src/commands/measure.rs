@@ -1,203 +1,28 @@
-//! `leaderwatch measure`: the sitting against the real cluster. Preflight first; no
-//! disruption unless every check passes; then the protocol with a Kubernetes eviction
-//! (or, `--method`, a pod deletion, a rolling restart of the StatefulSet, a node drain).
+//! `leaderwatch measure`: its arguments into the sitting's configuration, the run
+//! (src/ops/measure.rs), the table printed (also on the log, in a pod).
 
 use std::future::Future;
-use std::sync::Arc;
-use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::{Api, Client};
-
-use crate::analysis::recovery::Target;
 use crate::commands::cli::MeasureArgs;
-use crate::commands::drive::{self, SittingConfig};
 use crate::io::probe::ProbeConfig;
-use crate::k8s::discover::{Reach, connect};
-use crate::k8s::evict::KubeEvictor;
-use crate::k8s::maintenance::{Drain, RollingRestart, Scope};
-use crate::k8s::preflight::{self, PreflightOptions};
-use crate::k8s::{KubeOptions, timing, watch};
-use crate::model::baseline::{Baseline, Environment, EnvironmentKind, KubeMethod};
-use crate::model::build::{Agreement, Build};
-use crate::model::clock::Clock;
-use crate::model::clock::SystemClock;
-use crate::model::member::MemberName;
+use crate::model::baseline::Environment;
+use crate::model::build::Build;
+use crate::ops::drive::TrialConfig;
+use crate::ops::measure::{self, MeasureConfig};
 use crate::{Error, Result};
-
-#[derive(Debug, Clone)]
-pub struct MeasureConfig {
-    pub kube: KubeOptions,
-    pub reach: Reach,
-    /// The protocol. `members` are discovered from the pods and replace whatever is given;
-    /// `environment.description` is the cluster label, e.g. "GKE Autopilot, dlock-gke".
-    pub sitting: SittingConfig,
-    pub evict_timeout: Duration,
-    pub dry_run: bool,
-    /// `--method`: evict (the spec's protocol), delete, rolling-restart or drain.
-    pub method: KubeMethod,
-    /// A drain: how long the node stays cordoned when its member has nowhere else to go.
-    pub down: Duration,
-}
-
-pub async fn run(
-    client: Client,
-    cfg: MeasureConfig,
-    clock: Arc<dyn Clock>,
-    shutdown: impl Future<Output = ()>,
-) -> Result<Baseline> {
-    let po = PreflightOptions {
-        reach: cfg.reach,
-        probe: ProbeConfig { with_metrics: false, ..cfg.sitting.probe.clone() },
-        ..PreflightOptions::default()
-    };
-    let checks = preflight::run(&client, &cfg.kube, &po, clock.clone()).await?;
-    eprintln!("{}", preflight::render(&checks));
-    let failed: Vec<&str> = checks.iter().filter(|c| !c.pass).map(|c| c.name).collect();
-    if !failed.is_empty() {
-        return Err(Error::Preflight(format!("{} failed; nothing was evicted", failed.join(", "))));
-    }
-    // The Raft timing the members run with, from their StatefulSet. Not knowing it is no
-    // reason to skip a sitting: the baseline says why it is missing.
-    let (heartbeat_ms, election_ms, timing_source) = match timing::read(&client, &cfg.kube).await {
-        Ok(t) => (Some(t.heartbeat_ms), Some(t.election_ms), t.source),
-        Err(e) => {
-            tracing::warn!("election timing not read: {e}");
-            (None, None, format!("not read: {e}"))
-        }
-    };
-    // With --reach port-forward the forwarders live as long as `connected`.
-    let connected = connect(&client, &cfg.kube, cfg.reach).await?;
-    let members = connected.members.clone();
-    // Watch the pods and their Events for the whole sitting, into events.csv.
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    let prefix = common_prefix(&members.iter().map(|m| m.name.0.as_str()).collect::<Vec<_>>());
-    let watchers = [
-        watch::spawn_pod_watcher(client.clone(), &cfg.kube, clock.clone(), tx.clone()),
-        watch::spawn_event_watcher(client.clone(), &cfg.kube, prefix, clock.clone(), tx.clone()),
-        watch::spawn_api_heartbeat(client.clone(), &cfg.kube, po.pdb.clone(), clock.clone(), tx),
-    ];
-    let label = cfg.sitting.environment.description.clone();
-    // A rolling restart replaces the highest ordinal first, whatever --target says: that
-    // member is the one whose loss and return the sitting times.
-    let target = match cfg.method {
-        KubeMethod::RollingRestart => Target::Name(first_replaced(&members)),
-        _ => cfg.sitting.target.clone(),
-    };
-    let sitting = SittingConfig {
-        target,
-        members: members.clone(),
-        environment: Environment {
-            kind: EnvironmentKind::Kubernetes,
-            description: format!(
-                "{label}, {} members{}",
-                members.len(),
-                if cfg.dry_run { ", DRY RUN (nothing evicted)" } else { "" }
-            ),
-            members: vec![],
-            etcd_versions: vec![],
-            heartbeat_ms,
-            election_ms,
-            timing_source,
-        },
-        follow_pod_ips: cfg.reach == Reach::PodIp,
-        ..cfg.sitting
-    };
-    let scope = Scope {
-        client: client.clone(),
-        kube: cfg.kube.clone(),
-        timeout: cfg.evict_timeout,
-        dry_run: cfg.dry_run,
-    };
-    let result = match cfg.method {
-        KubeMethod::Evict | KubeMethod::Delete => {
-            let pods: Api<Pod> = Api::namespaced(client, &cfg.kube.namespace);
-            let evictor = KubeEvictor {
-                method: cfg.method,
-                ..KubeEvictor::new(
-                    pods,
-                    &cfg.kube.namespace,
-                    cfg.kube.request_timeout,
-                    cfg.evict_timeout,
-                    cfg.dry_run,
-                    clock.clone(),
-                )
-            };
-            drive::run_sitting(sitting, evictor, clock, Some(rx), shutdown).await
-        }
-        KubeMethod::RollingRestart => {
-            drive::run_sitting(sitting, RollingRestart::new(scope), clock, Some(rx), shutdown).await
-        }
-        KubeMethod::Drain => {
-            drive::run_sitting(sitting, Drain::new(scope, cfg.down), clock, Some(rx), shutdown)
-                .await
-        }
-    };
-    for w in watchers {
-        w.abort();
-    }
-    drop(connected);
-    result
-}
-
-/// The member a StatefulSet's rolling update replaces first: the highest ordinal.
-fn first_replaced(members: &[crate::model::member::Member]) -> MemberName {
-    let ordinal = |m: &crate::model::member::Member| {
-        m.name.0.rsplit('-').next().and_then(|o| o.parse::<u64>().ok())
-    };
-    members
-        .iter()
-        .max_by_key(|m| (ordinal(m), m.name.0.clone()))
-        .map(|m| m.name.clone())
-        .unwrap_or_else(|| MemberName(String::new()))
-}
-
-/// `dlock-etcd-` for `dlock-etcd-0, dlock-etcd-1, dlock-etcd-2`: which Events are about members.
-fn common_prefix(names: &[&str]) -> String {
-    let Some(first) = names.first() else { return String::new() };
-    let mut n = first.len();
-    for other in &names[1..] {
-        n = n.min(first.bytes().zip(other.bytes()).take_while(|(a, b)| a == b).count());
-    }
-    first[..n].to_owned()
-}
-
-/// The image must run the code of the `leaderwatch sitting` that wrote its arguments.
-fn check_build(this: &Build, want: &Build) -> Result<()> {
-    match this.agrees(want) {
-        Agreement::Same => Ok(()),
-        Agreement::CommitUnknown => {
-            eprintln!(
-                "warning: this image is leaderwatch {this}, the sitting's is {want}: one does not know its commit, so they may differ"
-            );
-            Ok(())
-        }
-        Agreement::Differs => Err(Error::Usage(format!(
-            "{BUILD_MISMATCH}: this image is leaderwatch {this}, the sitting that made the Job is {want}; nothing was evicted. Build and push the image from the sitting's checkout (docs/gke-sitting.md), or run the sitting from the image's commit"
-        ))),
-    }
-}
-
-/// How a refused build's line starts (`leaderwatch sitting` finds it in the Job's log).
-pub const BUILD_MISMATCH: &str = "build mismatch";
 
 /// `leaderwatch measure` from its arguments: the sitting, then its table (also on the log).
 pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Result<()> {
     // Bad windows are bad input, said alone.
     let (idle, settle) =
-        crate::commands::cli::sitting_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
+        crate::ops::trial_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
     // The first line of a sitting Job's log: `leaderwatch sitting` reads the image's build there.
-    let this = Build::this();
-    eprintln!("{}", this.line());
-    if let Some(want) = &a.expect_build {
-        check_build(&this, want)?;
-    }
-    let kube = a.kube.options();
+    eprintln!("{}", Build::this().line());
     let (idle, settle) = crate::io::test_hooks::windows(idle, settle).map_err(Error::Usage)?;
     let cfg = MeasureConfig {
         reach: a.kube.reach(),
-        kube,
-        sitting: SittingConfig {
+        kube: a.kube.options(),
+        trial: TrialConfig {
             members: vec![], // discovered from the pods
             idle,
             settle,
@@ -205,7 +30,7 @@ pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Resu
             fast_interval: a.cadence.fast_interval,
             target: a.target,
             probe: ProbeConfig { timeout: a.cadence.timeout, ..ProbeConfig::default() },
-            out: a.out.clone(),
+            out: a.out,
             recovery_timeout: a.timeouts.recovery_timeout,
             environment: Environment { description: a.environment, ..Environment::default() },
             cause_horizon: a.cadence.cause_horizon,
@@ -219,31 +44,12 @@ pub async fn command(a: MeasureArgs, shutdown: impl Future<Output = ()>) -> Resu
         method: a.method,
         down: a.down,
     };
-    let client = crate::k8s::client(&cfg.kube).await?;
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let path = a.out.join(crate::model::baseline::BASELINE);
-    let since = std::time::SystemTime::now();
     // In a pod the log may be the only way out (baseline-from-log.sh reads it there).
     let in_pod = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-    let result = run(client, cfg, clock, shutdown).await;
-    // The last act, whatever the outcome: what `leaderwatch sitting` checks its copy against.
-    if a.checksums
-        && a.out.is_dir()
-        && let Err(e) = crate::io::pack::write_sums(&a.out)
-    {
-        tracing::warn!("checksums: {e}");
+    let ran = measure::measure(cfg, a.expect_build.as_ref(), a.checksums, shutdown).await;
+    // An incomplete sitting still wrote what it measured: the Job's log gets it too.
+    if let Some(f) = &ran.written {
+        crate::render::report::print_result(f, in_pod);
     }
-    match result {
-        Ok(b) => {
-            crate::render::report::print_result(&crate::io::read::with_rate(&path, b)?, in_pod);
-            Ok(())
-        }
-        Err(e) => {
-            // An incomplete sitting still wrote what it measured: the Job's log gets it too.
-            if let Some(f) = crate::io::read::written_since(&path, since) {
-                crate::render::report::print_result(&f, in_pod);
-            }
-            Err(e)
-        }
-    }
+    ran.result
 }

@@ -1,11 +1,11 @@
 //! The commands, one file each, named after the subcommand: each turns its arguments
-//! into the layers' types, runs, and maps what fails to an [`Error`] naming the flag.
-//! [`drive`] is the one loop every command that samples runs; [`cli`] the command line.
+//! into options, makes one call to the layer below (src/ops/ for the commands that run
+//! something), and prints the result. [`cli`] is the command line.
 
 pub mod cli;
 pub mod compare;
-pub mod drive;
 pub mod measure;
+pub mod pack;
 pub mod preflight;
 pub mod rate;
 pub mod rehearse;

@@ -10,12 +10,35 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::Result;
-use crate::io::local::LocalCluster;
+use crate::io::local::{LocalCluster, LocalError};
 use crate::model::baseline::{DisruptionMethod, LocalMethod};
 use crate::model::clock::Clock;
 use crate::model::event::{DisruptorReport, Event, EventKind, Source};
 use crate::model::member::MemberName;
+
+/// Why a disruption failed. Its kind decides the command's exit code: a member that is not
+/// there and a disruption that cannot be done were refused before anything was disrupted;
+/// one that did not finish leaves the trial incomplete; the platform's own failure (the
+/// local cluster, the Kubernetes API) is said as that platform's.
+#[derive(Debug, thiserror::Error)]
+pub enum DisruptError {
+    /// The member to disrupt is not there.
+    #[error("{0}")]
+    Target(String),
+    /// What the disruption needs is not so (a member on no node): nothing was disrupted.
+    #[error("{0}")]
+    Refused(String),
+    /// Started and not finished in time (an eviction blocked past `--evict-timeout`).
+    #[error("{0}")]
+    Incomplete(String),
+    /// The local cluster failed.
+    #[error(transparent)]
+    Local(#[from] LocalError),
+    /// The platform's API failed: a Kubernetes error, kept whole for the command (which
+    /// knows the kinds of the layers above this one).
+    #[error(transparent)]
+    Api(Box<dyn std::error::Error + Send + Sync>),
+}
 
 pub trait Disruptor: Send + 'static {
     /// Recorded as `disruption.method` in baseline.json.
@@ -28,7 +51,7 @@ pub trait Disruptor: Send + 'static {
         self,
         member: MemberName,
         report: Reporter,
-    ) -> impl Future<Output = Result<()>> + Send + 'static;
+    ) -> impl Future<Output = Result<(), DisruptError>> + Send + 'static;
 
     /// What puts the cluster back if the disruptor's task is cut short (a signal, a
     /// failure): a drain's uncordon. Taken before [`Disruptor::disrupt`]; the sitting runs
@@ -91,12 +114,12 @@ impl Disruptor for LocalDisruptor {
         DisruptionMethod::local(self.method)
     }
 
-    async fn disrupt(self, member: MemberName, report: Reporter) -> Result<()> {
+    async fn disrupt(self, member: MemberName, report: Reporter) -> Result<(), DisruptError> {
         let i = {
             let c = self.cluster.lock().await;
             c.members().iter().position(|m| m.name == member)
         }
-        .ok_or_else(|| crate::Error::Target(format!("no local member named {member}")))?;
+        .ok_or_else(|| DisruptError::Target(format!("no local member named {member}")))?;
         let down = humantime::format_duration(self.down);
         match self.method {
             LocalMethod::Sigterm => {

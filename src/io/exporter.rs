@@ -21,6 +21,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::time::Instant;
 
+use crate::analysis::engine::Export;
 use crate::io::run_dir::HealthRow;
 use crate::model::canary::Op;
 use crate::model::observation::Round;
@@ -80,12 +81,10 @@ pub struct Shared {
     live: Arc<Liveness>,
 }
 
-/// The series. Owned by the recorder, which counts (its windows' fold, across a
-/// sitting's windows) and hands over what changed; its metric handles are shared with the
-/// registry.
+/// The series. Owned by the recorder, which hands over what the engine counted of each
+/// round ([`Export`]): the exporter counts nothing itself. Its metric handles are shared
+/// with the registry.
 pub struct Exporter {
-    /// The highest raft term when the last round was exported: elections are its rises.
-    max_term: Option<u64>,
     elections: Counter,
     transitions: Counter,
     raft_term: Gauge,
@@ -116,7 +115,6 @@ impl Exporter {
             stale_after,
         });
         let e = Exporter {
-            max_term: None,
             elections: Counter::default(),
             transitions: Counter::default(),
             raft_term: Gauge::default(),
@@ -203,31 +201,22 @@ impl Exporter {
         (e, Shared { registry: Arc::new(r), live })
     }
 
-    /// One recorded round, with the leader transitions it revealed and the highest raft
-    /// term seen so far (both from the recorder's counting).
-    pub fn round(&mut self, r: &Round, transitions: usize, max_term: Option<u64>) {
-        if let (Some(before), Some(now)) = (self.max_term, max_term) {
-            self.elections.inc_by(now.saturating_sub(before));
-        }
-        self.max_term = max_term.or(self.max_term);
-        self.transitions.inc_by(transitions as u64);
-
-        if let Some(t) =
-            r.observations.iter().filter_map(|o| o.status.ok().map(|s| s.raft_term)).max()
-        {
+    /// One recorded round, with what the engine counted of it.
+    pub fn round(&mut self, r: &Round, x: &Export) {
+        self.elections.inc_by(x.elections);
+        self.transitions.inc_by(x.transitions as u64);
+        if let Some(t) = x.term {
             self.raft_term.set(i64::try_from(t).unwrap_or(i64::MAX));
+        }
+        for (m, leads) in &x.leads {
+            let l = MemberLabel { member: m.0.clone() };
+            self.is_leader.get_or_create(&l).set(i64::from(*leads));
         }
         let mut slowest = 0.0f64;
         for o in &r.observations {
             let l = MemberLabel { member: o.member.0.clone() };
             self.up.get_or_create(&l).set(i64::from(o.reachable()));
             self.healthy.get_or_create(&l).set(i64::from(o.health.ok().is_some_and(|h| h.healthy)));
-            let leader = o
-                .status
-                .ok()
-                .map(|s| s.member_id != 0 && s.member_id == s.leader_id)
-                .or_else(|| o.metrics.ok().and_then(|m| m.is_leader));
-            self.is_leader.get_or_create(&l).set(i64::from(leader.unwrap_or(false)));
             if let Some(v) = o.metrics.ok().and_then(|m| m.leader_changes_seen_total) {
                 self.leader_changes_seen.get_or_create(&l).set(v);
             }
@@ -450,15 +439,21 @@ mod tests {
         text.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
     }
 
+    /// What the engine hands over for a round where `leader` leads at `term`.
+    fn export(elections: u64, transitions: usize, leader: u64, term: u64) -> Export {
+        let leads = (1..=3).map(|id| (MemberName(format!("m{id}")), id == leader)).collect();
+        Export { elections, transitions, term: Some(term), leads }
+    }
+
     #[test]
-    fn elections_follow_the_term_and_start_at_zero() {
+    fn the_series_are_what_the_engine_counted() {
         let (mut e, shared) = Exporter::new(Duration::from_secs(10));
-        e.round(&round(0, 1, 7), 0, Some(7));
+        e.round(&round(0, 1, 7), &export(0, 0, 1, 7));
         let t = encode(&shared);
         assert_eq!(value(&t, "leaderwatch_elections_total "), Some(0.0), "{t}");
         assert_eq!(value(&t, "leaderwatch_raft_term "), Some(7.0));
-        e.round(&round(1, 2, 9), 1, Some(9));
-        e.round(&round(2, 2, 9), 0, Some(9));
+        e.round(&round(1, 2, 9), &export(2, 1, 2, 9));
+        e.round(&round(2, 2, 9), &export(0, 0, 2, 9));
         let t = encode(&shared);
         assert_eq!(value(&t, "leaderwatch_elections_total "), Some(2.0), "{t}");
         assert_eq!(value(&t, "leaderwatch_leader_transitions_total "), Some(1.0));
@@ -475,7 +470,7 @@ mod tests {
         let (s, body) = healthz(&shared.live);
         assert_eq!(s, StatusCode::SERVICE_UNAVAILABLE, "{body}");
         assert!(body.contains("no round recorded yet"), "{body}");
-        e.round(&round(0, 1, 1), 0, Some(1));
+        e.round(&round(0, 1, 1), &export(0, 0, 1, 1));
         assert_eq!(healthz(&shared.live).0, StatusCode::OK);
         tokio::time::advance(Duration::from_secs(11)).await;
         let (s, body) = healthz(&shared.live);

@@ -23,3 +23,21 @@ pub mod rotate;
 pub mod round;
 pub mod run_dir;
 pub mod test_hooks;
+
+use std::path::{Path, PathBuf};
+
+/// A file or directory that cannot be read or is not what it should be (a baseline.json,
+/// an events.csv, a README without its markers): its path and what is wrong. Named on the
+/// command line, so the command's error says it as bad input.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {problem}", path.display())]
+pub struct InputError {
+    pub path: PathBuf,
+    pub problem: String,
+}
+
+impl InputError {
+    pub fn new(path: &Path, problem: impl std::fmt::Display) -> InputError {
+        InputError { path: path.to_owned(), problem: problem.to_string() }
+    }
+}

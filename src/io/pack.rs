@@ -16,7 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use sha2::{Digest, Sha256};
 
-use crate::Error;
+use crate::io::InputError;
 
 /// The checksums of a run directory's files, written by the Job.
 pub const SUMS: &str = "SHA256SUMS";
@@ -45,15 +45,15 @@ fn sha256_file(p: &Path) -> std::io::Result<String> {
 
 /// The regular files of a run directory (not [`SUMS`]), by name; a subdirectory or a
 /// special file is an error (a run directory holds neither).
-fn files(dir: &Path) -> Result<Vec<String>, Error> {
-    let rd = std::fs::read_dir(dir).map_err(|e| Error::input(dir, e))?;
+fn files(dir: &Path) -> Result<Vec<String>, InputError> {
+    let rd = std::fs::read_dir(dir).map_err(|e| InputError::new(dir, e))?;
     let mut names = Vec::new();
     for e in rd {
-        let e = e.map_err(|e| Error::input(dir, e))?;
+        let e = e.map_err(|e| InputError::new(dir, e))?;
         let name = e.file_name().to_string_lossy().into_owned();
-        let t = e.file_type().map_err(|err| Error::input(&dir.join(&name), err))?;
+        let t = e.file_type().map_err(|err| InputError::new(&dir.join(&name), err))?;
         if !t.is_file() {
-            return Err(Error::input(
+            return Err(InputError::new(
                 &dir.join(&name),
                 "not a regular file (a run directory is flat)",
             ));
@@ -96,9 +96,19 @@ fn parse_sums(text: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
+/// Why a run directory could not be packed: a file of it unreadable, or the output
+/// (stdout) unwritable.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("stdout: {0}")]
+    Output(std::io::Error),
+}
+
 /// Prints `dir` as the archive block: [`BEGIN`], base64 lines of a gzipped tar of its
 /// files ([`SUMS`] included when the Job wrote it), `END <sha256 of the archive>`.
-pub fn pack(dir: &Path, out: &mut impl Write) -> Result<(), Error> {
+pub fn pack(dir: &Path, out: &mut impl Write) -> Result<(), PackError> {
     let mut names = files(dir)?;
     if dir.join(SUMS).is_file() {
         names.push(SUMS.to_owned());
@@ -107,9 +117,9 @@ pub fn pack(dir: &Path, out: &mut impl Write) -> Result<(), Error> {
     let mut tar = tar::Builder::new(gz);
     for name in &names {
         tar.append_path_with_name(dir.join(name), name)
-            .map_err(|e| Error::input(&dir.join(name), e))?;
+            .map_err(|e| InputError::new(&dir.join(name), e))?;
     }
-    let bytes = tar.into_inner().and_then(|gz| gz.finish()).map_err(|e| Error::input(dir, e))?;
+    let bytes = tar.into_inner().and_then(|gz| gz.finish()).map_err(|e| InputError::new(dir, e))?;
     let b64 = STANDARD.encode(&bytes);
     let mut text = String::with_capacity(b64.len() + b64.len() / LINE + 200);
     text.push_str(BEGIN);
@@ -119,7 +129,7 @@ pub fn pack(dir: &Path, out: &mut impl Write) -> Result<(), Error> {
         text.push('\n');
     }
     text.push_str(&format!("{END} {}\n", hex(&Sha256::digest(&bytes))));
-    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(Error::Stdout)
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(PackError::Output)
 }
 
 /// What [`unpack`] brought back.

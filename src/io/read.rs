@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
-use crate::Error;
 use crate::analysis::rate::{cuts_from, election_of, pool, sitting_source};
+use crate::io::InputError;
 use crate::io::columns::EVENTS_HEADER;
 use crate::io::run_dir::EVENTS;
 use crate::model::baseline::{BASELINE, Baseline, Cause, SCHEMA_VERSION};
@@ -18,8 +18,8 @@ use crate::model::event::{EventKind, EventRow};
 use crate::model::rate::{BaselineFile, Election, RateInput, RateInputKind, Residual};
 
 /// Reads and checks one baseline.json: this version's schema only.
-pub fn baseline(path: &Path) -> Result<Baseline, Error> {
-    let text = std::fs::read(path).map_err(|e| Error::input(path, e))?;
+pub fn baseline(path: &Path) -> Result<Baseline, InputError> {
+    let text = std::fs::read(path).map_err(|e| InputError::new(path, e))?;
     // The version first: another schema is named as such, not as its first missing field.
     #[derive(serde::Deserialize)]
     struct Version {
@@ -28,22 +28,22 @@ pub fn baseline(path: &Path) -> Result<Baseline, Error> {
     if let Ok(Version { schema_version: Some(v) }) = serde_json::from_slice(&text)
         && v != SCHEMA_VERSION
     {
-        return Err(Error::input(
+        return Err(InputError::new(
             path,
             format!("schema_version {v} is not supported (this version reads {SCHEMA_VERSION})"),
         ));
     }
     serde_json::from_slice(&text)
-        .map_err(|e| Error::input(path, format!("not a leaderwatch baseline.json: {e}")))
+        .map_err(|e| InputError::new(path, format!("not a leaderwatch baseline.json: {e}")))
 }
 
 /// A baseline.json and what the rate reads beside it (its events.csv), for the report.
-pub fn baseline_file(path: &Path) -> Result<BaselineFile, Error> {
+pub fn baseline_file(path: &Path) -> Result<BaselineFile, InputError> {
     with_rate(path, baseline(path)?)
 }
 
 /// A baseline just written to `path`, with the rate's source read beside it.
-pub fn with_rate(path: &Path, b: Baseline) -> Result<BaselineFile, Error> {
+pub fn with_rate(path: &Path, b: Baseline) -> Result<BaselineFile, InputError> {
     let rate = from_sitting(path, &b)?;
     Ok(BaselineFile { path: path.to_owned(), baseline: b, rate })
 }
@@ -57,12 +57,12 @@ pub fn written_since(path: &Path, since: std::time::SystemTime) -> Option<Baseli
 
 /// events.csv: its rows, by column name, and how many rows could not be read (skipped). A
 /// file with another header than this version's is refused.
-pub fn events(path: &Path) -> Result<(Vec<EventRow>, usize), Error> {
-    let mut r = csv::ReaderBuilder::new().from_path(path).map_err(|e| Error::input(path, e))?;
-    let header = r.headers().map_err(|e| Error::input(path, e))?;
+pub fn events(path: &Path) -> Result<(Vec<EventRow>, usize), InputError> {
+    let mut r = csv::ReaderBuilder::new().from_path(path).map_err(|e| InputError::new(path, e))?;
+    let header = r.headers().map_err(|e| InputError::new(path, e))?;
     // An empty file (created, no header yet) has no rows.
     if !header.is_empty() && header != EVENTS_HEADER.as_slice() {
-        return Err(Error::input(
+        return Err(InputError::new(
             path,
             format!(
                 "not this version's events.csv header ({:?})",
@@ -82,7 +82,7 @@ pub fn events(path: &Path) -> Result<(Vec<EventRow>, usize), Error> {
 }
 
 /// A sitting's quiet windows, elections and (from the events.csv beside it) cuts.
-pub fn from_sitting(path: &Path, b: &Baseline) -> Result<RateInput, Error> {
+pub fn from_sitting(path: &Path, b: &Baseline) -> Result<RateInput, InputError> {
     let beside = path.parent().map(|d| d.join(EVENTS)).filter(|p| p.exists());
     let rows = match beside {
         Some(p) => Some(events(&p)?.0),
@@ -91,7 +91,7 @@ pub fn from_sitting(path: &Path, b: &Baseline) -> Result<RateInput, Error> {
     Ok(sitting_source(path, b, rows.as_deref()))
 }
 
-fn from_sample(dir: &Path) -> Result<RateInput, Error> {
+fn from_sample(dir: &Path) -> Result<RateInput, InputError> {
     let (rows, bad) = events(&dir.join(EVENTS))?;
     let mut notes = Vec::new();
     if bad > 0 {
@@ -175,13 +175,13 @@ fn from_sample(dir: &Path) -> Result<RateInput, Error> {
 
 /// Reads every PATH (see [`source`]); a directory that is neither a sitting nor a sample
 /// stands for the runs directly inside it (`rate data/`).
-pub fn sources(paths: &[PathBuf]) -> Result<Vec<RateInput>, Error> {
+pub fn sources(paths: &[PathBuf]) -> Result<Vec<RateInput>, InputError> {
     let mut out = Vec::new();
     for p in paths {
         let is_run = |d: &Path| d.join(BASELINE).exists() || d.join(EVENTS).exists();
         if p.is_dir() && !is_run(p) {
             let mut runs: Vec<PathBuf> = std::fs::read_dir(p)
-                .map_err(|e| Error::input(p, e))?
+                .map_err(|e| InputError::new(p, e))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
                 .filter(|d| d.is_dir() && is_run(d))
                 .collect();
@@ -246,7 +246,7 @@ fn last_row(dir: &Path, id: &str, since: DateTime<Utc>) -> Option<DateTime<Utc>>
 
 /// Reads PATH: a baseline.json (a sitting), or a directory holding one, or a `sample`
 /// run directory (events.csv without baseline.json).
-pub fn source(path: &Path) -> Result<RateInput, Error> {
+pub fn source(path: &Path) -> Result<RateInput, InputError> {
     if path.is_dir() {
         if path.join(BASELINE).exists() {
             let p = path.join(BASELINE);
@@ -255,7 +255,7 @@ pub fn source(path: &Path) -> Result<RateInput, Error> {
         if path.join(EVENTS).exists() {
             return from_sample(path);
         }
-        return Err(Error::input(
+        return Err(InputError::new(
             path,
             "neither a sitting (baseline.json) nor a sample run directory (events.csv), nor a directory of them",
         ));
@@ -267,7 +267,7 @@ pub fn source(path: &Path) -> Result<RateInput, Error> {
 }
 
 /// The residual rate over every `sample` run in `dir` (its events.csv), for summary.json.
-pub fn residual(dir: &Path, confidence: f64) -> Result<Residual, Error> {
+pub fn residual(dir: &Path, confidence: f64) -> Result<Residual, InputError> {
     let s = from_sample(dir)?;
     let runs = s.spans.len();
     let r = pool(std::slice::from_ref(&s), confidence);
@@ -346,7 +346,7 @@ mod tests {
              2026-11-30T10:00:00.000Z,old,leaderwatch,,run_started,\"sample every 1s; members a=http://x\"\n",
         )
         .expect("write");
-        let Err(e @ Error::Input { .. }) = events(&path) else { panic!("an old header reads") };
+        let Err(e) = events(&path) else { panic!("an old header reads") };
         let msg = e.to_string();
         assert!(msg.starts_with(&path.display().to_string()) && !msg.contains('\n'), "{msg}");
         assert!(msg.contains("ts,run_id,source,member,kind,detail"), "{msg}");
@@ -357,7 +357,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join(BASELINE);
         std::fs::write(&path, r#"{"schema_version": 2, "windows": []}"#).expect("write");
-        let Err(e @ Error::Input { .. }) = baseline(&path) else { panic!("schema 2 reads") };
+        let Err(e) = baseline(&path) else { panic!("schema 2 reads") };
         let msg = e.to_string();
         assert!(msg.ends_with("schema_version 2 is not supported (this version reads 3)"), "{msg}");
     }

@@ -4,8 +4,18 @@
 
 use std::path::Path;
 
-use crate::Error;
+use crate::io::InputError;
 use crate::io::run_dir::write_atomic;
+
+/// Why a README could not be rewritten: it cannot be read or has no place for the new
+/// text (its markers), or it cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum RewriteError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error(transparent)]
+    Record(#[from] crate::io::run_dir::RecordError),
+}
 
 /// Rewrites `readme` with `new_text(text, its directory)` (the directory the README's
 /// links are relative to), atomically. Returns whether the file changed; an `Err` of
@@ -13,10 +23,10 @@ use crate::io::run_dir::write_atomic;
 pub fn rewrite(
     readme: &Path,
     new_text: impl FnOnce(&str, &Path) -> Result<String, String>,
-) -> Result<bool, Error> {
-    let text = std::fs::read_to_string(readme).map_err(|e| Error::input(readme, e))?;
+) -> Result<bool, RewriteError> {
+    let text = std::fs::read_to_string(readme).map_err(|e| InputError::new(readme, e))?;
     let dir = readme.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let new = new_text(&text, dir).map_err(|e| Error::input(readme, e))?;
+    let new = new_text(&text, dir).map_err(|e| InputError::new(readme, e))?;
     if new == text {
         return Ok(false);
     }

@@ -99,7 +99,7 @@ impl Recorder {
     /// What the engine made of a round.
     pub fn round(&mut self, r: &Round, made: &RoundRows) -> Result<(), RecordError> {
         if let Some(e) = self.exporter.as_mut() {
-            e.round(r, made.transitions, made.max_term);
+            e.round(r, &made.export);
         }
         self.rows(&made.rows)
     }

@@ -20,7 +20,6 @@ use crate::io::probe::{ProbeConfig, Prober, http_tls};
 use crate::model::clock::{Clock, Stamp};
 use crate::model::member::Member;
 use crate::model::observation::{Observation, Part, Round, Silent};
-use crate::{Error, Result};
 
 /// How many rounds of `round_every` make one read of `/metrics` every `page_every` (at
 /// least 1): the page is what costs etcd the most to serve, so it may be read less often.
@@ -37,23 +36,29 @@ const READ_POLL: Duration = Duration::from_millis(1);
 /// said: an answer that slow is read by polling ([`READ_POLL`]) anyway.
 const READ_WAIT_CAP: Duration = Duration::from_millis(500);
 
+/// The probes cannot be set up from what was given: a TLS file missing or not PEM, a
+/// member's URL. Nothing was started.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct SetupError(pub String);
+
 /// Builds one prober per member (bad TLS files are reported here, before any round).
 pub fn probers(
     members: &[Member],
     cfg: &ProbeConfig,
     clock: &Arc<dyn Clock>,
-) -> Result<Vec<Prober>> {
-    let tls = http_tls(cfg, members).map_err(Error::Probe)?;
+) -> Result<Vec<Prober>, SetupError> {
+    let tls = http_tls(cfg, members).map_err(SetupError)?;
     members
         .iter()
         .map(|m| {
-            Prober::new(m.clone(), tls.clone(), cfg.clone(), clock.clone()).map_err(Error::Probe)
+            Prober::new(m.clone(), tls.clone(), cfg.clone(), clock.clone()).map_err(SetupError)
         })
         .collect()
 }
 
 /// Where a run's rounds come from: the members themselves ([`Sampler`]), or, in the
-/// loops' unit tests, a script. The loop (src/commands/drive.rs) sees only this.
+/// loops' unit tests, a script. The loop (src/ops/drive.rs) sees only this.
 pub trait Rounds: Send {
     /// A round that waits at most `wait` for each member (`None`: for every answer).
     fn round_within(&mut self, wait: Option<Duration>) -> impl Future<Output = Round> + Send;
@@ -65,7 +70,7 @@ pub trait Rounds: Send {
     fn next_index(&self) -> u64;
 
     /// `member` (known by its name) is now reached at its new address.
-    fn repoint(&mut self, member: &Member, cfg: &ProbeConfig) -> Result<()>;
+    fn repoint(&mut self, member: &Member, cfg: &ProbeConfig) -> Result<(), SetupError>;
 
     /// Stops every probe in flight (at the end of a run).
     fn abort(&mut self);
@@ -271,7 +276,7 @@ impl Rounds for Sampler {
         Sampler::next_index(self)
     }
 
-    fn repoint(&mut self, member: &Member, cfg: &ProbeConfig) -> Result<()> {
+    fn repoint(&mut self, member: &Member, cfg: &ProbeConfig) -> Result<(), SetupError> {
         for p in probers(std::slice::from_ref(member), cfg, &self.clock)? {
             self.replace(p);
         }

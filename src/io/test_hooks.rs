@@ -4,7 +4,7 @@
 //! real lengths whatever they say).
 //!
 //! - [`MIN_IDLE`] (`LEADERWATCH_TEST_MIN_IDLE`): lowers `measure --idle`'s 20-minute floor
-//!   ([`crate::analysis::sitting::MIN_IDLE`]), so a sitting on the local cluster can idle for
+//!   ([`crate::analysis::trial::MIN_IDLE`]), so a sitting on the local cluster can idle for
 //!   seconds or minutes. Set by tests/lab/kube.rs and tests/lab/in_cluster.rs, and by hand
 //!   before `lw-lab measure` for the short maintenance sittings (docs/local-cluster.md).
 //!   `leaderwatch sitting` passes it on into the Job's environment ([`forwarded`],

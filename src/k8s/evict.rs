@@ -16,12 +16,13 @@ use kube::Api;
 use kube::api::PostParams;
 
 use super::{KubeError, api_error, call};
-use crate::io::disrupt::{Disruptor, Reporter};
+use crate::io::disrupt::{DisruptError, Disruptor, Reporter};
 use crate::model::baseline::{DisruptionMethod, KubeMethod};
 use crate::model::clock::Clock;
 use crate::model::event::EventKind;
 use crate::model::member::MemberName;
-use crate::{Error, Result};
+
+type Result<T, E = DisruptError> = std::result::Result<T, E>;
 
 /// `kubectl drain` waits this long between blocked attempts.
 pub const RETRY_EVERY: Duration = Duration::from_secs(5);
@@ -249,7 +250,7 @@ impl Disruptor for KubeEvictor {
                         format!("attempt {attempt}: {cause}"),
                     );
                     if first.elapsed() + self.retry_every > self.evict_timeout {
-                        return Err(Error::Incomplete(format!(
+                        return Err(DisruptError::Incomplete(format!(
                             "eviction of {member} still blocked after {attempt} attempts ({}): {cause}",
                             humantime::format_duration(Duration::from_secs(
                                 first.elapsed().as_secs()

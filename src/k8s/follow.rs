@@ -67,7 +67,7 @@ pub struct JobLog {
 }
 
 /// How the line starts that a run prints once its run directory is open
-/// (src/commands/drive.rs): before it, a Job that ended left nothing on its volume.
+/// (src/ops/drive.rs): before it, a Job that ended left nothing on its volume.
 pub const RUN_DIR_OPENED: &str = "run directory opened:";
 
 impl JobLog {

@@ -22,11 +22,12 @@ use serde_json::json;
 use super::evict::RETRY_EVERY;
 use super::preflight::ready;
 use super::{KubeError, KubeOptions, api_error, call};
-use crate::io::disrupt::{Disruptor, Reporter, Undo};
+use crate::io::disrupt::{DisruptError, Disruptor, Reporter, Undo};
 use crate::model::baseline::{DisruptionMethod, KubeMethod};
 use crate::model::event::EventKind;
 use crate::model::member::MemberName;
-use crate::{Error, Result};
+
+type Result<T, E = DisruptError> = std::result::Result<T, E>;
 
 /// How often the operation's progress is polled: fine enough for the per-member times at
 /// the sitting's usual 100 ms cadence, cheap for the API server (one list per poll).
@@ -195,7 +196,7 @@ impl Wait {
     /// Sleeps until the next poll; fails once the deadline has passed.
     async fn next(&self, waiting_for: impl FnOnce() -> String) -> Result<()> {
         if Instant::now() >= self.deadline {
-            return Err(Error::Incomplete(format!(
+            return Err(DisruptError::Incomplete(format!(
                 "{}: not within {} (waiting for {})",
                 self.what,
                 humantime::format_duration(self.timeout),
@@ -471,7 +472,7 @@ impl Drain {
         let t = sc.kube.request_timeout;
         let pod = call("get pod", t, sc.pods().get(&member.0)).await?;
         let node = pod.spec.as_ref().and_then(|s| s.node_name.clone()).ok_or_else(|| {
-            Error::Preflight(format!("{member} is not scheduled on a node: nothing to drain"))
+            DisruptError::Refused(format!("{member} is not scheduled on a node: nothing to drain"))
         })?;
         let here =
             call("list pods on the node", t, self.all_pods().list(&on_node(&node))).await?.items;
@@ -486,7 +487,7 @@ impl Drain {
             .filter(|n| member_names.contains(n))
             .collect();
         if ours.len() > 1 {
-            return Err(Error::Preflight(format!(
+            return Err(DisruptError::Refused(format!(
                 "node {node} holds {} members ({}): a drain would take more than one down; nothing was cordoned",
                 ours.len(),
                 ours.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
@@ -547,7 +548,7 @@ impl Drain {
                 if first.elapsed() + self.retry_every > sc.timeout {
                     let names: Vec<String> =
                         pending.iter().map(|p| format!("{}/{}", key(p).0, key(p).1)).collect();
-                    return Err(Error::Incomplete(format!(
+                    return Err(DisruptError::Incomplete(format!(
                         "drain of {node}: evictions of {} still blocked after {attempt} attempts",
                         names.join(", ")
                     )));

@@ -132,6 +132,13 @@ pub fn api_error(what: &str, e: kube::Error) -> KubeError {
     }
 }
 
+/// A Kubernetes failure during a disruption, kept whole (the command says it as the API's).
+impl From<KubeError> for crate::io::disrupt::DisruptError {
+    fn from(e: KubeError) -> Self {
+        crate::io::disrupt::DisruptError::Api(Box::new(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -60,6 +60,7 @@ pub mod canary;
 pub mod clock;
 pub mod counts;
 pub mod event;
+pub mod exit;
 pub mod kind;
 pub mod lock;
 pub mod member;

@@ -23,8 +23,9 @@ pub struct Election {
 named! {
     /// What an input of the rate is.
     RateInputKind {
-        /// A baseline.json: its at_rest and settle windows.
-        Sitting = "sitting",
+        /// A baseline.json: its trial's at_rest and settle windows (written `sitting`, its
+        /// name before the trial was called so: the files keep their words).
+        Trial = "sitting",
         /// A `sample` run directory: every run in its events.csv.
         Sample = "sample",
     }

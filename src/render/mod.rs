@@ -6,3 +6,9 @@ pub mod ledger;
 pub mod progress;
 pub mod rate;
 pub mod report;
+
+/// Text leaderwatch made itself that could not be written (its own rows to CSV, its own
+/// rule to YAML): a bug, said as one.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InternalError(pub String);

@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::Error;
 use crate::analysis::flatten::{Difference, is_election_figure, measurements};
 use crate::model::baseline::{EnvironmentKind, KubeMethod};
 use crate::model::rate::BaselineFile;
 use crate::model::tidy_row::{CLIENT, LOCK, Measurement, PER_DISRUPTION, RECOVERY};
+use crate::render::InternalError;
 
 mod health;
 mod maintenance;
@@ -456,21 +456,21 @@ pub fn splice_between(text: &str, begin: &str, end: &str, body: &str) -> Result<
 /// `report --format csv`: the tidy list, one row per figure ([`Measurement`] has the
 /// columns), runs by run id, then the residual rate over their quiet windows
 /// ([`crate::analysis::rate`], 95 %).
-pub fn render_csv(baselines: &[BaselineFile]) -> Result<String, Error> {
+pub fn render_csv(baselines: &[BaselineFile]) -> Result<String, InternalError> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for f in in_order(baselines) {
         for m in measurements(&f.path, &f.baseline) {
-            w.serialize(m).map_err(|e| Error::Internal(format!("csv export: {e}")))?;
+            w.serialize(m).map_err(|e| InternalError(format!("csv export: {e}")))?;
         }
     }
     // The residual rate over the same baselines' quiet windows (window `quiet`).
     let sources: Vec<crate::model::rate::RateInput> =
         baselines.iter().map(|f| f.rate.clone()).collect();
     for m in crate::analysis::rate::measurements(&crate::analysis::rate::pool(&sources, 0.95)) {
-        w.serialize(m).map_err(|e| Error::Internal(format!("csv export: {e}")))?;
+        w.serialize(m).map_err(|e| InternalError(format!("csv export: {e}")))?;
     }
     // Into memory: only serializing our own rows can fail here, which is a bug.
-    let bytes = w.into_inner().map_err(|e| Error::Internal(format!("csv export: {e}")))?;
+    let bytes = w.into_inner().map_err(|e| InternalError(format!("csv export: {e}")))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 

@@ -277,18 +277,22 @@ proptest! {
 
     /// Windows tile the run: each continues from the previous one's state, so every
     /// member's increase, the resets, the elections and the transitions add up to the
-    /// whole run's, for members missing from the boundary round too.
+    /// whole run's, for members missing from the boundary round too; so do the elections
+    /// each round reveals (what the exporter is handed).
     #[test]
     fn continued_windows_add_up_to_the_whole_run(rs in rounds(), a in 0usize..25, b in 0usize..25) {
         let n = rs.len();
         let (a, b) = if n == 0 { (0, 0) } else { let (x, y) = (a % (n + 1), b % (n + 1)); (x.min(y), x.max(y)) };
         let whole = count(&rs);
+        // What each round hands the exporter: its own elections, across the boundaries.
+        let mut per_round = 0u64;
         let mut w1 = Window::new();
-        rs[..a].iter().for_each(|r| w1.push(r));
+        rs[..a].iter().for_each(|r| per_round += w1.push(r));
         let mut w2 = w1.continue_from();
-        rs[a..b].iter().for_each(|r| w2.push(r));
+        rs[a..b].iter().for_each(|r| per_round += w2.push(r));
         let mut w3 = w2.continue_from();
-        rs[b..].iter().for_each(|r| w3.push(r));
+        rs[b..].iter().for_each(|r| per_round += w3.push(r));
+        prop_assert_eq!(whole.elections.unwrap_or(0), per_round);
         let parts = [w1.counts(), w2.counts(), w3.counts()];
         prop_assert_eq!(w1.rounds() + w2.rounds() + w3.rounds(), n as u64);
         for (name, w) in &whole.per_member {

@@ -697,8 +697,8 @@ leaderwatch measure --flags-in-output-are-not-checked
 Prose: `leaderwatch rate --no-such-rate-flag data/` and `make no-such-inline-target`,
 the name `leaderwatch` and `make` alone.
 
-[ok](docs/sitting.md#the-disruptor) [ok too](#second-make-it-again) [dir](deploy/k8s)
-[no file](docs/no-such-page.md) [no anchor](docs/sitting.md#no-such-heading)
+[ok](docs/trial.md#the-disruptor) [ok too](#second-make-it-again) [dir](deploy/k8s)
+[no file](docs/no-such-page.md) [no anchor](docs/trial.md#no-such-heading)
 [no self anchor](#no-such-section) [web](https://example.com/x#y)
 ![no image](data/no-such-figure.png)
 "#;
@@ -733,7 +733,7 @@ fn negative_control_a_broken_link_or_anchor_is_reported() {
     let all = problems.join("\n");
     for expected in [
         "link `docs/no-such-page.md`: no such file",
-        "link `docs/sitting.md#no-such-heading`: docs/sitting.md has no heading",
+        "link `docs/trial.md#no-such-heading`: docs/trial.md has no heading",
         "link `#no-such-section`: control.md has no heading",
         "link `data/no-such-figure.png`: no such file",
     ] {

@@ -1,5 +1,5 @@
 //! The layers of src/ hold (docs/internals.md): each layer imports only the layers below it
-//! (model < analysis < io, render < k8s/ < the commands), and no file reaches itself
+//! (model < analysis < io, render < k8s/ < ops < the commands), and no file reaches itself
 //! through a circle of imports, in src/ or in the lab crate (lab/src). Read from the sources
 //! with plain string matching on `crate::` and `super::` paths, grouped ones (`crate::{a,
 //! b::c}`) expanded (test modules excluded: a test may reach up for its fixtures).
@@ -88,6 +88,10 @@ fn use_tree(text: &str) -> &str {
     text
 }
 
+/// What an import of an item of the crate root (lib.rs: the crate's `Error`, `Result`) is
+/// recorded as.
+const ROOT: &str = "crate";
+
 /// The modules each file of the crate at `src` imports (for each path, the longest prefix
 /// that is a module file), test modules left out.
 fn imports(src: &Path) -> Graph {
@@ -118,12 +122,14 @@ fn imports(src: &Path) -> Graph {
                 for path in expand(use_tree(&text[i + anchor.len()..])) {
                     let full = if base.is_empty() { path } else { format!("{base}::{path}") };
                     let segs: Vec<&str> = full.split("::").filter(|s| !s.is_empty()).collect();
-                    if let Some(m) = (1..=segs.len())
+                    // No module of that name: an item of the crate root (lib.rs), such
+                    // as the crate's `Error`, which is the commands' and ops' own.
+                    let m = (1..=segs.len())
                         .rev()
                         .map(|n| segs[..n].join("::"))
                         .find(|m| modules.contains(m))
-                        .filter(|m| *m != me)
-                    {
+                        .unwrap_or_else(|| ROOT.to_owned());
+                    if m != me && !(m == ROOT && me.is_empty()) && !segs.is_empty() {
                         deps.insert(m);
                     }
                 }
@@ -143,7 +149,10 @@ fn layer(module: &str) -> (u8, &str) {
         "io" => (2, "io"),
         "render" => (2, "render"),
         "k8s" => (3, "k8s"),
-        _ => (4, "commands"),
+        // The crate root's items (`Error`, `Result`) are the commands' and ops': the
+        // layers below return their own errors, which the root's `Error` wraps.
+        "ops" | ROOT => (4, "ops"),
+        _ => (5, "commands"),
     }
 }
 
@@ -155,7 +164,7 @@ fn upward(g: &Graph) -> Vec<String> {
         let (lm, nm) = layer(m);
         for d in deps {
             let (ld, nd) = layer(d);
-            if lm < 4 && (ld > lm || (ld == lm && nd != nm)) {
+            if lm < 5 && (ld > lm || (ld == lm && nd != nm)) {
                 wrong.push(format!("{m} -> {d}"));
             }
         }
@@ -252,8 +261,76 @@ fn the_check_sees_the_imports_it_is_about() {
             .is_empty()
     );
     assert_eq!(upward(&planted(&[("k8s::job", "commands::cli")])).len(), 1);
+    // ops is below the commands: the library they call never reaches back for their args.
+    assert_eq!(upward(&planted(&[("ops::sitting", "commands::cli")])).len(), 1);
+    assert!(upward(&planted(&[("commands::sitting", "ops::sitting")])).is_empty());
+    // The crate's Error, read from the sources: a lower layer naming it is upward.
+    assert!(g["ops::drive"].contains(ROOT), "crate::{{Error, Result}}: {:?}", g["ops::drive"]);
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("io")).expect("mkdir");
+    std::fs::write(src.join("lib.rs"), "pub mod io;\npub enum Error {}\n").expect("lib.rs");
+    std::fs::write(src.join("io/mod.rs"), "pub mod read;\n").expect("mod.rs");
+    std::fs::write(src.join("io/read.rs"), "use crate::{Error, io};\nfn f() {}\n").expect("read");
+    assert_eq!(upward(&imports(src)), ["io::read -> crate"]);
     let c =
         circles(&planted(&[("net", "lab"), ("lab", "kubelet"), ("kubelet", "net"), ("x", "net")]));
     assert_eq!(c, [vec!["kubelet".to_owned(), "lab".to_owned(), "net".to_owned()]]);
     assert_eq!(expand("{a::b, c::{d, self}}"), ["a::b", "c::d", "c"]);
+}
+
+/// The modules docs/internals.md draws on each floor ("Layers and the data path": the
+/// first `text` block), words in parentheses left out.
+fn drawn_floors(doc: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let section = doc.split("## Layers and the data path").nth(1).expect("the section");
+    let block = section.split("```text\n").nth(1).and_then(|b| b.split("```").next());
+    let mut floors: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut floor = String::new();
+    for line in block.expect("the drawing").lines() {
+        let mut text = String::new();
+        let mut depth = 0;
+        for c in line.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth -= 1,
+                c if depth == 0 => text.push(c),
+                _ => {}
+            }
+        }
+        let mut words = text.split_whitespace();
+        if !line.starts_with(' ') {
+            floor = words.next().unwrap_or_default().to_owned();
+        }
+        floors.entry(floor.clone()).or_default().extend(words.map(str::to_owned));
+    }
+    floors
+}
+
+/// The modules of `src/<floor>/`: its files and directories, `mod.rs` aside.
+fn modules_of(floor: &str) -> BTreeSet<String> {
+    std::fs::read_dir(root("src").join(floor))
+        .expect("floor dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().trim_end_matches(".rs").to_owned())
+        .filter(|m| m != "mod")
+        .collect()
+}
+
+#[test]
+fn the_drawing_in_internals_md_names_every_module_and_only_those() {
+    let doc = std::fs::read_to_string(root("docs/internals.md")).expect("internals.md");
+    let floors = drawn_floors(&doc);
+    let names: Vec<&str> = floors.keys().map(String::as_str).collect();
+    assert_eq!(names, ["analysis", "commands", "io", "k8s", "model", "ops", "render"]);
+    for (floor, drawn) in &floors {
+        assert_eq!(
+            drawn,
+            &modules_of(floor),
+            "docs/internals.md's {floor} floor against src/{floor}/"
+        );
+    }
+    // It can fail: a module left out, or one that is not there.
+    let planted = doc.replace(" registry ", " ").replace("tidy_row", "tidy_row gone");
+    let p = drawn_floors(&planted);
+    assert!(!p["io"].contains("registry") && p["model"].contains("gone"));
+    assert_ne!(p["io"], modules_of("io"));
 }

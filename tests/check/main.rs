@@ -26,4 +26,4 @@ mod rate_cli;
 mod recovery_props;
 mod report_cli;
 mod report_render;
-mod sitting_script;
+mod trial_script;

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::LocalDisruptor;
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::model::baseline::LocalMethod;
@@ -27,6 +26,7 @@ use leaderwatch::model::baseline::{
     Baseline, Completion, ElectionDetail, Environment, EnvironmentKind, WindowName,
 };
 use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::ops::drive::{self, TrialConfig};
 
 /// How far the canary may be from the independent writer (the bound).
 const AGREE_S: f64 = 0.2;
@@ -37,7 +37,7 @@ async fn leader_sitting(method: LocalMethod) -> (Baseline, Vec<writer::WriterOp>
     let f = support::cluster().await;
     let members = f.cluster.members();
     let w = writer::Writer::start(&members.iter().map(|m| m.url.clone()).collect::<Vec<_>>());
-    let cfg = SittingConfig {
+    let cfg = TrialConfig {
         members,
         idle: Duration::from_secs(3),
         settle: Duration::from_secs(3),
@@ -66,7 +66,7 @@ async fn leader_sitting(method: LocalMethod) -> (Baseline, Vec<writer::WriterOp>
         grace: Duration::from_secs(30),
     };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let b = drive::run_sitting(cfg, d, clock, None, std::future::pending())
+    let b = drive::run_trial(cfg, d, clock, None, std::future::pending())
         .await
         .unwrap_or_else(|e| panic!("sitting: {e}"));
     let ops = tokio::task::spawn_blocking(move || w.stop()).await.expect("writer");

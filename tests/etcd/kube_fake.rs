@@ -10,8 +10,6 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaderwatch::commands::drive::SittingConfig;
-use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::discover::Reach;
@@ -20,6 +18,8 @@ use leaderwatch::k8s::timing::{self, ElectionTiming};
 use leaderwatch::k8s::{KubeError, KubeOptions};
 use leaderwatch::model::baseline::Environment;
 use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::ops::drive::TrialConfig;
+use leaderwatch::ops::measure::{self, MeasureConfig};
 use support::fake_api::{FakeApi, Knobs, NS};
 use support::{events, leaderwatch, one_cluster_at_a_time};
 
@@ -44,7 +44,7 @@ fn config(out: &std::path::Path, target: &str, dry_run: bool) -> MeasureConfig {
     MeasureConfig {
         kube: kube_opts(),
         reach: Reach::PodIp,
-        sitting: SittingConfig {
+        trial: TrialConfig {
             members: vec![],
             idle: Duration::from_secs(3),
             settle: Duration::from_secs(2),

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::LocalDisruptor;
 use leaderwatch::io::lock::LockConfig;
 use leaderwatch::io::probe::ProbeConfig;
@@ -27,6 +26,7 @@ use leaderwatch::model::baseline::{
     Baseline, Completion, ElectionDetail, Environment, EnvironmentKind, LocalMethod, WindowName,
 };
 use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::ops::drive::{self, TrialConfig};
 
 type Row = HashMap<String, String>;
 
@@ -73,7 +73,7 @@ async fn one_leader_sitting(method: LocalMethod, down: Duration, ttl_s: u32, hol
     let go =
         Locker::start(&urls, "__leaderwatch/independent-lock", Some(Duration::from_secs(1)), ttl_s);
     let go_defaults = Locker::start(&urls, "__leaderwatch/independent-lock-defaults", None, ttl_s);
-    let cfg = SittingConfig {
+    let cfg = TrialConfig {
         members,
         idle: Duration::from_secs(3),
         settle: Duration::from_secs(3),
@@ -103,7 +103,7 @@ async fn one_leader_sitting(method: LocalMethod, down: Duration, ttl_s: u32, hol
     let d =
         LocalDisruptor { cluster: cluster.clone(), method, down, grace: Duration::from_secs(30) };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let b = drive::run_sitting(cfg, d, clock, None, std::future::pending())
+    let b = drive::run_trial(cfg, d, clock, None, std::future::pending())
         .await
         .unwrap_or_else(|e| panic!("sitting: {e}"));
     let (go, go_defaults) = tokio::task::spawn_blocking(move || {

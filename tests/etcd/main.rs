@@ -18,6 +18,6 @@ mod lock_canary;
 mod rehearse_cli;
 mod rotation;
 mod sample_cli;
-mod sitting_faults;
-mod sitting_protocol;
 mod tls;
+mod trial_faults;
+mod trial_protocol;

@@ -528,7 +528,7 @@ fn attach_follows_the_job_to_its_end_and_fetches_its_run(
     let pod = pods[0]["metadata"]["name"].as_str().expect("pod name").to_string();
     // The fetched directory is the volume's, byte for byte, the Job's checksums included.
     // Beside it, the rehearsal's baselines.csv (an --out-dir of its own takes a local run's
-    // whole hand-off: src/commands/sitting/handoff.rs).
+    // whole hand-off: src/ops/sitting/handoff.rs).
     let (fetched, beside): (Vec<PathBuf>, Vec<PathBuf>) = std::fs::read_dir(out_dir)
         .expect("out dir")
         .map(|e| e.expect("entry").path())

@@ -14,8 +14,6 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use leaderwatch::commands::drive::SittingConfig;
-use leaderwatch::commands::measure::{self, MeasureConfig};
 use leaderwatch::io::lock::LockConfig;
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::k8s::KubeOptions;
@@ -23,6 +21,8 @@ use leaderwatch::k8s::discover::Reach;
 use leaderwatch::model::baseline::{Baseline, Environment, KubeMethod};
 use leaderwatch::model::baseline::{Completion, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
+use leaderwatch::ops::drive::TrialConfig;
+use leaderwatch::ops::measure::{self, MeasureConfig};
 use serde_json::Value;
 
 use crate::support::lab;
@@ -41,7 +41,7 @@ fn config(kubeconfig: &Path, out: &Path, target: &str, method: KubeMethod) -> Me
             request_timeout: Duration::from_secs(10),
         },
         reach: Reach::PodIp,
-        sitting: SittingConfig {
+        trial: TrialConfig {
             members: vec![],
             // Short windows: the assertions are on the disruption; each second here is
             // paid by every sitting of make test-lab.
@@ -791,10 +791,10 @@ async fn api_server_restart_and_outage_mid_sitting_lose_and_repeat_nothing(
     let mut cfg = config(kc, &run, "follower", KubeMethod::Evict);
     // Long enough that the restart (up to 30 s of graceful shutdown, then the new one) is
     // over before the eviction.
-    cfg.sitting.idle = Duration::from_secs(90);
+    cfg.trial.idle = Duration::from_secs(90);
     // Long enough that the replacement's Ready is watched after the 30 s freeze: with 5 s
     // its pod_ready came after the sitting had ended (seen once on a fresh clone).
-    cfg.sitting.settle = Duration::from_secs(15);
+    cfg.trial.settle = Duration::from_secs(15);
     let client = leaderwatch::k8s::client(&cfg.kube).await.expect("client");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     // The faults, beside the sitting (its future is not Send: both run in this task).
@@ -962,7 +962,7 @@ async fn a_not_ready_member_makes_the_real_pdb_refuse_until_it_is_ready_again(
     let run = out.join("blocked");
     let mut cfg = config(kc, &run, "dlock-etcd-0", KubeMethod::Evict);
     // At rest long enough for the readiness probe (3 x 5 s) and the disruption controller.
-    cfg.sitting.idle = Duration::from_secs(40);
+    cfg.trial.idle = Duration::from_secs(40);
     cfg.evict_timeout = Duration::from_secs(16);
     let client = leaderwatch::k8s::client(&cfg.kube).await.expect("client");
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);

@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use leaderwatch::commands::sample::{self, SampleConfig};
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::summary::Summary;
+use leaderwatch::ops::sample::{self, SampleConfig};
 use tokio::sync::{Mutex, MutexGuard, oneshot};
 use tokio::task::JoinHandle;
 

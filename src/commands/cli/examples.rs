@@ -97,7 +97,7 @@ Exit codes: 0 complete, 2 bad input, 3 output not writable, 4 no etcd / cluster 
 recovery in time; baseline.json is still written, with \"status\": \"incomplete\".";
 
 pub(super) const RATE_EXAMPLES: &str = "\
-Quiet exposure: the at_rest and settle windows of sittings, and every `sample` run in a
+Quiet exposure: the at_rest and settle windows of trials, and every `sample` run in a
 directory, minus the time a disruption of our own or a Kubernetes one was in progress (from
 the event to the member's next back / health_true, at most 10 min). Residual elections: those
 in it, by cause (unexplained, node or pod events, network between members, stress).

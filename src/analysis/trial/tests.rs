@@ -1,5 +1,5 @@
 //! The phases one by one, driven as the loop drives them (the engine takes each round
-//! first); tests/check/sitting_script.rs runs whole sittings through the real loop.
+//! first); tests/check/trial_script.rs runs whole trials through the real loop.
 
 use super::*;
 use crate::model::baseline::{EnvironmentKind, LocalMethod};
@@ -10,8 +10,8 @@ use chrono::{TimeZone, Utc};
 const SECOND: Duration = Duration::from_secs(1);
 const FAST: Duration = Duration::from_millis(100);
 
-fn plan(canary: Option<Duration>) -> SittingPlan {
-    SittingPlan {
+fn plan(canary: Option<Duration>) -> TrialPlan {
+    TrialPlan {
         members: (0..3).map(|i| MemberName(format!("m{i}"))).collect(),
         idle: Duration::from_secs(5),
         settle: Duration::from_secs(3),
@@ -42,9 +42,9 @@ struct View {
 
 const AT_REST: View = View { leader: 1, term: 2, down: false, pages: true };
 
-/// A sitting and its engine, fed as the loop feeds them, on a clock of its own.
+/// A trial and its engine, fed as the loop feeds them, on a clock of its own.
 struct Bench {
-    sitting: Sitting,
+    trial: Trial,
     engine: Engine,
     base: tokio::time::Instant,
     t: f64,
@@ -54,7 +54,7 @@ struct Bench {
 impl Bench {
     fn new(canary: Option<Duration>) -> Bench {
         Bench {
-            sitting: Sitting::new(plan(canary)),
+            trial: Trial::new(plan(canary)),
             engine: Engine::new(WindowName::AtRest, 3, Duration::from_secs(30)),
             base: tokio::time::Instant::now(),
             t: 0.0,
@@ -70,10 +70,10 @@ impl Bench {
 
     fn step(&mut self, input: Input<'_>) -> Next {
         let now = self.now();
-        self.sitting.step(input, now, &self.engine)
+        self.trial.step(input, now, &self.engine)
     }
 
-    /// A round at the bench's time, taken in by the engine, then by the sitting.
+    /// A round at the bench's time, taken in by the engine, then by the trial.
     fn round(&mut self, v: View) -> Next {
         let started = self.now();
         let observations = (0..3u64)
@@ -123,7 +123,7 @@ impl Bench {
         self.step(Input::WindowOpened)
     }
 
-    /// Rounds at `every` until the sitting asks for something other than the next
+    /// Rounds at `every` until the trial asks for something other than the next
     /// tick of that cadence; returns that.
     fn rounds_until_done(&mut self, v: View, every: Duration) -> Next {
         for _ in 0..1000 {
@@ -142,7 +142,7 @@ impl Bench {
     }
 
     fn kinds(&mut self) -> Vec<EventKind> {
-        self.sitting.take_events().iter().map(|e| e.kind).collect()
+        self.trial.take_events().iter().map(|e| e.kind).collect()
     }
 
     /// Through at_rest and the target's choice to the request.
@@ -170,8 +170,8 @@ fn at_rest_takes_full_rounds_at_the_interval_until_its_window_spans_the_idle_tim
     }
     // Rounds at 0..=5 s: the window spans 5 s at the sixth.
     assert_eq!((rounds, next), (6, Next::OpenWindow(WindowName::Disruption)));
-    assert_eq!(b.sitting.chosen, Some((MemberName("m0".to_owned()), true)));
-    let shown = b.sitting.shown().expect("shown");
+    assert_eq!(b.trial.chosen, Some((MemberName("m0".to_owned()), true)));
+    let shown = b.trial.shown().expect("shown");
     assert_eq!((shown.phase.as_str(), shown.planned), ("at_rest", Some(Duration::from_secs(5))));
 }
 
@@ -190,7 +190,7 @@ fn no_single_leader_is_waited_for_with_fast_rounds_then_cuts_the_sitting() {
     assert_eq!(b.round(leaderless), Next::Finish);
     let base = {
         let now = b.now();
-        b.sitting.finish(&mut b.engine, "run", now)
+        b.trial.finish(&mut b.engine, "run", now)
     }
     .document;
     assert_eq!(base.status, Completion::Incomplete);
@@ -253,7 +253,7 @@ fn the_request_waits_for_the_lock_canary_s_first_grant_too() {
     b.kinds();
     let next = b.step(Input::CanaryOps { ops: &[], lock: &[] });
     assert!(matches!(next, Next::Disrupt { .. }), "{next:?}");
-    let said = b.sitting.take_events();
+    let said = b.trial.take_events();
     let said = said.iter().find(|e| e.kind == EventKind::CanaryNotReady).expect("said");
     assert!(said.detail.starts_with("no lock grant within 5s"), "{said:?}");
 
@@ -317,7 +317,7 @@ fn a_leader_loss_is_tracked_to_the_healthy_list_then_settles_into_a_complete_bas
 
     let c = {
         let now = b.now();
-        b.sitting.finish(&mut b.engine, "run", now)
+        b.trial.finish(&mut b.engine, "run", now)
     };
     assert_eq!(c.cut, None);
     let base = c.document;
@@ -360,7 +360,7 @@ fn a_disruptor_that_fails_ends_the_sitting_with_its_error_after_it_is_stopped() 
     assert_eq!(next, Next::Finish);
     let c = {
         let now = b.now();
-        b.sitting.finish(&mut b.engine, "run", now)
+        b.trial.finish(&mut b.engine, "run", now)
     };
     assert_eq!(c.cut.map(|c| c.reason), Some("the disruption failed: 403 forbidden".to_owned()));
     let d = c.document.disruption.expect("kept");
@@ -369,7 +369,7 @@ fn a_disruptor_that_fails_ends_the_sitting_with_its_error_after_it_is_stopped() 
 
 fn cut_reason(mut b: Bench) -> String {
     let now = b.now();
-    let c = b.sitting.finish(&mut b.engine, "run", now);
+    let c = b.trial.finish(&mut b.engine, "run", now);
     c.cut.map(|c| c.reason).unwrap_or_default()
 }
 

@@ -1,5 +1,5 @@
-//! A whole sitting with no etcd and no network: scripted rounds (src/io/round.rs's
-//! `Rounds`) and a scripted disruptor drive `drive::run_sitting_with` under tokio's paused
+//! A whole trial with no etcd and no network: scripted rounds (src/io/round.rs's
+//! `Rounds`) and a scripted disruptor drive `drive::run_trial_with` under tokio's paused
 //! time, so phases, cuts, signals, recovery and the baseline are checked in milliseconds.
 //! The script: three members, m0 leads at term 2; the disruptor "kills" m0; the two
 //! others have no leader for 1 s, then m1 leads at term 3; m0 is back, restarted, 3 s
@@ -13,7 +13,6 @@ use tokio::time::Instant;
 
 use leaderwatch::analysis::cadence::Pages;
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::{Disruptor, Reporter};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::io::round::Rounds;
@@ -25,6 +24,7 @@ use leaderwatch::model::event::EventKind;
 use leaderwatch::model::member::{Member, MemberName};
 use leaderwatch::model::metrics::MemberMetrics;
 use leaderwatch::model::observation::{Health, Observation, Part, Round, Status};
+use leaderwatch::ops::drive::{self, TrialConfig};
 
 /// The wall clock moves with tokio's paused clock, from a fixed instant.
 struct PausedClock {
@@ -131,7 +131,11 @@ impl Rounds for Script {
         self.index
     }
 
-    fn repoint(&mut self, _member: &Member, _cfg: &ProbeConfig) -> leaderwatch::Result<()> {
+    fn repoint(
+        &mut self,
+        _member: &Member,
+        _cfg: &ProbeConfig,
+    ) -> Result<(), leaderwatch::io::round::SetupError> {
         Ok(())
     }
 
@@ -148,7 +152,11 @@ impl Disruptor for Kill {
         DisruptionMethod::local(LocalMethod::Sigkill)
     }
 
-    async fn disrupt(self, member: MemberName, report: Reporter) -> leaderwatch::Result<()> {
+    async fn disrupt(
+        self,
+        member: MemberName,
+        report: Reporter,
+    ) -> Result<(), leaderwatch::io::disrupt::DisruptError> {
         report.event(&member, EventKind::SigkillSent, "scripted");
         if let Ok(mut k) = self.killed.lock() {
             *k = Some(Instant::now());
@@ -159,8 +167,8 @@ impl Disruptor for Kill {
     }
 }
 
-fn config(out: &std::path::Path) -> SittingConfig {
-    SittingConfig {
+fn config(out: &std::path::Path) -> TrialConfig {
+    TrialConfig {
         members: (0..3)
             .map(|i| Member { name: MemberName(format!("m{i}")), url: endpoint(i) })
             .collect(),
@@ -210,7 +218,7 @@ async fn a_scripted_leader_loss_gives_three_windows_one_election_and_its_recover
     let dir = tempfile::tempdir().expect("tempdir");
     let killed: Killed = Arc::default();
     let clock = clock();
-    let b = drive::run_sitting_with(
+    let b = drive::run_trial_with(
         config(dir.path()),
         Kill { killed: killed.clone() },
         script(&killed, &clock),
@@ -219,7 +227,7 @@ async fn a_scripted_leader_loss_gives_three_windows_one_election_and_its_recover
         std::future::pending(),
     )
     .await
-    .expect("the sitting completes");
+    .expect("the trial completes");
 
     assert_eq!(b.status, Completion::Complete);
     let names: Vec<WindowName> = b.windows.iter().map(|w| w.name).collect();
@@ -264,7 +272,7 @@ async fn a_signal_during_the_recovery_writes_an_incomplete_baseline_with_what_wa
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     };
-    let err = drive::run_sitting_with(
+    let err = drive::run_trial_with(
         config(dir.path()),
         Kill { killed: killed.clone() },
         script(&killed, &clock),
@@ -273,7 +281,7 @@ async fn a_signal_during_the_recovery_writes_an_incomplete_baseline_with_what_wa
         signal,
     )
     .await
-    .expect_err("a signal cuts the sitting short");
+    .expect_err("a signal cuts the trial short");
 
     assert!(
         matches!(&err, leaderwatch::Error::Incomplete(m) if m.contains("interrupted by a signal during the disruption")),
@@ -289,14 +297,14 @@ async fn a_signal_during_the_recovery_writes_an_incomplete_baseline_with_what_wa
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_member_that_never_comes_back_ends_the_sitting_at_the_recovery_timeout() {
+async fn a_member_that_never_comes_back_ends_the_trial_at_the_recovery_timeout() {
     let dir = tempfile::tempdir().expect("tempdir");
     let killed: Killed = Arc::default();
     let clock = clock();
     let mut cfg = config(dir.path());
     cfg.recovery_timeout = Duration::from_secs(10);
     let never = Script { down: Duration::from_secs(24 * 3600), ..script(&killed, &clock) };
-    let err = drive::run_sitting_with(
+    let err = drive::run_trial_with(
         cfg,
         Kill { killed: killed.clone() },
         never,

@@ -1,5 +1,5 @@
-//! The sitting on a real local cluster with the real local disruptor: the three methods,
-//! windows that tile the run, and every way a sitting can end early (a signal in each
+//! The trial on a real local cluster with the real local disruptor: the three methods,
+//! windows that tile the run, and every way a trial can end early (a signal in each
 //! phase, a restart that cannot start, a wall-clock step). Each must leave a baseline.json
 //! with every round measured up to that point.
 
@@ -14,7 +14,6 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use leaderwatch::analysis::counts::count;
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::LocalDisruptor;
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
@@ -24,6 +23,7 @@ use leaderwatch::model::baseline::{Completion, EnvironmentKind, WindowName};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::counts::{Point, RoundView};
 use leaderwatch::model::member::MemberName;
+use leaderwatch::ops::drive::{self, TrialConfig};
 use support::{canary_keys, events, one_cluster_at_a_time, samples};
 use tokio::sync::Mutex;
 
@@ -49,8 +49,8 @@ impl Default for Sit {
     }
 }
 
-fn config(members: Vec<leaderwatch::model::member::Member>, out: &Path, s: &Sit) -> SittingConfig {
-    SittingConfig {
+fn config(members: Vec<leaderwatch::model::member::Member>, out: &Path, s: &Sit) -> TrialConfig {
+    TrialConfig {
         members,
         idle: s.idle,
         settle: s.settle,
@@ -73,7 +73,7 @@ fn config(members: Vec<leaderwatch::model::member::Member>, out: &Path, s: &Sit)
     }
 }
 
-/// Starts a cluster (one at a time), runs one sitting against it with `shutdown`.
+/// Starts a cluster (one at a time), runs one trial against it with `shutdown`.
 async fn sit_with(
     s: Sit,
     opts: LocalOptions,
@@ -94,16 +94,12 @@ async fn sit_with(
         grace: Duration::from_secs(10),
     };
     let side = during(out.path().to_owned());
-    let r = drive::run_sitting(cfg, d, clock, None, shutdown).await;
+    let r = drive::run_trial(cfg, d, clock, None, shutdown).await;
     side.abort();
     if r.is_ok() {
         // A clean exit leaves nothing of the canary behind.
         let members = cluster.lock().await.members();
-        assert_eq!(
-            canary_keys(&members).await,
-            0,
-            "a key under __leaderwatch/ outlived the sitting"
-        );
+        assert_eq!(canary_keys(&members).await, 0, "a key under __leaderwatch/ outlived the trial");
     }
     (r, out)
 }
@@ -458,7 +454,7 @@ fn signal_when(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_signal_in_each_phase_ends_the_sitting_at_once_with_every_round_written() {
+async fn a_signal_in_each_phase_ends_the_trial_at_once_with_every_round_written() {
     for phase in ["at_rest", "disruption", "settle"] {
         let (shutdown, during) = signal_when(phase);
         // sigstop with a 20 s probe timeout: a round waiting on the frozen member, or the
@@ -475,7 +471,7 @@ async fn a_signal_in_each_phase_ends_the_sitting_at_once_with_every_round_writte
             sit_with(s, LocalOptions::default(), Arc::new(SystemClock), shutdown, during).await;
         let took = t0.elapsed();
         let err =
-            r.err().unwrap_or_else(|| panic!("{phase}: a signal must make the sitting incomplete"));
+            r.err().unwrap_or_else(|| panic!("{phase}: a signal must make the trial incomplete"));
         assert!(matches!(err, leaderwatch::Error::Incomplete(_)), "{phase}: {err}");
         assert!(
             took < Duration::from_secs(3 + 4 + 15),
@@ -571,7 +567,7 @@ async fn a_wall_clock_step_changes_no_duration() {
     let (r, out) =
         sit_with(Sit::default(), LocalOptions::default(), clock, std::future::pending(), during)
             .await;
-    let b = r.unwrap_or_else(|e| panic!("sitting: {e}"));
+    let b = r.unwrap_or_else(|e| panic!("trial: {e}"));
     let d = b.disruption.as_ref().expect("disruption");
     // The step is in the wall-clock fields...
     assert!(d.healthy_at.expect("healthy") < d.requested_at, "the clock did step back");

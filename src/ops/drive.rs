@@ -1,10 +1,10 @@
 //! The one loop every command that samples runs (`sample`, `rehearse`, `measure`, and so
-//! the in-cluster Job): a protocol ([`crate::analysis::sitting`], the sitting;
+//! the in-cluster Job): a protocol ([`crate::analysis::trial`], the trial;
 //! [`crate::analysis::sampling`], `sample`) says what to do next; the loop does it: waits
 //! for ticks and signals, takes rounds, feeds them with the watchers' events, the canary's
 //! ops and the disruptor's reports into the engine and the protocol, and hands every row
 //! to the recorder. The run's set-up (exporter, run id, engine, recorder) is here once,
-//! and so is the sitting's ([`run_sitting`]).
+//! and so is the trial's ([`run_trial`]).
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,9 +20,9 @@ use tokio::time::{Interval, MissedTickBehavior};
 use crate::analysis::engine::Engine;
 use crate::analysis::protocol::{Closing, Cut, DisruptorEnd, Input, Next, Protocol};
 use crate::analysis::recovery::Target;
-use crate::analysis::sitting::{Sitting, SittingPlan};
+use crate::analysis::trial::{Trial, TrialPlan};
 use crate::io::canary::{Canary, CanaryConfig};
-use crate::io::disrupt::{Disruptor, Reporter, Undo};
+use crate::io::disrupt::{DisruptError, Disruptor, Reporter, Undo};
 use crate::io::exporter::Exporter;
 use crate::io::lock::{LockCanary, LockConfig};
 use crate::io::probe::ProbeConfig;
@@ -83,7 +83,7 @@ pub struct RunSetup {
 
 /// The disruptor while it runs.
 struct Running {
-    task: Option<JoinHandle<Result<()>>>,
+    task: Option<JoinHandle<Result<(), DisruptError>>>,
     reports: UnboundedReceiver<DisruptorReport>,
     reporter: Reporter,
     undo: Option<Undo>,
@@ -542,7 +542,7 @@ impl Disruptor for NoDisruptor {
         match *self {}
     }
 
-    async fn disrupt(self, _: MemberName, _: Reporter) -> Result<()> {
+    async fn disrupt(self, _: MemberName, _: Reporter) -> Result<(), DisruptError> {
         match self {}
     }
 }
@@ -558,23 +558,23 @@ struct LoopState {
 
 /// How a disruptor's task ended; its error is kept in `error`.
 fn ended(
-    done: std::result::Result<Result<()>, tokio::task::JoinError>,
+    done: std::result::Result<Result<(), DisruptError>, tokio::task::JoinError>,
     error: &mut Option<Error>,
 ) -> DisruptorEnd {
     match done {
         Ok(Ok(())) => DisruptorEnd::Done,
         Ok(Err(e)) => {
             let message = e.to_string();
-            *error = Some(e);
+            *error = Some(e.into());
             DisruptorEnd::Failed(message)
         }
         Err(e) => DisruptorEnd::Lost(e.to_string()),
     }
 }
 
-/// A sitting's configuration, as `rehearse` and `measure` give it.
+/// A trial's configuration, as `rehearse` and `measure` give it.
 #[derive(Debug, Clone)]
-pub struct SittingConfig {
+pub struct TrialConfig {
     pub members: Vec<Member>,
     pub idle: Duration,
     pub settle: Duration,
@@ -615,24 +615,24 @@ pub fn check_target(target: &Target, members: &[Member]) -> Result<()> {
     }
 }
 
-/// Runs one sitting against the members and writes `baseline.json` however it ends. A
-/// sitting that was interrupted, whose disruption failed, or whose cluster did not
+/// Runs one trial against the members and writes `baseline.json` however it ends. A
+/// trial that was interrupted, whose disruption failed, or whose cluster did not
 /// recover within `recovery_timeout` is written with `status: incomplete` and returns an
 /// error ([`Error::Incomplete`], or the disruptor's own Kubernetes error, e.g. a 403).
-pub async fn run_sitting<D: Disruptor>(
-    cfg: SittingConfig,
+pub async fn run_trial<D: Disruptor>(
+    cfg: TrialConfig,
     disruptor: D,
     clock: Arc<dyn Clock>,
     side: Option<UnboundedReceiver<Event>>,
     shutdown: impl Future<Output = ()>,
 ) -> Result<Baseline> {
     let sampler = Sampler::new(probers(&cfg.members, &cfg.probe, &clock)?, clock.clone());
-    run_sitting_with(cfg, disruptor, sampler, clock, side, shutdown).await
+    run_trial_with(cfg, disruptor, sampler, clock, side, shutdown).await
 }
 
-/// [`run_sitting`] with its rounds from `rounds` (the members, or a script in tests).
-pub async fn run_sitting_with<D: Disruptor, S: Rounds>(
-    cfg: SittingConfig,
+/// [`run_trial`] with its rounds from `rounds` (the members, or a script in tests).
+pub async fn run_trial_with<D: Disruptor, S: Rounds>(
+    cfg: TrialConfig,
     disruptor: D,
     rounds: S,
     clock: Arc<dyn Clock>,
@@ -640,7 +640,7 @@ pub async fn run_sitting_with<D: Disruptor, S: Rounds>(
     shutdown: impl Future<Output = ()>,
 ) -> Result<Baseline> {
     check_target(&cfg.target, &cfg.members)?;
-    let plan = SittingPlan {
+    let plan = TrialPlan {
         members: cfg.members.iter().map(|m| m.name.clone()).collect(),
         idle: cfg.idle,
         settle: cfg.settle,
@@ -670,7 +670,7 @@ pub async fn run_sitting_with<D: Disruptor, S: Rounds>(
     };
     let mut drive = Drive::open(setup, rounds, clock, side, shutdown).await?;
     drive.serve_metrics()?;
-    let ended = drive.run(Sitting::new(plan), Some((disruptor, source))).await?;
+    let ended = drive.run(Trial::new(plan), Some((disruptor, source))).await?;
     let path = drive.write_json(BASELINE, &ended.document)?;
     tracing::info!(baseline = %path.display(), status = %ended.document.status, "sitting written");
     match (ended.cut, ended.disruptor_error) {
@@ -681,5 +681,25 @@ pub async fn run_sitting_with<D: Disruptor, S: Rounds>(
             cut.reason,
             path.display()
         ))),
+    }
+}
+
+/// A trial that ended, however: its baseline.json as written (with the rate), to print,
+/// and how it ended.
+pub struct Finished {
+    pub written: Option<crate::model::rate::BaselineFile>,
+    pub result: Result<()>,
+}
+
+/// What a trial left at `path` (baseline.json), from its result: the baseline with its
+/// rate when it ended well; when not, the file it wrote since `since`, if any (never an
+/// older run's).
+pub fn finished(path: &Path, since: std::time::SystemTime, result: Result<Baseline>) -> Finished {
+    match result {
+        Ok(b) => match crate::io::read::with_rate(path, b) {
+            Ok(f) => Finished { written: Some(f), result: Ok(()) },
+            Err(e) => Finished { written: None, result: Err(e.into()) },
+        },
+        Err(e) => Finished { written: crate::io::read::written_since(path, since), result: Err(e) },
     }
 }

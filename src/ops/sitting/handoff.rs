@@ -10,10 +10,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::Error;
-use crate::commands::cli::SittingArgs;
 use crate::io::run_dir::write_atomic;
 use crate::model::baseline::BASELINE;
 use crate::model::rate::BaselineFile;
+use crate::ops::sitting::SittingOptions;
 use crate::render::report::render_csv;
 
 /// A run's tidy rows, beside its baseline.json.
@@ -40,7 +40,7 @@ const README: &str = "deploy/k8s/etcd/README.md";
 /// The flags, else the leaderwatch checkout the command runs in (the working directory or
 /// one above it), else the one it was built from (`cargo install --path .` keeps that),
 /// else `./data` and no README. A `--readme` that is not a file is bad input.
-pub fn paths(a: &SittingArgs) -> Result<Paths, Error> {
+pub fn paths(a: &SittingOptions) -> Result<Paths, Error> {
     let checkout = std::env::current_dir()
         .ok()
         .and_then(|cwd| cwd.ancestors().find(|d| d.join(README).is_file()).map(Path::to_owned))

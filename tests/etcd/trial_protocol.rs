@@ -1,4 +1,4 @@
-//! The sitting protocol with a fake disruptor on a real local cluster: window boundaries,
+//! The trial protocol with a fake disruptor on a real local cluster: window boundaries,
 //! cadence, and target resolution (leader / follower / NAME / unknown NAME).
 
 use crate::support;
@@ -7,13 +7,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leaderwatch::analysis::recovery::Target;
-use leaderwatch::commands::drive::{self, SittingConfig};
 use leaderwatch::io::disrupt::{Disruptor, Reporter};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::model::baseline::EnvironmentKind;
 use leaderwatch::model::baseline::{Baseline, Environment};
 use leaderwatch::model::clock::{Clock, SystemClock};
 use leaderwatch::model::member::MemberName;
+use leaderwatch::ops::drive::{self, TrialConfig};
 use support::{Fixture, cluster, samples};
 
 /// Disrupts nothing; remembers whom it was asked to disrupt.
@@ -27,7 +27,11 @@ impl Disruptor for Fake {
             leaderwatch::model::baseline::LocalMethod::Sigterm,
         )
     }
-    async fn disrupt(self, member: MemberName, report: Reporter) -> leaderwatch::Result<()> {
+    async fn disrupt(
+        self,
+        member: MemberName,
+        report: Reporter,
+    ) -> Result<(), leaderwatch::io::disrupt::DisruptError> {
         self.asked.lock().expect("lock").push(member.clone());
         tokio::time::sleep(Duration::from_millis(300)).await;
         report.event(&member, leaderwatch::model::event::EventKind::Restarted, "pretended");
@@ -35,8 +39,8 @@ impl Disruptor for Fake {
     }
 }
 
-fn config(f: &Fixture, target: Target) -> SittingConfig {
-    SittingConfig {
+fn config(f: &Fixture, target: Target) -> TrialConfig {
+    TrialConfig {
         members: f.cluster.members(),
         idle: Duration::from_secs(2),
         settle: Duration::from_secs(1),
@@ -58,7 +62,7 @@ fn config(f: &Fixture, target: Target) -> SittingConfig {
         cause_horizon: leaderwatch::analysis::attribution::DEFAULT_HORIZON,
         canary: None,
         lock: None,
-        // measure --metrics-addr: the exporter runs through every window of the sitting.
+        // measure --metrics-addr: the exporter runs through every window of the trial.
         metrics_addr: Some(std::net::SocketAddr::from(([127, 0, 0, 1], 0))),
         follow_pod_ips: false,
     }
@@ -68,7 +72,7 @@ async fn sit(f: &Fixture, target: Target) -> (leaderwatch::Result<Baseline>, Vec
     let asked = Arc::new(Mutex::new(Vec::new()));
     let fake = Fake { asked: asked.clone() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let r = drive::run_sitting(config(f, target), fake, clock, None, std::future::pending()).await;
+    let r = drive::run_trial(config(f, target), fake, clock, None, std::future::pending()).await;
     let asked = asked.lock().expect("lock").clone();
     (r, asked)
 }
@@ -78,7 +82,7 @@ async fn windows_follow_each_other_and_the_leader_is_the_target() {
     let f = cluster().await;
     let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("leader");
     let (r, asked) = sit(&f, Target::Leader).await;
-    let b = r.unwrap_or_else(|e| panic!("sitting: {e}"));
+    let b = r.unwrap_or_else(|e| panic!("trial: {e}"));
     assert_eq!(asked, vec![MemberName(format!("m{leader}"))], "disrupted once, the live leader");
 
     let names: Vec<&str> = b.windows.iter().map(|w| w.name.as_str()).collect();
@@ -138,7 +142,7 @@ async fn follower_target_is_not_the_leader() {
     let f = cluster().await;
     let leader = f.cluster.wait_leader(Duration::from_secs(5)).await.expect("leader");
     let (r, asked) = sit(&f, Target::Follower).await;
-    let b = r.unwrap_or_else(|e| panic!("sitting: {e}"));
+    let b = r.unwrap_or_else(|e| panic!("trial: {e}"));
     assert_eq!(asked.len(), 1);
     assert_ne!(asked[0], MemberName(format!("m{leader}")));
     assert!(!b.disruption.expect("disruption").target_was_leader);
@@ -148,7 +152,7 @@ async fn follower_target_is_not_the_leader() {
 async fn named_target_is_that_member_and_an_unknown_name_is_refused_up_front() {
     let f = cluster().await;
     let (r, asked) = sit(&f, Target::Name(MemberName("m2".into()))).await;
-    r.unwrap_or_else(|e| panic!("sitting: {e}"));
+    r.unwrap_or_else(|e| panic!("trial: {e}"));
     assert_eq!(asked, vec![MemberName("m2".into())]);
 
     let out2 = tempfile::tempdir().expect("tempdir");
@@ -157,7 +161,7 @@ async fn named_target_is_that_member_and_an_unknown_name_is_refused_up_front() {
     let asked = Arc::new(Mutex::new(Vec::new()));
     let fake = Fake { asked: asked.clone() };
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let err = drive::run_sitting(cfg, fake, clock, None, std::future::pending())
+    let err = drive::run_trial(cfg, fake, clock, None, std::future::pending())
         .await
         .expect_err("unknown member must fail");
     assert!(matches!(err, leaderwatch::Error::Target(_)), "{err}");

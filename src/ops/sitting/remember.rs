@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::Error;
-use crate::commands::cli::SittingArgs;
 use crate::io::run_dir::write_atomic;
+use crate::ops::sitting::SittingOptions;
 
 /// The flags kept for one sitting.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,7 +43,7 @@ fn absolute(p: &Option<PathBuf>) -> Option<PathBuf> {
 }
 
 impl Remembered {
-    pub fn of(a: &SittingArgs) -> Remembered {
+    pub fn of(a: &SittingOptions) -> Remembered {
         Remembered {
             label: a.label(),
             out_dir: absolute(&a.out_dir),
@@ -55,7 +55,7 @@ impl Remembered {
     }
 
     /// The flags not given again, from memory.
-    pub fn fill(&self, a: &mut SittingArgs) {
+    pub fn fill(&self, a: &mut SittingOptions) {
         a.label.get_or_insert_with(|| self.label.clone());
         for (mine, given) in [
             (&self.out_dir, &mut a.out_dir),
@@ -137,14 +137,14 @@ mod tests {
     use super::*;
     use clap::Parser;
 
-    fn args(line: &[&str]) -> SittingArgs {
+    fn args(line: &[&str]) -> SittingOptions {
         match crate::commands::cli::Cli::try_parse_from(
             ["leaderwatch", "sitting"].iter().chain(line.iter()),
         )
         .expect("parse")
         .command
         {
-            crate::commands::cli::Command::Sitting(a) => a,
+            crate::commands::cli::Command::Sitting(a) => crate::commands::sitting::options(a),
             _ => unreachable!("parsed as sitting"),
         }
     }

@@ -1,5 +1,6 @@
-//! The sitting's protocol as a pure state machine: three observation windows around one
-//! disruption, as `rehearse`, `measure` and the in-cluster Job run it.
+//! The trial, the protocol of one measurement, as a pure state machine: three observation
+//! windows around one disruption, as `rehearse` and `measure` run it (and so the Job that
+//! `leaderwatch sitting` starts: in this code "sitting" is only that Job's day).
 //!
 //! ```text
 //! at_rest (idle, interval) -> choose the target (fast rounds, at most TARGET_WAIT)
@@ -9,7 +10,7 @@
 //! Fed the engine's state and what the loop saw (rounds, the disruptor's reports and its
 //! end, the canary's first ops, a signal), it answers what to do next ([`Next`]). It owns
 //! the recovery tracking, the ground truth, the waterfall and baseline.json's assembly;
-//! whatever ends the sitting (a signal, a failed disruption, no recovery), the baseline is
+//! whatever ends the trial (a signal, a failed disruption, no recovery), the baseline is
 //! assembled from what was measured, marked `incomplete`. No I/O and no clock.
 
 use std::time::Duration;
@@ -31,16 +32,16 @@ use crate::model::lock::{LockEvent, LockEventKind};
 use crate::model::member::MemberName;
 use crate::model::observation::Round;
 
-/// The spec's observation window: a real sitting (`measure`) is never shorter.
+/// The spec's observation window: a real trial (`measure`) is never shorter.
 pub const MIN_IDLE: Duration = Duration::from_secs(20 * 60);
-/// How long the sitting keeps sampling (fast) for a single leader when at_rest ends.
+/// How long the trial keeps sampling (fast) for a single leader when at_rest ends.
 pub const TARGET_WAIT: Duration = Duration::from_secs(10);
 /// How long the request waits for the canary's first successful write.
 pub const CANARY_READY: Duration = Duration::from_secs(5);
 
-/// What the sitting is asked to do: its windows, cadences and target.
+/// What the trial is asked to do: its windows, cadences and target.
 #[derive(Debug, Clone)]
-pub struct SittingPlan {
+pub struct TrialPlan {
     pub members: Vec<MemberName>,
     pub idle: Duration,
     pub settle: Duration,
@@ -60,7 +61,7 @@ pub struct SittingPlan {
     pub canary: Option<Duration>,
 }
 
-/// Where the sitting is.
+/// Where the trial is.
 #[derive(Debug, Clone)]
 enum Phase {
     /// Not started yet.
@@ -115,10 +116,10 @@ impl Phase {
     }
 }
 
-/// The sitting's state machine ([`Protocol`]).
+/// The trial's state machine ([`Protocol`]).
 #[derive(Debug)]
-pub struct Sitting {
-    plan: SittingPlan,
+pub struct Trial {
+    plan: TrialPlan,
     phase: Phase,
     /// The latest round before the request: the target (and the leader) are read from it.
     last: Option<Round>,
@@ -130,9 +131,9 @@ pub struct Sitting {
     events: Vec<Event>,
 }
 
-impl Sitting {
-    pub fn new(plan: SittingPlan) -> Self {
-        Sitting {
+impl Trial {
+    pub fn new(plan: TrialPlan) -> Self {
+        Trial {
             plan,
             phase: Phase::Begin,
             last: None,
@@ -155,7 +156,7 @@ impl Sitting {
         Next::Tick { every, restart }
     }
 
-    /// Ends the sitting at once (no disruptor runs).
+    /// Ends the trial at once (no disruptor runs).
     fn done(&mut self, cut: Option<Cut>) -> Next {
         self.phase = Phase::Done { cut };
         Next::Finish
@@ -168,7 +169,7 @@ impl Sitting {
         Next::EndDisruption
     }
 
-    /// A signal: the sitting ends, after the disruptor is stopped if it runs.
+    /// A signal: the trial ends, after the disruptor is stopped if it runs.
     fn signal(&mut self) -> Next {
         let cut = Cut::interrupted(self.phase.during());
         if self.phase.disrupting() { self.end_disruption(Some(cut)) } else { self.done(Some(cut)) }
@@ -248,7 +249,7 @@ impl Sitting {
     /// the lock canary's first grant: an election's cost is measured from a client that
     /// worked before it, never from the client's own start (regression: a lock canary
     /// first granted after the election had its start-up counted as the election's cost).
-    /// Without them the sitting's own figures still stand: it goes on, and says so.
+    /// Without them the trial's own figures still stand: it goes on, and says so.
     fn canary_ops(
         &mut self,
         (ops, lock): (&[Op], &[LockEvent]),
@@ -317,7 +318,7 @@ impl Sitting {
     }
 }
 
-impl Sitting {
+impl Trial {
     /// A round of the disruption window: the recovery tracker takes it.
     fn recovering(&mut self, r: &Round) -> Next {
         let n = self.plan.members.len();
@@ -363,7 +364,7 @@ impl Sitting {
     }
 
     /// The disruptor's task ended by itself: its part is over, or it failed (the
-    /// sitting stops). `Some` cut when it failed.
+    /// trial stops). `Some` cut when it failed.
     fn disruptor_ended(&mut self, end: &DisruptorEnd, now: Stamp) -> Option<Cut> {
         match end {
             DisruptorEnd::Done => {
@@ -381,7 +382,7 @@ impl Sitting {
     }
 
     /// The disruptor is stopped: settle, unless the disruption was cut short (a disruptor
-    /// that failed as it was stopped wins: its error is the sitting's).
+    /// that failed as it was stopped wins: its error is the trial's).
     fn disruption_ended(
         &mut self,
         ended: Option<&DisruptorEnd>,
@@ -415,7 +416,7 @@ impl Sitting {
     }
 }
 
-impl Protocol for Sitting {
+impl Protocol for Trial {
     type Document = Baseline;
 
     fn step(&mut self, input: Input<'_>, now: Stamp, engine: &Engine) -> Next {
