@@ -12,6 +12,7 @@
 //! messages name a command-line flag.
 
 pub mod analysis;
+pub mod cli;
 pub mod commands;
 pub mod io;
 pub mod k8s;
@@ -124,6 +125,22 @@ impl From<io::readme::RewriteError> for Error {
             io::readme::RewriteError::Input(e) => Error::Input(e),
             io::readme::RewriteError::Record(e) => Error::Record(e),
         }
+    }
+}
+
+/// Why no alert can be derived, in the words of `report --alert-rule`'s flags.
+impl From<render::alert::NoThreshold> for Error {
+    fn from(e: render::alert::NoThreshold) -> Error {
+        use render::alert::NoThreshold;
+        Error::NoThreshold(match e {
+            NoThreshold::OnlyLocal { given } => format!(
+                "no baseline measured on a Kubernetes cluster (GKE) among the {given} given (environment.kind; the local control plane counts as local); an alert for GKE from local runs would be a guess: pass --allow-local to derive one anyway"
+            ),
+            NoThreshold::NoneComplete => "no complete baseline to derive the alert from".to_owned(),
+            NoThreshold::NoLeaderLost { used } => format!(
+                "none of the {used} baseline(s) used disrupted a leader, so a threshold from them says nothing about a leader loss (one election or more each): add a leader sitting (--target leader) or a rolling restart, or pass --force"
+            ),
+        })
     }
 }
 

@@ -6,7 +6,7 @@ use std::io::IsTerminal;
 
 use clap::Parser;
 use leaderwatch::Error;
-use leaderwatch::commands::cli::{Cli, Command};
+use leaderwatch::cli::{Cli, Command};
 use leaderwatch::commands::{
     compare, measure, pack, preflight, rate, rehearse, report, sample, sitting,
 };

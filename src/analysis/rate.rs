@@ -304,7 +304,7 @@ pub fn election_of(r: &EventRow) -> Option<Election> {
 }
 
 /// The rate as rows of `report --format csv` (same columns, so the two concatenate).
-pub fn measurements(r: &Rate) -> Vec<Measurement> {
+pub fn as_measurements(r: &Rate) -> Vec<Measurement> {
     let env: Vec<&str> = r
         .sources
         .iter()

@@ -1,24 +1,15 @@
-//! `leaderwatch compare`: two baselines' measurements side by side (table or JSON).
+//! `leaderwatch compare`: two baselines' measurements side by side (table or JSON), made by
+//! src/ops/report.rs.
 
 use crate::Error;
-use crate::commands::cli::{CompareArgs, Output};
+use crate::cli::{CompareArgs, Output};
 use crate::commands::out;
-use crate::io::read;
 
 pub fn command(a: CompareArgs) -> Result<(), Error> {
-    let (ba, bb) = (read::baseline(&a.a)?, read::baseline(&a.b)?);
-    let (ma, mb) = (
-        crate::analysis::flatten::measurements(&a.a, &ba),
-        crate::analysis::flatten::measurements(&a.b, &bb),
-    );
-    let diffs = crate::analysis::flatten::compare(&ma, &mb);
+    let (run_a, run_b, diffs) = crate::ops::report::compare(&a.a, &a.b)?;
     if a.output == Output::Json {
-        out(&format!("{}\n", serde_json::to_string_pretty(&diffs).unwrap_or_default()))?;
+        out(&format!("{}\n", serde_json::to_string_pretty(&diffs).unwrap_or_default()))
     } else {
-        out(&format!(
-            "{}\n",
-            crate::render::report::render_compare(&ba.run_id, &bb.run_id, &diffs)
-        ))?;
+        out(&format!("{}\n", crate::render::report::render_compare(&run_a, &run_b, &diffs)))
     }
-    Ok(())
 }

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use crate::commands::cli::MeasureArgs;
+use crate::cli::MeasureArgs;
 use crate::io::probe::ProbeConfig;
 use crate::model::baseline::Environment;
 use crate::model::build::Build;

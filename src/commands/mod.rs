@@ -2,7 +2,6 @@
 //! into options, makes one call to the layer below (src/ops/ for the commands that run
 //! something), and prints the result. [`cli`] is the command line.
 
-pub mod cli;
 pub mod compare;
 pub mod measure;
 pub mod pack;
@@ -21,15 +20,4 @@ pub fn out(text: &str) -> Result<(), Error> {
     use std::io::Write;
     let mut o = std::io::stdout().lock();
     o.write_all(text.as_bytes()).and_then(|()| o.flush()).map_err(Error::Stdout)
-}
-
-/// A CSV row that could not go to stdout: the pipe or disk (exit 3), or our own row (a bug).
-pub fn csv_export(e: csv::Error) -> Error {
-    if !e.is_io_error() {
-        return Error::Internal(format!("csv export: {e}"));
-    }
-    match e.into_kind() {
-        csv::ErrorKind::Io(io) => Error::Stdout(io),
-        other => Error::Internal(format!("csv export: {other:?}")),
-    }
 }

@@ -2,7 +2,7 @@
 //! the sitting's fetch pod runs; src/io/pack.rs).
 
 use crate::Result;
-use crate::commands::cli::PackArgs;
+use crate::cli::PackArgs;
 
 /// `leaderwatch pack DIR` from its arguments.
 pub fn command(a: PackArgs) -> Result<()> {

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use crate::commands::cli::RehearseArgs;
+use crate::cli::RehearseArgs;
 use crate::io::local::LocalOptions;
 use crate::io::probe::ProbeConfig;
 use crate::model::baseline::Environment;

@@ -1,21 +1,16 @@
-//! `leaderwatch report`: the baseline table (markdown, CSV, or the README's table
-//! rewritten in place) and, with `--alert-rule`, the alert rule derived from baselines.
+//! `leaderwatch report`: its arguments into a table's destination or the alert rule's
+//! parameters, the report made (src/ops/report.rs), its text printed.
 
 use clap::ValueEnum;
 
 use crate::Error;
-use crate::commands::cli::{ReportArgs, ReportFormat};
+use crate::cli::{ReportArgs, ReportFormat};
 use crate::commands::out;
-use crate::io::read;
-use crate::render::alert::{self, AlertFormat, NoThreshold};
+use crate::ops::report::{self, TableTo};
+use crate::render::alert::{AlertFormat, Params};
 
 pub fn command(a: ReportArgs) -> Result<(), Error> {
     if a.alert_rule {
-        let baselines = a
-            .baselines
-            .iter()
-            .map(|p| read::baseline(p).map(|b| (p.clone(), b)))
-            .collect::<Result<Vec<_>, _>>()?;
         let format = match a.format {
             None | Some(ReportFormat::Rules) => AlertFormat::Rules,
             Some(ReportFormat::Prometheus) => AlertFormat::Prometheus,
@@ -26,53 +21,50 @@ pub fn command(a: ReportArgs) -> Result<(), Error> {
                 )));
             }
         };
-        let p = alert::Params {
+        let p = Params {
             window: a.window,
             disruptions: a.disruptions,
             allow_local: a.allow_local,
             scrape_interval: a.scrape_interval,
             force: a.force,
         };
-        let d = alert::derive(&baselines, &p).map_err(no_threshold)?;
-        for l in &d.lines {
-            eprintln!("{l}");
+        let (lines, rule) = report::alert_rule(&a.baselines, &p, format, &a.namespace)?;
+        if !lines.is_empty() {
+            eprintln!("{}", lines.join("\n"));
         }
-        out(&alert::render(&d, &p, format, &a.namespace)?)?;
-        return Ok(());
+        return out(&rule);
     }
-    if let Some(f @ (ReportFormat::Rules | ReportFormat::Prometheus)) = a.format {
-        return Err(Error::Usage(format!("--format {} is for --alert-rule", format_name(f))));
-    }
-    // Each baseline with the events.csv beside it (the rate rows): one unreadable file is
-    // one line and exit 2, for the table as for the CSV.
-    let mut baselines =
-        a.baselines.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
-    let given = baselines.len();
-    baselines.retain(|f| {
-        let dry = f.baseline.is_dry_run();
-        if dry {
-            eprintln!("report: left out {}: a dry run (nothing was evicted)", f.path.display());
+    let to = match (a.update, a.format) {
+        (_, Some(f @ (ReportFormat::Rules | ReportFormat::Prometheus))) => {
+            return Err(Error::Usage(format!("--format {} is for --alert-rule", format_name(f))));
         }
-        !dry
-    });
-    if baselines.is_empty() && given > 0 && a.update.is_none() {
-        return Err(Error::Usage(format!(
-            "each of the {given} baseline(s) given is a dry run: nothing was evicted, so there is no figure to report"
-        )));
+        (Some(readme), _) => TableTo::Readme(readme),
+        (None, Some(ReportFormat::Csv)) => TableTo::Csv,
+        (None, _) => TableTo::Markdown,
+    };
+    let r = report::report(&a.baselines, &to)?;
+    let said: Vec<String> = r
+        .left_out
+        .iter()
+        .map(|p| format!("report: left out {}: a dry run (nothing was evicted)", p.display()))
+        .collect();
+    if !said.is_empty() {
+        eprintln!("{}", said.join("\n"));
     }
-    match (a.update, a.format) {
-        (Some(readme), _) => {
-            let changed = crate::io::readme::rewrite(&readme, |text, dir| {
-                crate::render::report::updated(text, dir, &baselines)
-            })?;
-            eprintln!(
-                "{}: {}",
-                readme.display(),
-                if changed { "baseline table updated" } else { "already up to date" }
-            );
+    match (&to, r.readme_changed, r.text) {
+        (TableTo::Readme(readme), Some(changed), _) => eprintln!(
+            "{}: {}",
+            readme.display(),
+            if changed { "baseline table updated" } else { "already up to date" }
+        ),
+        _ if r.given > 0 && r.given == r.left_out.len() => {
+            return Err(Error::Usage(format!(
+                "each of the {} baseline(s) given is a dry run: nothing was evicted, so there is no figure to report",
+                r.given
+            )));
         }
-        (None, Some(ReportFormat::Csv)) => out(&crate::render::report::render_csv(&baselines)?)?,
-        (None, _) => out(&format!("{}\n", crate::render::report::render(&baselines, None)))?,
+        (_, _, Some(text)) => out(&text)?,
+        _ => {}
     }
     Ok(())
 }
@@ -80,17 +72,4 @@ pub fn command(a: ReportArgs) -> Result<(), Error> {
 /// A `--format` value as the user typed it.
 fn format_name(f: ReportFormat) -> String {
     f.to_possible_value().map(|v| v.get_name().to_owned()).unwrap_or_default()
-}
-
-/// Why no alert can be derived, in the words of `--alert-rule`'s flags.
-fn no_threshold(e: NoThreshold) -> Error {
-    Error::NoThreshold(match e {
-        NoThreshold::OnlyLocal { given } => format!(
-            "no baseline measured on a Kubernetes cluster (GKE) among the {given} given (environment.kind; the local control plane counts as local); an alert for GKE from local runs would be a guess: pass --allow-local to derive one anyway"
-        ),
-        NoThreshold::NoneComplete => "no complete baseline to derive the alert from".to_owned(),
-        NoThreshold::NoLeaderLost { used } => format!(
-            "none of the {used} baseline(s) used disrupted a leader, so a threshold from them says nothing about a leader loss (one election or more each): add a leader sitting (--target leader) or a rolling restart, or pass --force"
-        ),
-    })
 }

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use crate::commands::cli::{MetricsInterval, SampleArgs};
+use crate::cli::{MetricsInterval, SampleArgs};
 use crate::io::probe::{ProbeConfig, TlsFile, TlsFiles, TlsFilesError};
 use crate::model::clock::{Clock, SystemClock};
 use crate::model::member::parse_members;

@@ -4,7 +4,7 @@
 use std::future::Future;
 
 use crate::Result;
-use crate::commands::cli::SittingArgs;
+use crate::cli::SittingArgs;
 use crate::ops::sitting::{self, Mode, SittingOptions};
 
 /// `leaderwatch sitting` from its arguments.

@@ -1,8 +1,8 @@
 //! The in-cluster sitting's objects, from the committed manifests compiled into the binary
 //! (deploy/k8s/leaderwatch: rbac.yaml, the method's extra RBAC file, job-measure.yaml):
 //! parsed into typed objects, the Job's image and arguments set from the user's flags (the
-//! files stay the template and are never edited) and read back from a Job in the cluster
-//! ([`JobArgs`]), applied server-side (dry run first), and the pod that brings a run
+//! files stay the template and are never edited; `measure`'s arguments are written and
+//! read back by src/ops/measure/args.rs, [`args_of`] a Job's), applied server-side (dry run first), and the pod that brings a run
 //! directory back from the volume through its log ([`fetch`], src/io/pack.rs).
 
 use std::collections::BTreeMap;
@@ -20,10 +20,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::{KubeError, call};
-use crate::analysis::recovery::Target;
 use crate::model::baseline::KubeMethod;
-use crate::model::build::Build;
-use crate::model::clock::parse_duration;
 
 /// The committed manifests, as the binary was built with them.
 pub const RBAC: &str = include_str!("../../deploy/k8s/leaderwatch/rbac.yaml");
@@ -239,19 +236,11 @@ pub async fn rights_bound(
 #[derive(Debug, Clone)]
 pub struct JobParams {
     pub image: String,
-    pub target: Target,
-    pub method: KubeMethod,
-    pub idle: Duration,
-    pub settle: Duration,
-    /// The Job's `--evict-timeout` and `--recovery-timeout`: with the windows, its deadline.
-    pub evict_timeout: Duration,
-    pub recovery_timeout: Duration,
-    pub environment: String,
-    /// The build of the `leaderwatch sitting` that writes these arguments: the image must
-    /// be the same (`measure --expect-build`).
-    pub build: Build,
-    /// Everything but the disruption: the eviction is a server-side dry run.
-    pub dry_run: bool,
+    /// `measure`'s arguments (after `measure`), written by src/ops/measure/args.rs.
+    pub args: Vec<String>,
+    /// How long the Job's own work may take (its windows, a blocked eviction, the
+    /// recovery): with 5 minutes more, its deadline.
+    pub runs_for: Duration,
     /// Added to the container's environment (the test-only idle floor, when set here).
     pub env: Vec<(String, String)>,
     /// The one architecture the image is built for (read from its registry): the Job's
@@ -269,19 +258,6 @@ pub fn pinned(image: &str) -> bool {
     image.contains("@sha256:")
 }
 
-/// `--name=value` replaced in `args`, or appended.
-fn set_arg(args: &mut Vec<String>, name: &str, value: Option<&str>) {
-    let new = match value {
-        Some(v) => format!("{name}={v}"),
-        None => name.to_owned(),
-    };
-    let prefix = format!("{name}=");
-    match args.iter().position(|a| a == name || a.starts_with(&prefix)) {
-        Some(i) => args[i] = new,
-        None => args.push(new),
-    }
-}
-
 /// The committed Job with the user's image, flags and environment: everything else (the
 /// run directory on the volume, the security context, the deadline, no retry) as committed.
 pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
@@ -296,23 +272,10 @@ pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
     // A tag is looked up on every start (a node may hold an older image under it); a
     // digest names the bytes, and a node that has them need not ask.
     c.image_pull_policy = Some(if pinned(&p.image) { "IfNotPresent" } else { "Always" }.into());
-    let args = c.args.get_or_insert_with(Vec::new);
-    if args.first().map(String::as_str) != Some("measure") {
+    if c.args.as_ref().and_then(|a| a.first()).map(String::as_str) != Some("measure") {
         return Err("job-measure.yaml: the container's first argument is not `measure`".into());
     }
-    let d = |d: Duration| humantime::format_duration(d).to_string();
-    set_arg(args, "--target", Some(&p.target.to_string()));
-    set_arg(args, "--method", Some(p.method.as_str()));
-    set_arg(args, "--idle", Some(&d(p.idle)));
-    set_arg(args, "--settle", Some(&d(p.settle)));
-    set_arg(args, "--evict-timeout", Some(&d(p.evict_timeout)));
-    set_arg(args, "--recovery-timeout", Some(&d(p.recovery_timeout)));
-    set_arg(args, "--environment", Some(&p.environment));
-    set_arg(args, "--checksums", None);
-    set_arg(args, "--expect-build", Some(&p.build.to_string()));
-    if p.dry_run {
-        set_arg(args, "--dry-run", None);
-    }
+    c.args = Some(std::iter::once("measure".to_owned()).chain(p.args.iter().cloned()).collect());
     let env = c.env.get_or_insert_with(Vec::new);
     for (k, v) in &p.env {
         env.push(EnvVar { name: k.clone(), value: Some(v.clone()), ..EnvVar::default() });
@@ -328,56 +291,26 @@ pub fn job(template: &Job, p: &JobParams) -> Result<Job, String> {
     // Room for the windows, a blocked eviction, the recovery and 5 minutes (the disruption,
     // the writing); never below the committed deadline.
     if let Some(s) = job.spec.as_mut() {
-        let need = p.idle + p.settle + p.evict_timeout + p.recovery_timeout;
-        let need = i64::try_from((need + Duration::from_secs(300)).as_secs()).unwrap_or(i64::MAX);
+        let need = p.runs_for + Duration::from_secs(300);
+        let need = i64::try_from(need.as_secs()).unwrap_or(i64::MAX);
         s.active_deadline_seconds = Some(s.active_deadline_seconds.unwrap_or(0).max(need));
     }
     Ok(job)
 }
 
-/// The sitting's own values as a Job in the cluster has them in its arguments (one
-/// `leaderwatch sitting` applied, perhaps from another machine): what the run is named by
-/// and what to clean up after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JobArgs {
-    /// `measure`'s default, `follower`, when the Job does not say.
-    pub target: Target,
-    /// `measure`'s default, `evict`, when the Job does not say (or says something else).
-    pub method: KubeMethod,
-    pub idle: Option<Duration>,
-    pub settle: Option<Duration>,
-    /// The disruption is a server-side dry run (`--dry-run`).
-    pub dry_run: bool,
-    /// The build the Job expects its image to be (`--expect-build`), when it says.
-    pub build: Option<Build>,
-    /// The members' namespace (`--namespace`; `measure`'s default, `dlock`, when the Job
-    /// does not say): the Job runs in a namespace of its own.
-    pub members_ns: String,
-}
-
-impl JobArgs {
-    /// The values of [`job`]'s arguments, read back from `j`.
-    pub fn of(j: &Job) -> JobArgs {
-        let args = j
-            .spec
-            .as_ref()
-            .and_then(|s| s.template.spec.as_ref())
-            .and_then(|s| s.containers.first())
-            .and_then(|c| c.args.as_deref())
-            .unwrap_or_default();
-        let arg = |name: &str| {
-            let prefix = format!("{name}=");
-            args.iter().find_map(|a| a.strip_prefix(&prefix))
-        };
-        JobArgs {
-            target: arg("--target").and_then(|t| t.parse().ok()).unwrap_or(Target::Follower),
-            method: arg("--method").and_then(|m| m.parse().ok()).unwrap_or(KubeMethod::Evict),
-            idle: arg("--idle").and_then(|d| parse_duration(d).ok()),
-            settle: arg("--settle").and_then(|d| parse_duration(d).ok()),
-            dry_run: args.iter().any(|a| a == "--dry-run"),
-            build: arg("--expect-build").and_then(|b| Build::parse(b).ok()),
-            members_ns: arg("--namespace").unwrap_or("dlock").to_owned(),
-        }
+/// The arguments of a Job's `leaderwatch measure`, after `measure` (none when its first
+/// argument is not `measure`): src/ops/measure/args.rs reads them as the Job does.
+pub fn args_of(j: &Job) -> Vec<String> {
+    let args = j
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.args.as_deref())
+        .unwrap_or_default();
+    match args.split_first() {
+        Some((m, rest)) if m == "measure" => rest.to_vec(),
+        _ => Vec::new(),
     }
 }
 
@@ -610,15 +543,10 @@ mod tests {
     fn params() -> JobParams {
         JobParams {
             image: "registry.example/p/leaderwatch@sha256:00".into(),
-            target: Target::Leader,
-            method: KubeMethod::Delete,
-            idle: Duration::from_secs(1800),
-            settle: Duration::from_secs(600),
-            evict_timeout: Duration::from_secs(600),
-            recovery_timeout: Duration::from_secs(900),
-            environment: "GKE Autopilot, dlock-gke".into(),
-            build: Build { version: "0.1.0".into(), commit: "abc".into() },
-            dry_run: false,
+            args: ["--target=leader", "--method=delete", "--out=/data/$(POD_NAME)"]
+                .map(String::from)
+                .to_vec(),
+            runs_for: Duration::from_secs(1800 + 600 + 600 + 900),
             env: vec![(crate::io::test_hooks::MIN_IDLE.into(), "1m".into())],
             arch: Some("amd64".into()),
         }
@@ -726,38 +654,10 @@ mod tests {
                 .expect("container")
         };
         let args = c(&j).args.expect("args");
-        assert_eq!(
-            args,
-            [
-                "measure",
-                "--namespace=dlock",
-                "--reach=dns",
-                "--target=leader",
-                "--idle=30m",
-                "--settle=10m",
-                "--out=/data/$(POD_NAME)",
-                "--metrics-addr=0.0.0.0:9464",
-                "--method=delete",
-                "--evict-timeout=10m",
-                "--recovery-timeout=15m",
-                "--environment=GKE Autopilot, dlock-gke",
-                "--checksums",
-                "--expect-build=0.1.0+abc"
-            ]
-        );
-        assert_eq!(
-            JobArgs::of(&j),
-            JobArgs {
-                target: Target::Leader,
-                method: KubeMethod::Delete,
-                idle: Some(Duration::from_secs(1800)),
-                settle: Some(Duration::from_secs(600)),
-                dry_run: false,
-                build: Some(Build { version: "0.1.0".into(), commit: "abc".into() }),
-                members_ns: "dlock".into(),
-            },
-            "what the Job is made with reads back from it"
-        );
+        assert_eq!(args[0], "measure");
+        assert_eq!(args[1..], params().args, "measure's arguments as given");
+        assert_eq!(args_of(&j), params().args, "and read back");
+        assert_eq!(args_of(&t)[0], "--namespace=dlock", "the template's own");
         assert_eq!(c(&j).image.as_deref(), Some("registry.example/p/leaderwatch@sha256:00"));
         assert!(c(&j).env.expect("env").iter().any(|e| e.name == crate::io::test_hooks::MIN_IDLE));
         let pod = |j: &Job| j.spec.as_ref().and_then(|s| s.template.spec.clone()).expect("pod");
@@ -778,24 +678,18 @@ mod tests {
             v["spec"]["template"]["spec"].as_object_mut().map(|s| s.remove("nodeSelector"));
         }
         assert_eq!(a, b, "30 + 10 + 10 + 15 + 5 min is under the committed 70 min deadline");
-        let long =
-            job(&t, &JobParams { idle: Duration::from_secs(3 * 3600), ..params() }).expect("job");
-        assert_eq!(
-            long.spec.and_then(|s| s.active_deadline_seconds),
-            Some(3 * 3600 + 600 + 600 + 900 + 300)
-        );
-        let slow = job(&t, &JobParams { recovery_timeout: Duration::from_secs(3600), ..params() })
+        let long = job(&t, &JobParams { runs_for: Duration::from_secs(3 * 3600), ..params() })
             .expect("job");
         assert_eq!(
-            slow.spec.and_then(|s| s.active_deadline_seconds),
-            Some(1800 + 600 + 600 + 3600 + 300),
-            "a longer recovery timeout lengthens the deadline"
+            long.spec.and_then(|s| s.active_deadline_seconds),
+            Some(3 * 3600 + 300),
+            "the Job's own work and 5 minutes, over the committed deadline"
         );
         assert_eq!(claim_of(&j).as_deref(), Some("leaderwatch-data"));
     }
 
     #[test]
-    fn a_tag_is_pulled_on_every_start_a_digest_once_and_a_dry_run_says_so() {
+    fn a_tag_is_pulled_on_every_start_a_digest_once() {
         let policy = |j: &Job| {
             j.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("spec").containers[0]
                 .image_pull_policy
@@ -807,9 +701,6 @@ mod tests {
         let tagged =
             job(&t, &JobParams { image: "r.example/p/lw:0.1.0".into(), ..params() }).expect("job");
         assert_eq!(policy(&tagged).as_deref(), Some("Always"));
-        let dry = job(&t, &JobParams { dry_run: true, ..params() }).expect("job");
-        assert!(JobArgs::of(&dry).dry_run);
-        assert!(!JobArgs::of(&pinned).dry_run);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! (or, `--method`, a pod deletion, a rolling restart of the StatefulSet, a node drain);
 //! whatever ends it, the checksums the laptop's fetch checks its copy against.
 
+pub mod args;
+
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;

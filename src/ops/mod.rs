@@ -2,13 +2,17 @@
 //! plain options to its result, below the commands, which turn arguments into these
 //! options and print what comes back. [`drive`] is the one loop every run that samples goes
 //! through; [`measure`], [`rehearse`] and [`sample`] set up its runs; [`sitting`] is the
-//! Kubernetes Job's day from a laptop (checks, apply, follow, fetch, hand-off, clean-up).
+//! Kubernetes Job's day from a laptop (checks, apply, follow, fetch, hand-off, clean-up);
+//! [`report`] reads runs into tables, comparisons, the rate and the alert rule;
+//! [`preflight`] checks the cluster.
 
 use std::time::Duration;
 
 pub mod drive;
 pub mod measure;
+pub mod preflight;
 pub mod rehearse;
+pub mod report;
 pub mod sample;
 pub mod sitting;
 

@@ -1,6 +1,6 @@
 //! What `leaderwatch sitting` runs: the sitting run in the cluster as the committed Job,
 //! driven from a machine with a kubeconfig, from the checks to the results in `data/`. The
-//! steps are in the command's help (src/commands/cli.rs) and [`sitting`] runs them in order; the objects
+//! steps are in the command's help (src/cli.rs) and [`sitting`] runs them in order; the objects
 //! and the fetch come from src/k8s/job.rs, following the Job from src/k8s/follow.rs, the
 //! copy of the run directory from src/io/pack.rs, the tables from src/render/report.rs.
 //!
@@ -19,11 +19,12 @@ use kube::api::Api;
 
 use crate::Error;
 use crate::k8s::follow::{self, Followed, JobLog, JobRef};
-use crate::k8s::job::{self, FetchError, JobArgs, JobParams, Object};
+use crate::k8s::job::{self, FetchError, JobParams, Object};
 use crate::k8s::{self, KubeError, KubeOptions, call};
 use crate::model::baseline::{BASELINE, KubeMethod};
 use crate::model::build::Build;
 use crate::model::exit;
+use crate::ops::measure::args::MeasureArgs;
 use crate::render::progress::StatusLine;
 
 mod handoff;
@@ -38,6 +39,11 @@ fn step(step: &'static str, message: impl Into<String>) -> Error {
 }
 
 /// The manifests' objects the sitting applies: the PVC and the Job template (the RBAC is
+/// A Job's `measure` arguments, read as the Job's binary reads them (src/ops/measure/args.rs).
+fn job_args(j: &Job) -> Result<MeasureArgs, Error> {
+    MeasureArgs::parse_job(&job::args_of(j)).map_err(|e| step("the Job's arguments", e))
+}
+
 /// an admin's: [`check`] only looks for it).
 struct Manifests {
     pvc: Object,
@@ -141,7 +147,7 @@ async fn steps(mut a: SittingOptions, shutdown: impl Future<Output = ()>) -> Res
         }
     }
     let (j, pod, log) = follow_or_find(&a, &s, shutdown.as_mut()).await?;
-    let args = JobArgs::of(&j);
+    let args = job_args(&j)?;
     if let Some(e) = no_run_directory(pod.as_ref(), &log) {
         clean_up(&a, &s, &j, args.method).await?;
         return Err(e.with_clean_up(&a, &s));
@@ -216,7 +222,7 @@ impl Cluster {
         let o = KubeOptions {
             kubeconfig: a.kubeconfig.clone(),
             context: a.context.clone(),
-            namespace: JobArgs::of(&m.job).members_ns,
+            namespace: job_args(&m.job)?.kube.namespace,
             selector: "app.kubernetes.io/name=dlock-etcd".into(),
             request_timeout: t,
         };
@@ -275,17 +281,21 @@ async fn check(a: &SittingOptions, s: &Cluster) -> Result<Vec<Object>, Error> {
     let arch = image_arch(&image, s.t).await?;
     let (idle, settle) =
         crate::ops::trial_windows(a.idle, a.settle, a.dry_run).map_err(Error::Usage)?;
+    // The committed manifest's arguments (clap's defaults for the rest), with the user's.
+    let mut m = job_args(&s.m.job)?;
+    m.target = a.target.clone();
+    m.method = a.method;
+    (m.idle, m.settle) = (Some(idle), Some(settle));
+    m.timeouts.evict_timeout = a.evict_timeout;
+    m.timeouts.recovery_timeout = a.recovery_timeout;
+    m.environment = a.environment.clone();
+    m.checksums = true;
+    m.expect_build = Some(Build::this());
+    m.dry_run = a.dry_run;
     let p = JobParams {
         image,
-        target: a.target.clone(),
-        method: a.method,
-        idle,
-        settle,
-        evict_timeout: a.evict_timeout,
-        recovery_timeout: a.recovery_timeout,
-        environment: a.environment.clone(),
-        build: Build::this(),
-        dry_run: a.dry_run,
+        args: m.to_args(),
+        runs_for: idle + settle + a.evict_timeout + a.recovery_timeout,
         env: crate::io::test_hooks::forwarded(),
         arch,
     };
@@ -452,7 +462,7 @@ async fn follow_or_find<F: Future<Output = ()>>(
         let log = follow::log_tail(&s.job_ref(), pod.as_ref()).await;
         return Ok((j, pod, log));
     }
-    let args = JobArgs::of(&j);
+    let args = job_args(&j)?;
     let planned =
         args.idle.unwrap_or_default() + args.settle.unwrap_or_default() + Duration::from_secs(60);
     let members: Vec<String> = k8s::discover::pods(&s.client, &s.o)
@@ -561,7 +571,7 @@ async fn fetch(
     s: &Cluster,
     j: &Job,
     pod: Option<&Pod>,
-    args: &JobArgs,
+    args: &MeasureArgs,
 ) -> Result<PathBuf, Error> {
     let (ns, name) = (&s.ns, &s.name);
     let run = pod.and_then(|p| p.metadata.name.clone()).ok_or_else(|| {

@@ -66,3 +66,14 @@ pub fn residual_line(r: &Residual) -> String {
         fmt_bound(&r.per_day, "day")
     ) + &format!(" ({:.0}% exact Poisson interval)", r.confidence * 100.0)
 }
+
+/// The rate as the tidy rows of `rate --format csv` (`analysis::rate::as_measurements`).
+pub fn render_csv(r: &Rate) -> Result<String, crate::render::InternalError> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for m in crate::analysis::rate::as_measurements(r) {
+        w.serialize(m).map_err(|e| crate::render::InternalError(format!("csv export: {e}")))?;
+    }
+    let bytes =
+        w.into_inner().map_err(|e| crate::render::InternalError(format!("csv export: {e}")))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}

@@ -466,7 +466,7 @@ pub fn render_csv(baselines: &[BaselineFile]) -> Result<String, InternalError> {
     // The residual rate over the same baselines' quiet windows (window `quiet`).
     let sources: Vec<crate::model::rate::RateInput> =
         baselines.iter().map(|f| f.rate.clone()).collect();
-    for m in crate::analysis::rate::measurements(&crate::analysis::rate::pool(&sources, 0.95)) {
+    for m in crate::analysis::rate::as_measurements(&crate::analysis::rate::pool(&sources, 0.95)) {
         w.serialize(m).map_err(|e| InternalError(format!("csv export: {e}")))?;
     }
     // Into memory: only serializing our own rows can fail here, which is a bug.

@@ -119,7 +119,7 @@ fn manifest_arguments_are_accepted_by_this_version() {
                     .map(|a| a.replace("$(POD_NAME)", "leaderwatch-measure-abcde")),
             )
             .collect();
-        if let Err(e) = leaderwatch::commands::cli::Cli::try_parse_from(&args) {
+        if let Err(e) = leaderwatch::cli::Cli::try_parse_from(&args) {
             panic!("{what}: {args:?} rejected: {e}");
         }
         assert!(

@@ -135,35 +135,44 @@ pub fn forget(uid: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
+    use crate::ops::sitting::Mode;
+    use std::time::Duration;
 
-    fn args(line: &[&str]) -> SittingOptions {
-        match crate::commands::cli::Cli::try_parse_from(
-            ["leaderwatch", "sitting"].iter().chain(line.iter()),
-        )
-        .expect("parse")
-        .command
-        {
-            crate::commands::cli::Command::Sitting(a) => crate::commands::sitting::options(a),
-            _ => unreachable!("parsed as sitting"),
+    /// A sitting's options as the flags make them: `started` (`--label lab --out-dir
+    /// /tmp/out --ledger /tmp/ledger.md --cleanup-pvc`) or, given `mode`, bare.
+    fn opts(mode: Mode, started: bool) -> SittingOptions {
+        let p = |s: &str| started.then(|| PathBuf::from(s));
+        SittingOptions {
+            mode,
+            image: Some("r/p/i@sha256:0".into()),
+            kubeconfig: None,
+            context: None,
+            request_timeout: Duration::from_secs(10),
+            target: crate::analysis::recovery::Target::Follower,
+            method: crate::model::baseline::KubeMethod::Evict,
+            idle: None,
+            settle: None,
+            evict_timeout: Duration::from_secs(600),
+            recovery_timeout: Duration::from_secs(900),
+            environment: "GKE Autopilot, dlock-gke".into(),
+            label: started.then(|| "lab".into()),
+            out_dir: p("/tmp/out"),
+            readme: None,
+            ledger: p("/tmp/ledger.md"),
+            dry_run: false,
+            keep: false,
+            cleanup_pvc: started,
+            pod_monitoring: false,
+            reconnect_for: Duration::from_secs(300),
         }
     }
 
     #[test]
     fn what_attach_is_not_given_again_comes_from_the_sitting_that_started_it() {
-        let started = args(&[
-            "--image",
-            "r/p/i@sha256:0",
-            "--label",
-            "lab",
-            "--out-dir",
-            "/tmp/out",
-            "--ledger",
-            "/tmp/ledger.md",
-            "--cleanup-pvc",
-        ]);
+        let started = opts(Mode::Start, true);
         let r = Remembered::of(&started);
-        let mut attach = args(&["--attach", "--readme", "/tmp/other.md"]);
+        let mut attach =
+            SittingOptions { readme: Some("/tmp/other.md".into()), ..opts(Mode::Attach, false) };
         r.fill(&mut attach);
         assert_eq!(attach.label(), "lab");
         assert_eq!(attach.out_dir.as_deref(), Some(Path::new("/tmp/out")));
@@ -175,6 +184,6 @@ mod tests {
             "--label lab --out-dir /tmp/out --ledger /tmp/ledger.md --cleanup-pvc"
         );
         // Nothing remembered: the flags as given, the label's default.
-        assert_eq!(args(&["--fetch"]).label(), "gke");
+        assert_eq!(opts(Mode::Fetch, false).label(), "gke");
     }
 }
