@@ -189,8 +189,7 @@ test-sitting-day: kube-tools test-image-build deps
 # touched), then lw-lab's own faults (a missing tool, a namespace a killed run left), then
 # the clusters in three lanes side by side, each lane one cluster at a time in a directory
 # of its own (LW_LAB_TEST_DIR). Lane a holds the tests that time probes and elections on
-# the real nodes, then LAB_LANE_A_AFTER (a test that waits on Jobs, at nice
-# LAB_LANE_C_NICE); lane b, the faults, waits for the file LAB_LANE_B_AFTER names, if any
+# the real nodes; lane b, the faults, waits for the file LAB_LANE_B_AFTER names, if any
 # (make test runs test-etcd and the notebook first, so that the CPU-bound notebook never
 # runs beside a fault: docs/internals.md); lane c holds the tests that mostly wait on Jobs,
 # grace periods and scrapes, at a lower priority (nice LAB_LANE_C_NICE: its cluster and
@@ -198,9 +197,8 @@ test-sitting-day: kube-tools test-image-build deps
 # others. Lanes b and c write into target/test-lab-b.log and -c.log, printed when all end.
 # Every build comes first, and the lanes build nothing (TEST_IMAGE_BUILT).
 LAB_LANE_A := acceptance test-kube
-LAB_LANE_A_AFTER := test-in-cluster
 LAB_LANE_B := test-faults
-LAB_LANE_C := test-sitting-day test-image
+LAB_LANE_C := test-sitting-day test-in-cluster test-image
 LAB_LANE_C_NICE ?= 5
 test-lab-steps: kube-tools test-image-build deps
 	$(LW_LAB) --tools $(TOOLS) --dir $(TOOLS)/lab-test down
@@ -214,7 +212,6 @@ test-lab-steps: kube-tools test-image-build deps
 	LW_LAB_TEST_DIR=$(TOOLS)/lab-test-c nice -n $(LAB_LANE_C_NICE) $(MAKE) --no-print-directory TEST_IMAGE_BUILT=1 $(LAB_LANE_C) \
 	  >target/test-lab-c.log 2>&1 & c=$$!; \
 	a=0; $(MAKE) --no-print-directory TEST_IMAGE_BUILT=1 $(LAB_LANE_A) || a=$$?; \
-	nice -n $(LAB_LANE_C_NICE) $(MAKE) --no-print-directory TEST_IMAGE_BUILT=1 $(LAB_LANE_A_AFTER) || a=$$?; \
 	rb=0; wait $$b || rb=$$?; rc=0; wait $$c || rc=$$?; \
 	echo "--- lane b ($(LAB_LANE_B)): $$([ $$rb = 0 ] && echo passed || echo FAILED); its log, target/test-lab-b.log:"; \
 	cat target/test-lab-b.log; \
