@@ -13,19 +13,19 @@ pub(super) const MAINTENANCE_HEADER: &str = "| operation | first disrupted | ele
 
 /// What a method's GKE row says to do, until one is measured there.
 fn gke_method_todo(m: KubeMethod) -> String {
+    // The method by its one name (KubeMethod's, which clap takes too).
     let flags = match m {
-        KubeMethod::Evict => "",
-        KubeMethod::Delete => " --method delete",
-        KubeMethod::RollingRestart => " --method rolling-restart",
+        KubeMethod::Evict => String::new(),
+        m => format!(" --method {}", m.as_str()),
+    };
+    match m {
         // Autopilot manages its nodes: a cordon of ours may be refused, and its own node
         // upgrades are the drains there.
-        KubeMethod::Drain => {
-            return format!(
-                "on Autopilot, its own node upgrades are the drains (the continuous sampler records them; a cordon of ours may be refused); on GKE Standard run `{GKE_COMMAND} --method drain`"
-            );
-        }
-    };
-    format!("run `{GKE_COMMAND}{flags}`")
+        KubeMethod::Drain => format!(
+            "on Autopilot, its own node upgrades are the drains (the continuous sampler records them; a cordon of ours may be refused); on GKE Standard run `{GKE_COMMAND}{flags}`"
+        ),
+        _ => format!("run `{GKE_COMMAND}{flags}`"),
+    }
 }
 
 fn secs(v: Option<f64>) -> String {
