@@ -93,7 +93,7 @@ impl StatusClient {
             },
         };
         let answer = match h2.call(&self.uri, pace).await {
-            Err(Failure::BeforeAnswer(_)) if reused => match self.connect().await {
+            Err(CallFailure::BeforeAnswer(_)) if reused => match self.connect().await {
                 Ok(new) => {
                     h2 = new;
                     h2.call(&self.uri, pace).await
@@ -110,14 +110,14 @@ impl StatusClient {
                 }
                 (Ok(status), paced)
             }
-            Err(Failure::Rpc(message)) => {
+            Err(CallFailure::Rpc(message)) => {
                 // An answer, not a broken connection: keep it.
                 if let Ok(mut k) = self.kept.lock() {
                     *k = Some(h2);
                 }
                 (Err(message), paced)
             }
-            Err(Failure::BeforeAnswer(e) | Failure::Broken(e)) => (Err(e), None),
+            Err(CallFailure::BeforeAnswer(e) | CallFailure::Broken(e)) => (Err(e), None),
         }
     }
 
@@ -136,7 +136,7 @@ impl StatusClient {
 
 /// Why a call failed, which decides what becomes of its connection.
 #[derive(Debug)]
-enum Failure {
+enum CallFailure {
     /// The connection failed before any of the answer came: worth one more try.
     BeforeAnswer(String),
     /// The connection failed or broke the protocol mid-answer: dropped.
@@ -152,42 +152,44 @@ impl H2 {
     }
 
     /// Sends the request and reads the answer while polling the connection in this task.
-    async fn call(&mut self, uri: &http_types::Uri, pace: Pace) -> Result<Status, Failure> {
+    async fn call(&mut self, uri: &http_types::Uri, pace: Pace) -> Result<Status, CallFailure> {
         if let Some(Ok(mut p)) = self.paced.as_ref().map(|p| p.lock()) {
             p.start(pace);
         }
         let H2 { send, conn, .. } = self;
         let exchange = async {
-            let before = |e: h2::Error| Failure::BeforeAnswer(format!("HTTP/2: {e}"));
+            let before = |e: h2::Error| CallFailure::BeforeAnswer(format!("HTTP/2: {e}"));
             std::future::poll_fn(|cx| send.poll_ready(cx)).await.map_err(before)?;
             let request = http_types::Request::post(uri.clone())
                 .header("content-type", "application/grpc")
                 .header("te", "trailers")
                 .header("user-agent", concat!("leaderwatch/", env!("CARGO_PKG_VERSION")))
                 .body(())
-                .map_err(|e| Failure::Broken(format!("request: {e}")))?;
+                .map_err(|e| CallFailure::Broken(format!("request: {e}")))?;
             let (response, mut body) = send.send_request(request, false).map_err(before)?;
             body.send_data(Bytes::from_static(EMPTY_REQUEST), true).map_err(before)?;
             let response = response.await.map_err(before)?;
             read_answer(response).await
         };
-        let drive = Drive { exchange: std::pin::pin!(exchange), conn };
+        let drive = PolledCall { exchange: std::pin::pin!(exchange), conn };
         match drive.await {
             Some(answer) => answer,
-            None => Err(Failure::BeforeAnswer("HTTP/2: the member closed the connection".into())),
+            None => {
+                Err(CallFailure::BeforeAnswer("HTTP/2: the member closed the connection".into()))
+            }
         }
     }
 }
 
 /// The call, with the connection polled beside it: frames are written and read, pings
 /// and settings acknowledged, while the call waits. `None`: the connection ended first.
-struct Drive<'a, F> {
+struct PolledCall<'a, F> {
     exchange: Pin<&'a mut F>,
     conn: &'a mut Connection<H2Stream, Bytes>,
 }
 
-impl<F: Future<Output = Result<Status, Failure>>> Future for Drive<'_, F> {
-    type Output = Option<Result<Status, Failure>>;
+impl<F: Future<Output = Result<Status, CallFailure>>> Future for PolledCall<'_, F> {
+    type Output = Option<Result<Status, CallFailure>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // The connection first: what it reads this time is what the call then sees.
@@ -202,16 +204,23 @@ impl<F: Future<Output = Result<Status, Failure>>> Future for Drive<'_, F> {
         match ended {
             None => Poll::Pending,
             Some(None) => Poll::Ready(None),
-            Some(Some(e)) => Poll::Ready(Some(Err(Failure::BeforeAnswer(format!("HTTP/2: {e}"))))),
+            Some(Some(e)) => {
+                Poll::Ready(Some(Err(CallFailure::BeforeAnswer(format!("HTTP/2: {e}")))))
+            }
         }
     }
 }
 
 /// The answer's head, its one message and its trailers (or a trailers-only error).
-async fn read_answer(response: http_types::Response<h2::RecvStream>) -> Result<Status, Failure> {
-    let broken = |e: h2::Error| Failure::Broken(format!("HTTP/2: {e}"));
+async fn read_answer(
+    response: http_types::Response<h2::RecvStream>,
+) -> Result<Status, CallFailure> {
+    let broken = |e: h2::Error| CallFailure::Broken(format!("HTTP/2: {e}"));
     if response.status() != http_types::StatusCode::OK {
-        return Err(Failure::Broken(format!("HTTP {} to a gRPC call", response.status().as_u16())));
+        return Err(CallFailure::Broken(format!(
+            "HTTP {} to a gRPC call",
+            response.status().as_u16()
+        )));
     }
     // A trailers-only answer: an error, with no message.
     grpc_status(response.headers())?;
@@ -221,31 +230,35 @@ async fn read_answer(response: http_types::Response<h2::RecvStream>) -> Result<S
         let chunk = chunk.map_err(broken)?;
         let _ = body.flow_control().release_capacity(chunk.len());
         if message.len() + chunk.len() > RESPONSE_CAP {
-            return Err(Failure::Broken(too_large(RESPONSE_CAP)));
+            return Err(CallFailure::Broken(too_large(RESPONSE_CAP)));
         }
         message.extend_from_slice(&chunk);
     }
     match body.trailers().await.map_err(broken)? {
         Some(trailers) => grpc_status(&trailers)?,
-        None => return Err(Failure::Broken("gRPC answer without grpc-status".to_owned())),
+        None => return Err(CallFailure::Broken("gRPC answer without grpc-status".to_owned())),
     }
-    decode(&message).map_err(Failure::Broken)
+    decode(&message).map_err(CallFailure::Broken)
 }
 
 /// `grpc-status` (and `grpc-message`) of a header block: absent or 0 is fine, else the
 /// error as etcd-client wrote it (`Unavailable: etcdserver: ...`).
-fn grpc_status(headers: &http_types::HeaderMap) -> Result<(), Failure> {
+fn grpc_status(headers: &http_types::HeaderMap) -> Result<(), CallFailure> {
     let Some(code) = headers.get("grpc-status") else { return Ok(()) };
     let code = code
         .to_str()
         .ok()
         .and_then(|c| c.parse::<i32>().ok())
-        .ok_or_else(|| Failure::Broken(format!("grpc-status {code:?} is not a number")))?;
+        .ok_or_else(|| CallFailure::Broken(format!("grpc-status {code:?} is not a number")))?;
     if code == 0 {
         return Ok(());
     }
     let message = headers.get("grpc-message").map(|m| percent_decode(m.as_bytes()));
-    Err(Failure::Rpc(format!("{:?}: {}", tonic::Code::from_i32(code), message.unwrap_or_default())))
+    Err(CallFailure::Rpc(format!(
+        "{:?}: {}",
+        tonic::Code::from_i32(code),
+        message.unwrap_or_default()
+    )))
 }
 
 /// gRPC percent-encodes `grpc-message`.
@@ -385,11 +398,11 @@ mod tests {
         h.insert("grpc-status", "14".parse().unwrap());
         h.insert("grpc-message", "etcdserver%3A no leader".parse().unwrap());
         match grpc_status(&h) {
-            Err(Failure::Rpc(m)) => assert_eq!(m, "Unavailable: etcdserver: no leader"),
+            Err(CallFailure::Rpc(m)) => assert_eq!(m, "Unavailable: etcdserver: no leader"),
             other => panic!("{other:?}"),
         }
         h.insert("grpc-status", "x".parse().unwrap());
-        assert!(matches!(grpc_status(&h), Err(Failure::Broken(_))));
+        assert!(matches!(grpc_status(&h), Err(CallFailure::Broken(_))));
     }
 
     #[test]

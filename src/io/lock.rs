@@ -86,7 +86,7 @@ pub struct LockCanary {
 
 /// What a holder's tasks share.
 #[derive(Clone)]
-struct Shared {
+struct HolderShared {
     pool: Arc<Pool>,
     cfg: LockConfig,
     prefix: String,
@@ -95,7 +95,7 @@ struct Shared {
     leases: Arc<Mutex<Vec<i64>>>,
 }
 
-impl Shared {
+impl HolderShared {
     fn send(&self, e: LockEvent) {
         let _ = self.tx.send(e);
     }
@@ -133,7 +133,7 @@ impl LockCanary {
         let prefix = format!("{PREFIX}{run_id}/");
         let (tx, rx) = mpsc::unbounded_channel();
         let leases = Arc::new(Mutex::new(Vec::new()));
-        let s = Shared {
+        let s = HolderShared {
             pool: pool.clone(),
             cfg: cfg.clone(),
             prefix: prefix.clone(),
@@ -226,7 +226,7 @@ impl Drop for Session {
 }
 
 /// An event of holder `h` on session `s`.
-fn event(sh: &Shared, kind: K, h: u16, s: &Session) -> LockEvent {
+fn event(sh: &HolderShared, kind: K, h: u16, s: &Session) -> LockEvent {
     LockEvent {
         lease: s.lease,
         key: s.key.clone(),
@@ -238,7 +238,7 @@ fn event(sh: &Shared, kind: K, h: u16, s: &Session) -> LockEvent {
 /// then the lost lease revoked (once, as clientv3's `Session.Close` does: a lease the
 /// client gave up may still live at the server, and its key would block the lock until it
 /// expires) and a new session.
-async fn holder(sh: Shared, h: u16) {
+async fn holder(sh: HolderShared, h: u16) {
     loop {
         let Some(s) = session(&sh, h).await else { continue };
         while !s.is_lost() {
@@ -261,7 +261,7 @@ async fn holder(sh: Shared, h: u16) {
 }
 
 /// A new lease and its keep-alive; `None` (after a pause) when the grant failed.
-async fn session(sh: &Shared, h: u16) -> Option<Session> {
+async fn session(sh: &HolderShared, h: u16) -> Option<Session> {
     let ttl = sh.cfg.ttl_s;
     let started = sh.clock.stamp();
     let (member, granted) = sh
@@ -299,7 +299,7 @@ async fn session(sh: &Shared, h: u16) -> Option<Session> {
 
 /// Keeps the lease alive until it is lost (see the module header); then says so on `lost`.
 async fn keep_alive(
-    sh: Shared,
+    sh: HolderShared,
     h: u16,
     lease: i64,
     key: String,
@@ -362,7 +362,7 @@ async fn keep_alive(
 
 /// Whose lease a keep-alive event is about.
 struct Kept<'a> {
-    sh: &'a Shared,
+    sh: &'a HolderShared,
     h: u16,
     lease: i64,
     key: &'a str,
@@ -441,7 +441,7 @@ struct Tried {
 
 /// Acquires the lock for session `s`: its fencing token, or `None` when the lease was lost
 /// first.
-async fn acquire(sh: &Shared, h: u16, s: &Session) -> Option<i64> {
+async fn acquire(sh: &HolderShared, h: u16, s: &Session) -> Option<i64> {
     let requested = sh.clock.stamp();
     sh.send(event(sh, K::Requested, h, s));
     let mut errored = false;
@@ -485,7 +485,7 @@ async fn acquire(sh: &Shared, h: u16, s: &Session) -> Option<i64> {
 }
 
 /// The Txn of `concurrency.Mutex`'s tryAcquire.
-async fn try_acquire(sh: &Shared, s: &Session) -> (u64, Result<Tried, String>) {
+async fn try_acquire(sh: &HolderShared, s: &Session) -> (u64, Result<Tried, String>) {
     let (key, pfx, lease) = (s.key.clone(), sh.prefix.clone(), s.lease);
     sh.run(|c| {
         let (key, pfx) = (key.clone(), pfx.clone());
@@ -518,7 +518,7 @@ async fn try_acquire(sh: &Shared, s: &Session) -> (u64, Result<Tried, String>) {
 /// `concurrency.Mutex`'s waitDeletes and the Get after it: waits until no key created
 /// before ours is left, then confirms ours is still there. `(member, revision)` of that
 /// Get; `None` when our key is gone (the lease expired at the server).
-async fn wait_turn(sh: &Shared, h: u16, s: &Session, my_rev: i64) -> Option<(u64, i64)> {
+async fn wait_turn(sh: &HolderShared, h: u16, s: &Session, my_rev: i64) -> Option<(u64, i64)> {
     let failed = |member: u64, what: &str, e: String| LockEvent {
         member_id: member,
         error: format!("{what}: {e}"),
@@ -573,7 +573,7 @@ async fn wait_turn(sh: &Shared, h: u16, s: &Session, my_rev: i64) -> Option<(u64
 }
 
 /// Watches `key` from `rev` until it is deleted; an error when the stream fails first.
-async fn wait_delete(sh: &Shared, key: Vec<u8>, rev: i64) -> Result<(), String> {
+async fn wait_delete(sh: &HolderShared, key: Vec<u8>, rev: i64) -> Result<(), String> {
     let Some((i, c)) = sh.pool.for_stream() else { return Err("no member".into()) };
     let opened = tokio::time::timeout(
         sh.cfg.timeout,
@@ -604,7 +604,7 @@ async fn wait_delete(sh: &Shared, key: Vec<u8>, rev: i64) -> Result<(), String> 
 }
 
 /// Deletes our key, tried again until answered or the lease is lost.
-async fn release(sh: &Shared, h: u16, s: &Session, token: i64) {
+async fn release(sh: &HolderShared, h: u16, s: &Session, token: i64) {
     loop {
         if s.is_lost() {
             return;
@@ -637,7 +637,7 @@ async fn release(sh: &Shared, h: u16, s: &Session, token: i64) {
 
 /// The server's record: every key created and deleted under the prefix from `from`, the
 /// watch opened again from where it stopped when its stream fails.
-async fn observe(sh: Shared, mut from: i64) {
+async fn observe(sh: HolderShared, mut from: i64) {
     loop {
         let Some((i, c)) = sh.pool.for_stream() else { return };
         let opts = WatchOptions::new().with_prefix().with_prev_key().with_start_revision(from);

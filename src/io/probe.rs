@@ -203,12 +203,16 @@ impl Prober {
         let stamp = self.clock.stamp();
         // Pinned here and lent: moved into the deadline's future, each would be stored twice.
         let metrics = pin!(async {
-            if plan.metrics { self.metrics(pace).await.into() } else { Done::Part(Part::Skipped) }
+            if plan.metrics {
+                self.metrics(pace).await.into()
+            } else {
+                PartDone::Part(Part::Skipped)
+            }
         });
         let health = pin!(async {
             match plan.health {
                 HealthAsk::Ask => self.health(pace).await.into(),
-                HealthAsk::Keep(value, age) => Done::Part(Part::Kept { value, age }),
+                HealthAsk::Keep(value, age) => PartDone::Part(Part::Kept { value, age }),
             }
         });
         let status = pin!(async { self.status.status(pace).await.into() });
@@ -260,18 +264,18 @@ type Answer<T> = (Result<T, String>, Option<Paced>);
 
 /// What a part of a probe came to: an answer or an error to time, or a part already
 /// settled without asking (skipped, kept).
-enum Done<T> {
+enum PartDone<T> {
     Asked(Answer<T>),
     Part(Part<T>),
 }
 
-impl<T> Done<T> {
+impl<T> PartDone<T> {
     /// The part, timed from `t` when it was asked to when its answer came (as the kernel
     /// stamped it on a paced connection: read later, it is timed the same), and how it
     /// was read.
     fn settle(self, t: Instant) -> (Part<T>, Option<Paced>) {
         match self {
-            Done::Asked((r, paced)) => {
+            PartDone::Asked((r, paced)) => {
                 let ms = match paced {
                     Some(p) => {
                         p.arrived.into_std().saturating_duration_since(t).as_secs_f64() * 1e3
@@ -280,14 +284,14 @@ impl<T> Done<T> {
                 };
                 (Part::from_result(r, ms), paced)
             }
-            Done::Part(p) => (p, None),
+            PartDone::Part(p) => (p, None),
         }
     }
 }
 
-impl<T> From<Answer<T>> for Done<T> {
+impl<T> From<Answer<T>> for PartDone<T> {
     fn from(a: Answer<T>) -> Self {
-        Done::Asked(a)
+        PartDone::Asked(a)
     }
 }
 
@@ -299,9 +303,9 @@ type Settled<T> = (Part<T>, Option<Paced>);
 /// part: each timer registered costs the runtime a wakeup of its own.
 async fn under_one_deadline<A, B, C>(
     timeout: Duration,
-    mut a: Pin<&mut impl Future<Output = Done<A>>>,
-    mut b: Pin<&mut impl Future<Output = Done<B>>>,
-    mut c: Pin<&mut impl Future<Output = Done<C>>>,
+    mut a: Pin<&mut impl Future<Output = PartDone<A>>>,
+    mut b: Pin<&mut impl Future<Output = PartDone<B>>>,
+    mut c: Pin<&mut impl Future<Output = PartDone<C>>>,
 ) -> (Settled<A>, Settled<B>, Settled<C>) {
     let t = Instant::now();
     let (mut pa, mut pb, mut pc) = (None, None, None);
@@ -318,7 +322,7 @@ async fn under_one_deadline<A, B, C>(
 
 /// Polls a part not yet done; true once it is.
 fn step<T>(
-    part: Pin<&mut impl Future<Output = Done<T>>>,
+    part: Pin<&mut impl Future<Output = PartDone<T>>>,
     out: &mut Option<Settled<T>>,
     t: Instant,
     cx: &mut Context<'_>,

@@ -282,7 +282,7 @@ impl Env {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Part {
+enum ArgPlace {
     Command,
     Args,
 }
@@ -291,17 +291,17 @@ enum Part {
 #[derive(Debug, Clone)]
 struct Token {
     text: String,
-    part: Part,
+    part: ArgPlace,
     script: bool,
 }
 
 impl Token {
     fn place(&self) -> &'static str {
         match (self.part, self.script) {
-            (Part::Command, false) => "command",
-            (Part::Args, false) => "args",
-            (Part::Command, true) => "command (shell script)",
-            (Part::Args, true) => "args (shell script)",
+            (ArgPlace::Command, false) => "command",
+            (ArgPlace::Args, false) => "args",
+            (ArgPlace::Command, true) => "command (shell script)",
+            (ArgPlace::Args, true) => "args (shell script)",
         }
     }
 }
@@ -313,8 +313,8 @@ fn tokens(c: &Container) -> Vec<Token> {
         .command
         .iter()
         .flatten()
-        .map(tok(Part::Command))
-        .chain(c.args.iter().flatten().map(tok(Part::Args)))
+        .map(tok(ArgPlace::Command))
+        .chain(c.args.iter().flatten().map(tok(ArgPlace::Args)))
         .collect();
     let shell = t.first().is_some_and(|f| {
         matches!(basename(&f.text), "sh" | "bash" | "ash" | "dash" | "zsh" | "ksh")
