@@ -181,6 +181,15 @@ pub async fn remove_cgroups(ours: &dyn Fn(&str) -> bool) -> Vec<String> {
             }
             let mut dirs = Vec::new();
             collect_dirs(&e.path(), &mut dirs);
+            // A frozen process takes no SIGKILL until thawed (a run killed during a freeze
+            // fault left an etcd member so, in D state, 2026-12-07): thaw from the top, as
+            // a child stays frozen while its parent is.
+            let mut frozen: Vec<&PathBuf> =
+                dirs.iter().filter(|d| d.join("freezer.state").exists()).collect();
+            frozen.sort_by_key(|d| d.components().count());
+            for d in frozen {
+                let _ = std::fs::write(d.join("freezer.state"), "THAWED");
+            }
             for d in &dirs {
                 let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
                 for pid in procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()) {

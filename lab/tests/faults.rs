@@ -186,3 +186,32 @@ fn a_killed_cluster_leaves_containers_that_down_removes() {
         }
     }
 }
+
+/// Regression (2026-12-07): a run killed during a freeze fault left an etcd member frozen
+/// in its node's freezer cgroup, where SIGKILL waits (D state) and the cgroup cannot be
+/// removed; `down` now thaws what it kills. Here a process of our own stands in for it.
+#[test]
+fn a_frozen_process_left_by_a_killed_run_is_thawed_and_removed_by_down() {
+    let _one = LEFTOVERS.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().expect("tempdir");
+    let freezer = PathBuf::from("/sys/fs/cgroup/freezer/lwf0f0-n0");
+    let child = freezer.join("pod");
+    std::fs::create_dir_all(&child).expect("freezer cgroup (cgroup v1, root)");
+    let mut sleep = Command::new("sleep").arg("600").spawn().expect("sleep");
+    std::fs::write(child.join("cgroup.procs"), sleep.id().to_string()).expect("join the cgroup");
+    std::fs::write(freezer.join("freezer.state"), "FROZEN").expect("freeze");
+    let down = lw_lab().arg("--dir").arg(dir.path().join("lab")).arg("down").output();
+    let gone = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        sleep.try_wait().ok().flatten().is_some()
+    });
+    if !gone {
+        let _ = std::fs::write(freezer.join("freezer.state"), "THAWED");
+        let _ = sleep.kill();
+        let _ = sleep.wait();
+    }
+    let said = down.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    assert!(gone, "the frozen process outlived down: {said}");
+    assert!(!freezer.exists(), "its cgroup removed: {said}");
+    assert!(said.contains("lwf0f0-n0"), "said: {said}");
+}
