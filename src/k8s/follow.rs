@@ -202,7 +202,7 @@ pub async fn follow<F: Future<Output = ()>>(
     out: &mut StatusLine,
     mut shutdown: Pin<&mut F>,
 ) -> Result<Followed, KubeError> {
-    let mut seen = Seen::new();
+    let mut seen = SoFar::new();
     let mut watch = Watch::default();
     let mut reconnect = Reconnect::new(reconnect_for);
     let began = Instant::now();
@@ -271,7 +271,7 @@ fn secs(d: Duration) -> String {
 
 /// What following has printed already, the pod's log as it arrives, and what the events
 /// said (for [`trouble::trouble`]).
-struct Seen {
+struct SoFar {
     /// Each event printed, by uid and count (a repeated event prints again).
     events: HashSet<String>,
     /// The events about the Job and about its pod, oldest first.
@@ -287,10 +287,10 @@ struct Seen {
     first_line: bool,
 }
 
-impl Seen {
+impl SoFar {
     fn new() -> Self {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        Seen {
+        SoFar {
             events: HashSet::new(),
             job_events: Vec::new(),
             pod_events: Vec::new(),
