@@ -35,12 +35,11 @@ pub struct Reported {
 /// The table of the baselines at `paths` (each with the events.csv beside it), dry runs
 /// left out; one unreadable file is the error, for the table as for the CSV.
 pub fn report(paths: &[PathBuf], to: &TableTo) -> Result<Reported> {
-    let mut baselines =
-        paths.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
-    let given = baselines.len();
-    let left_out = baselines.iter().filter(|f| f.baseline.is_dry_run()).map(|f| f.path.clone());
-    let left_out: Vec<PathBuf> = left_out.collect();
-    baselines.retain(|f| !f.baseline.is_dry_run());
+    let all = paths.iter().map(|p| read::baseline_file(p)).collect::<Result<Vec<_>, _>>()?;
+    let given = all.len();
+    let (dry, baselines): (Vec<BaselineFile>, Vec<BaselineFile>) =
+        all.into_iter().partition(|f| f.baseline.is_dry_run());
+    let left_out = dry.into_iter().map(|f| f.path).collect();
     let (text, readme_changed) = match to {
         TableTo::Readme(readme) => (None, Some(update(readme, &baselines)?)),
         TableTo::Csv => (Some(crate::render::report::render_csv(&baselines)?), None),
