@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use leaderwatch::analysis::counts::Window;
-use leaderwatch::analysis::events::Tracker;
+use leaderwatch::analysis::member_changes::Tracker;
 use leaderwatch::io::local::{LocalCluster, LocalOptions};
 use leaderwatch::io::probe::ProbeConfig;
 use leaderwatch::io::round::{Sampler, probers};

@@ -29,13 +29,14 @@
 //! The order is that of the evidence's strength: a leader stalled on its disk also answers
 //! slowly, then not at all, and says it has no leader after the election; a starved one
 //! also stops answering altogether (its fsyncs look slow too, but so does its `/metrics`:
-//! see [`crate::analysis::events::slow_disk`]).
+//! see [`crate::analysis::member_changes::slow_disk`]).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use crate::model::baseline::{Cause, ElectionDetail, EventRef, WindowName};
+use crate::model::baseline::{ElectionDetail, EventRef, WindowName};
 use crate::model::clock::{Stamp, mono_secs};
+use crate::model::event::Cause;
 use crate::model::event::{Event, EventKind, Source};
 use crate::model::observation::Round;
 

@@ -11,19 +11,21 @@ use std::time::Duration;
 
 use crate::analysis::attribution::{self, EVIDENCE_WAIT, Elections};
 use crate::analysis::client::WriteTrail;
-use crate::analysis::events::Tracker;
 use crate::analysis::health::Fold;
 use crate::analysis::lock::SafetyCheck;
+use crate::analysis::member_changes::Tracker;
 use crate::analysis::windows::Windows;
+use crate::model::baseline::HealthRow;
 use crate::model::baseline::{ElectionDetail, MemberHealth, WindowName, WindowRecord};
+use crate::model::canary::CanaryRow;
 use crate::model::canary::{ClientFigures, Kind, Op};
 use crate::model::clock::Stamp;
 use crate::model::counts::Counts;
 use crate::model::event::{ElectionColumns, Event, EventKind, Source};
+use crate::model::lock::LockRow;
 use crate::model::lock::{LockEvent, LockEventKind, LockSafety};
 use crate::model::member::MemberName;
 use crate::model::observation::Round;
-use crate::model::rows::{CanaryRow, HealthRow, LockRow};
 
 /// The cadence of health.csv (window boundaries add rows of their own).
 pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
@@ -32,17 +34,17 @@ pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
 /// that a month of `sample` does not grow.
 const EVIDENCE_CAP: usize = 20_000;
 
-/// Rows to write, in the order they were made.
+/// The events.csv and health.csv rows the engine made, to write in the order they were made.
 #[derive(Debug, Default)]
-pub struct Rows {
+pub struct ToWrite {
     pub events: Vec<Event>,
     pub health: Vec<HealthRow>,
 }
 
 /// What one round made: its rows, and what the exporter shows of it.
 #[derive(Debug)]
-pub struct RoundRows {
-    pub rows: Rows,
+pub struct RoundOutput {
+    pub rows: ToWrite,
     pub export: Export,
 }
 
@@ -145,13 +147,13 @@ impl Engine {
 
     /// One round in the open window: what it changed, the health interval if one is due,
     /// and the elections whose late evidence has had time to arrive.
-    pub fn round(&mut self, r: &Round) -> RoundRows {
+    pub fn round(&mut self, r: &Round) -> RoundOutput {
         self.rounds += 1;
-        let mut rows = Rows::default();
+        let mut rows = ToWrite::default();
         let mut events: Vec<Event> =
             r.observations.iter().flat_map(|o| self.tracker.observe(o)).collect();
         events.extend(r.silent.iter().filter_map(|s| self.tracker.silent(s)));
-        crate::analysis::events::name_peers(&mut events, |id| self.elections.peer_name(id));
+        crate::analysis::member_changes::name_peers(&mut events, |id| self.elections.peer_name(id));
         let (transitions, elections) = self.windows.push(r);
         for t in &transitions {
             events.push(Event::new(
@@ -187,7 +189,7 @@ impl Engine {
             term: r.observations.iter().filter_map(|o| o.status.ok().map(|s| s.raft_term)).max(),
             leads: r.observations.iter().map(|o| (o.member.clone(), leads(o))).collect(),
         };
-        RoundRows { rows, export }
+        RoundOutput { rows, export }
     }
 
     /// Events written beside the rounds (the watchers', the disruptor's, leaderwatch's
@@ -376,7 +378,7 @@ impl Engine {
 
     /// Closes the open window and gives every election seen its cause: the last rows, and
     /// every window of the run, in order.
-    pub fn close_windows(&mut self, full_length: bool) -> (Rows, Vec<WindowRecord>) {
+    pub fn close_windows(&mut self, full_length: bool) -> (ToWrite, Vec<WindowRecord>) {
         let health = self.health_rows();
         let events = match self.series.last {
             Some(last) => self.attribute(&last, true),
@@ -391,7 +393,7 @@ impl Engine {
                 w.elections_detail.push(d.clone());
             }
         }
-        (Rows { events, health }, windows)
+        (ToWrite { events, health }, windows)
     }
 
     /// Every election attributed so far, with the window it is in.

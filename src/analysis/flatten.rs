@@ -1,5 +1,5 @@
 //! A baseline flattened into the tidy list of its figures ([`measurements`]), each a
-//! [`Measurement`] (one row, src/model/tidy_row.rs): the window table, the health table,
+//! [`Measurement`] (one row, src/model/measurement.rs): the window table, the health table,
 //! the CSV and `compare` only format, group or match that list. And [`compare`]: two lists
 //! side by side. Pure.
 
@@ -10,13 +10,13 @@ use chrono::{DateTime, Utc};
 
 use crate::analysis::attribution::k8s_reason;
 use crate::model::baseline::{
-    Baseline, Cause, Disruption, ElectionDetail, EventRef, Flag, MemberHealth, WindowName,
-    WindowRecord,
+    Baseline, Disruption, ElectionDetail, EventRef, Flag, MemberHealth, WindowName, WindowRecord,
 };
 use crate::model::canary::ClientFigures;
+use crate::model::event::Cause;
 use crate::model::event::EventKind;
 use crate::model::lock::{LockFigures, LockSafety, Verdict};
-use crate::model::tidy_row::{
+use crate::model::measurement::{
     BYTES, CLIENT, COUNT, LOCK, Measurement, PER_DISRUPTION, RECOVERY, SECONDS, TERMS,
 };
 

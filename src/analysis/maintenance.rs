@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::baseline::{
-    Baseline, Cause, KubeMethod, Maintenance, MemberReplacement, WindowName,
-};
+use crate::model::baseline::{Baseline, KubeMethod, Maintenance, MemberReplacement, WindowName};
+use crate::model::event::Cause;
 use crate::model::event::{Event, EventKind};
 
 /// The record of `op` from `(seconds since the request, event)` pairs in the order they

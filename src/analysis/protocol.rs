@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::analysis::cadence::Pages;
-use crate::analysis::engine::{Engine, Rows};
+use crate::analysis::engine::{Engine, ToWrite};
 use crate::model::baseline::WindowName;
 use crate::model::canary::Op;
 use crate::model::clock::Stamp;
@@ -110,7 +110,7 @@ impl Cut {
 /// that order, and the document (baseline.json, summary.json) with whether it is whole.
 #[derive(Debug)]
 pub struct Closing<T> {
-    pub rows: Rows,
+    pub rows: ToWrite,
     pub events: Vec<Event>,
     pub document: T,
     /// `None`: the protocol ran to its end.

@@ -13,10 +13,11 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::analysis::attribution::OWN;
-use crate::model::baseline::{Baseline, Cause};
+use crate::model::baseline::Baseline;
+use crate::model::event::Cause;
 use crate::model::event::{EventKind, EventRow};
+use crate::model::measurement::Measurement;
 use crate::model::rate::{Bound, Election, RateInput, RateInputKind};
-use crate::model::tidy_row::Measurement;
 
 /// A disruption in progress is cut from this event to its member's next `back` or
 /// `health_true`, or this long after it if none follows.

@@ -192,7 +192,7 @@ impl DoOp for Writer {
                             .await;
                         let id = match g {
                             Ok(id) => id,
-                            Err(e) => return (member, Err(format!("lease grant: {e}"))),
+                            Err(e) => return (member, Err(format!("lease grant: {}", e.text))),
                         };
                         if let Ok(mut l) = self.leases.lock() {
                             l.ids.push(id);
@@ -208,7 +208,8 @@ impl DoOp for Writer {
         };
         let value = crate::model::clock::ts(at.utc);
         let key = &self.key;
-        self.pool
+        let (member, r) = self
+            .pool
             .run(|c| {
                 let value = value.clone();
                 async move {
@@ -217,7 +218,8 @@ impl DoOp for Writer {
                     Ok((answered_by(r.header()), ()))
                 }
             })
-            .await
+            .await;
+        (member, r.map_err(String::from))
     }
 }
 
@@ -230,13 +232,15 @@ struct Reader {
 impl DoOp for Reader {
     async fn op(self, _at: Stamp) -> (u64, Result<(), String>) {
         let key = &self.key;
-        self.pool
+        let (member, r) = self
+            .pool
             .run(|c| async move {
                 // Linearizable (the default): it needs a leader, as a lock check does.
                 let r = c.kv_client().get(key.clone(), None).await?;
                 Ok((answered_by(r.header()), ()))
             })
-            .await
+            .await;
+        (member, r.map_err(String::from))
     }
 }
 

@@ -5,10 +5,12 @@
 
 use serde::Serialize;
 
+use crate::model::baseline::HealthRow;
+use crate::model::canary::CanaryRow;
 use crate::model::clock::ts;
 use crate::model::event::Event;
+use crate::model::lock::LockRow;
 use crate::model::observation::{Observation, Part, Round, Silent};
-use crate::model::rows::{CanaryRow, HealthRow, LockRow};
 
 pub const CANARY_HEADER: [&str; 10] = [
     "started",

@@ -107,7 +107,7 @@ impl HolderShared {
         Fut: std::future::Future<Output = Result<(u64, T), etcd_client::Error>>,
     {
         match tokio::time::timeout(self.cfg.timeout, self.pool.run(op)).await {
-            Ok(r) => r,
+            Ok((member, r)) => (member, r.map_err(String::from)),
             Err(_) => (
                 0,
                 Err(format!("timed out after {}", humantime::format_duration(self.cfg.timeout))),

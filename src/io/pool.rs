@@ -59,6 +59,30 @@ pub(crate) enum Failure {
     NotSent,
 }
 
+/// Why an op on the pool failed: its words in one line (what the files record) and the
+/// gRPC code a member answered with, if one did (what a caller acts on, never the words).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct OpError {
+    pub text: String,
+    pub code: Option<tonic::Code>,
+}
+
+impl OpError {
+    fn of(e: &etcd_client::Error) -> Self {
+        let code = match e {
+            etcd_client::Error::GRpcStatus(s) => Some(s.code()),
+            _ => None,
+        };
+        OpError { text: one_line(e), code }
+    }
+}
+
+impl From<OpError> for String {
+    fn from(e: OpError) -> String {
+        e.text
+    }
+}
+
 pub(crate) fn failure(e: &etcd_client::Error) -> Failure {
     let source = match e {
         etcd_client::Error::TransportError(t) => std::error::Error::source(t),
@@ -141,13 +165,14 @@ impl Pool {
 
     /// Runs `op` on the next member, and on the next again while the request never left,
     /// each member once: `(member id, result)`.
-    pub(crate) async fn run<T, F, Fut>(self: &Arc<Self>, op: F) -> (u64, Result<T, String>)
+    pub(crate) async fn run<T, F, Fut>(self: &Arc<Self>, op: F) -> (u64, Result<T, OpError>)
     where
         F: Fn(Client) -> Fut,
         Fut: std::future::Future<Output = Result<(u64, T), etcd_client::Error>>,
     {
         let mut tried = Vec::with_capacity(self.conns.len());
-        let mut last = (0, Err("the canary has no member".to_owned()));
+        let none = OpError { text: "the canary has no member".to_owned(), code: None };
+        let mut last = (0, Err(none));
         while let Some(i) = self.pick(&tried) {
             tried.push(i);
             match op(self.conns[i].client()).await {
@@ -158,7 +183,7 @@ impl Pool {
                 Err(e) => {
                     let f = failure(&e);
                     self.failed(i, f);
-                    last = (self.conns[i].id.load(Ordering::Relaxed), Err(one_line(&e)));
+                    last = (self.conns[i].id.load(Ordering::Relaxed), Err(OpError::of(&e)));
                     if f != Failure::NotSent {
                         break;
                     }
@@ -194,8 +219,9 @@ impl Pool {
             match tokio::time::timeout(within, revoke).await {
                 Ok((_, Ok(()))) => {}
                 // Already expired, or revoked with an earlier one: nothing left to delete.
-                Ok((_, Err(e))) if e.contains("not found") => {}
+                Ok((_, Err(e))) if e.code == Some(tonic::Code::NotFound) => {}
                 Ok((_, Err(e))) => {
+                    let e = e.text;
                     tracing::warn!(
                         "{who}: revoking lease {id:x}: {e} (it expires within {ttl_s} s)"
                     )
@@ -212,7 +238,7 @@ impl Pool {
         if let Err(e) = tokio::time::timeout(within, delete)
             .await
             .map_err(|_| "timed out".to_owned())
-            .and_then(|(_, r)| r)
+            .and_then(|(_, r)| r.map_err(String::from))
         {
             tracing::warn!("{who}: deleting {key}: {e}");
         }
@@ -333,6 +359,20 @@ pub(crate) fn answered_by(h: Option<&etcd_client::ResponseHeader>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The lease clean-up acts on etcd's code (a lease already gone is not worth a warning),
+    /// never on the words, which etcd may change.
+    #[test]
+    fn an_answered_not_found_keeps_its_code() {
+        let gone = etcd_client::Error::GRpcStatus(tonic::Status::not_found(
+            "etcdserver: requested lease not found",
+        ));
+        let e = OpError::of(&gone);
+        assert_eq!(e.code, Some(tonic::Code::NotFound));
+        assert!(e.text.contains("requested lease not found"), "{e:?}");
+        let other = OpError::of(&etcd_client::Error::InvalidArgs("no".into()));
+        assert_eq!(other.code, None);
+    }
 
     /// A pool on `urls` (lazy clients: nothing listens on them).
     async fn pool(urls: &[String]) -> Arc<Pool> {

@@ -12,8 +12,9 @@ use crate::analysis::rate::{cuts_from, election_of, pool, sitting_source};
 use crate::io::InputError;
 use crate::io::columns::EVENTS_HEADER;
 use crate::io::run_dir::EVENTS;
-use crate::model::baseline::{BASELINE, Baseline, Cause, SCHEMA_VERSION};
+use crate::model::baseline::{BASELINE, Baseline, SCHEMA_VERSION};
 use crate::model::clock::ts;
+use crate::model::event::Cause;
 use crate::model::event::{EventKind, EventRow};
 use crate::model::rate::{BaselineFile, Election, RateInput, RateInputKind, Residual};
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::analysis::engine::{RoundRows, Rows};
+use crate::analysis::engine::{RoundOutput, ToWrite};
 use crate::io::exporter::Exporter;
 use crate::io::run_dir::{CanaryRow, HealthRow, LockRow, RecordError, RunDir};
 use crate::model::canary::Op;
@@ -97,7 +97,7 @@ impl Recorder {
     }
 
     /// What the engine made of a round.
-    pub fn round(&mut self, r: &Round, made: &RoundRows) -> Result<(), RecordError> {
+    pub fn round(&mut self, r: &Round, made: &RoundOutput) -> Result<(), RecordError> {
         if let Some(e) = self.exporter.as_mut() {
             e.round(r, &made.export);
         }
@@ -105,7 +105,7 @@ impl Recorder {
     }
 
     /// Events, then health rows.
-    pub fn rows(&mut self, rows: &Rows) -> Result<(), RecordError> {
+    pub fn rows(&mut self, rows: &ToWrite) -> Result<(), RecordError> {
         self.events(&rows.events)?;
         self.health(&rows.health)
     }

@@ -16,9 +16,11 @@ use crate::io::columns::{
     event_record, health_row, lock_record, sample_row, silent_row,
 };
 use crate::io::rotate::Rotation;
+pub use crate::model::baseline::HealthRow;
+pub use crate::model::canary::CanaryRow;
 use crate::model::event::{Event, EventKind, Source};
+pub use crate::model::lock::LockRow;
 use crate::model::observation::Round;
-pub use crate::model::rows::{CanaryRow, HealthRow, LockRow};
 
 pub const SAMPLES: &str = "samples.csv";
 pub const EVENTS: &str = "events.csv";

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta};
 use kube::Api;
 use kube::api::PostParams;
 
-use super::{KubeError, api_error, call};
+use super::{KubeError, api_error, call, never_sent};
 use crate::io::disrupt::{DisruptError, Disruptor, Reporter};
 use crate::model::baseline::{DisruptionMethod, KubeMethod};
 use crate::model::clock::Clock;
@@ -123,9 +123,12 @@ impl KubeEvictor {
             let p = match call("get pod", self.request_timeout, self.pods.get_opt(&member.0)).await
             {
                 Ok(p) => p,
-                Err(e @ (KubeError::Timeout { .. } | KubeError::Api { .. }))
-                    if Instant::now() < deadline =>
-                {
+                Err(
+                    e @ (KubeError::Timeout { .. }
+                    | KubeError::Status { .. }
+                    | KubeError::Unreachable { .. }
+                    | KubeError::Api { .. }),
+                ) if Instant::now() < deadline => {
                     if !unreachable {
                         report.event(
                             member,
@@ -154,25 +157,6 @@ impl KubeEvictor {
     }
 }
 
-/// The request never reached the API server: its connection was refused.
-fn never_sent(e: &kube::Error) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>()
-            && io.kind() == std::io::ErrorKind::ConnectionRefused
-        {
-            return true;
-        }
-        cur = err.source();
-    }
-    connect_refused_text(&e.to_string())
-}
-
-/// hyper-util names a failed connect "client error (Connect)"; `call` keeps only the text.
-fn connect_refused_text(message: &str) -> bool {
-    message.contains("client error (Connect)") || message.contains("Connection refused")
-}
-
 /// "needs N healthy pods and has M" from a 429's causes, else its message.
 fn blocked_cause(s: &kube::core::Status) -> String {
     let causes: Vec<String> = s
@@ -198,9 +182,8 @@ impl Disruptor for KubeEvictor {
         let uid = loop {
             match call("get pod", self.request_timeout, self.pods.get(&member.0)).await {
                 Ok(p) => break p.metadata.uid,
-                Err(KubeError::Api { message, .. })
-                    if connect_refused_text(&message)
-                        && first.elapsed() + self.retry_every <= self.evict_timeout =>
+                Err(KubeError::Unreachable { message, .. })
+                    if first.elapsed() + self.retry_every <= self.evict_timeout =>
                 {
                     report.event(
                         member,

@@ -391,7 +391,7 @@ pub async fn delete(client: &Client, o: &Object, t: Duration) -> Result<(), Kube
     let name = o.meta().name.clone().unwrap_or_default();
     match call(&what, t, o.api(client).delete(&name, &dp)).await {
         Ok(_) => Ok(()),
-        Err(KubeError::Api { message, .. }) if message.starts_with("HTTP 404") => Ok(()),
+        Err(e) if e.status() == Some(404) => Ok(()),
         Err(e) => Err(e),
     }
 }

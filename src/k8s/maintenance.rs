@@ -178,7 +178,12 @@ impl Wait {
     /// An API error while polling: waited out until the deadline.
     fn tolerate(&mut self, e: KubeError, report: &Reporter) -> Result<()> {
         match e {
-            KubeError::Timeout { .. } | KubeError::Api { .. } if Instant::now() < self.deadline => {
+            KubeError::Timeout { .. }
+            | KubeError::Status { .. }
+            | KubeError::Unreachable { .. }
+            | KubeError::Api { .. }
+                if Instant::now() < self.deadline =>
+            {
                 if !self.said {
                     report.event(
                         &MemberName(String::new()),

@@ -40,6 +40,14 @@ pub enum KubeError {
         "Kubernetes API {what}: forbidden ({message}); deploy/k8s/leaderwatch/rbac.yaml grants what a sitting needs, with rbac-maintenance.yaml for a delete or a rolling restart, rbac-drain.yaml for a drain and rbac-port-forward.yaml for reaching the members by port-forward"
     )]
     Forbidden { what: String, message: String },
+    /// The API server answered with a status other than 403.
+    #[error("Kubernetes API {what}: HTTP {code}: {message}")]
+    Status { what: String, code: u16, message: String },
+    /// The request never reached the API server: its connection was refused.
+    #[error("Kubernetes API {what}: {message}")]
+    Unreachable { what: String, message: String },
+    /// Anything else: a connection that broke, an answer that could not be read, an object
+    /// that is not what was asked for.
     #[error("Kubernetes API {what}: {message}")]
     Api { what: String, message: String },
     #[error("Kubernetes API {what}: no answer within {timeout:?}")]
@@ -51,8 +59,11 @@ impl KubeError {
     pub fn status(&self) -> Option<u16> {
         match self {
             KubeError::Forbidden { .. } => Some(403),
-            KubeError::Api { message, .. } => message.strip_prefix("HTTP ")?.get(..3)?.parse().ok(),
-            KubeError::Config(_) | KubeError::Timeout { .. } => None,
+            KubeError::Status { code, .. } => Some(*code),
+            KubeError::Config(_)
+            | KubeError::Timeout { .. }
+            | KubeError::Unreachable { .. }
+            | KubeError::Api { .. } => None,
         }
     }
 
@@ -61,12 +72,11 @@ impl KubeError {
     /// request refreshes). A config error, a refusal (403) or a bad request stay as they are.
     pub fn transient(&self) -> bool {
         match self {
-            KubeError::Timeout { .. } => true,
+            KubeError::Timeout { .. } | KubeError::Unreachable { .. } | KubeError::Api { .. } => {
+                true
+            }
             KubeError::Config(_) | KubeError::Forbidden { .. } => false,
-            KubeError::Api { .. } => match self.status() {
-                None => true,
-                Some(code) => code >= 500 || matches!(code, 401 | 408 | 429),
-            },
+            KubeError::Status { code, .. } => *code >= 500 || matches!(code, 401 | 408 | 429),
         }
     }
 }
@@ -121,15 +131,34 @@ pub fn api_error(what: &str, e: kube::Error) -> KubeError {
         kube::Error::Api(s) if s.code == 403 => {
             KubeError::Forbidden { what: what.to_owned(), message: s.message.clone() }
         }
-        kube::Error::Api(s) => KubeError::Api {
+        kube::Error::Api(s) => {
+            KubeError::Status { what: what.to_owned(), code: s.code, message: s.message.clone() }
+        }
+        other if never_sent(&other) => KubeError::Unreachable {
             what: what.to_owned(),
-            message: format!("HTTP {}: {}", s.code, s.message),
+            message: crate::io::http::exchange::error_chain(&other),
         },
         other => KubeError::Api {
             what: what.to_owned(),
             message: crate::io::http::exchange::error_chain(&other),
         },
     }
+}
+
+/// The request never reached the API server: its connection was refused (hyper-util's
+/// connect error does not always carry the io::Error, so its words are read too).
+pub fn never_sent(e: &kube::Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::ConnectionRefused
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    let text = e.to_string();
+    text.contains("client error (Connect)") || text.contains("Connection refused")
 }
 
 /// A Kubernetes failure during a disruption, kept whole (the command says it as the API's).
@@ -145,18 +174,42 @@ mod tests {
 
     #[test]
     fn only_errors_that_can_clear_by_themselves_are_transient() {
-        let api = |m: &str| KubeError::Api { what: "get the Job".into(), message: m.into() };
+        let status = |code: u16| KubeError::Status {
+            what: "get the Job".into(),
+            code,
+            message: "words".into(),
+        };
         let timeout = KubeError::Timeout { what: "x".into(), timeout: Duration::from_secs(1) };
         assert!(timeout.transient());
-        assert!(api("error trying to connect: tcp connect error: Connection refused").transient());
-        assert!(api("HTTP 503: the server is currently unable").transient());
-        assert!(api("HTTP 401: Unauthorized").transient());
-        assert!(api("HTTP 429: too many requests").transient());
-        assert!(!api("HTTP 404: jobs.batch \"leaderwatch-measure\" not found").transient());
-        assert!(!api("HTTP 400: bad").transient());
+        let refused = KubeError::Unreachable { what: "x".into(), message: "refused".into() };
+        assert!(refused.transient() && refused.status().is_none());
+        assert!(KubeError::Api { what: "x".into(), message: "broke".into() }.transient());
+        for code in [503, 500, 401, 429, 408] {
+            assert!(status(code).transient(), "{code}");
+        }
+        for code in [404, 400, 409, 422] {
+            assert!(!status(code).transient(), "{code}");
+        }
         assert!(!KubeError::Forbidden { what: "x".into(), message: "no".into() }.transient());
         assert!(!KubeError::Config("x".into()).transient());
-        assert_eq!(api("HTTP 404: gone").status(), Some(404));
-        assert_eq!(api("HTTP error").status(), None);
+        assert_eq!(status(404).status(), Some(404));
+        assert_eq!(status(404).to_string(), "Kubernetes API get the Job: HTTP 404: words");
+    }
+
+    /// The caller acts on the variant, never on the words: a refused connection is
+    /// `Unreachable` (the eviction retries it until --evict-timeout).
+    #[tokio::test]
+    async fn a_refused_connection_is_unreachable_not_an_answer() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a port");
+            l.local_addr().expect("its address").port()
+        };
+        let url = format!("http://127.0.0.1:{port}").parse().expect("a url");
+        let client = from_config(Config::new(url), Duration::from_secs(2)).expect("a client");
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(client);
+        let e = call("list pods", Duration::from_secs(5), pods.list(&Default::default()))
+            .await
+            .expect_err("nothing listens there");
+        assert!(matches!(e, KubeError::Unreachable { .. }), "{e:?}");
     }
 }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::clock::Stamp;
 use crate::model::counts::{Counts, LeaderChanges, LeaderTransition};
-use crate::model::kind::{EventKind, Source};
+use crate::model::event::{Cause, EventKind, Source};
 
 pub const SCHEMA_VERSION: u32 = 3;
 pub const BASELINE: &str = "baseline.json";
@@ -139,34 +139,6 @@ pub struct ElectionDetail {
     /// running then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock_unavailable_s: Option<f64>,
-}
-
-named! {
-    /// Why an election happened, in attribution's order of precedence (src/analysis/
-    /// attribution.rs, docs/counting.md): [`Cause::ALL`] is that order. On disk as
-    /// `own_disruption`, `kubernetes`, ... in baseline.json and events.csv.
-    Cause {
-        /// Our own disruption (a signal, or the eviction leaderwatch asked for).
-        OwnDisruption = "own_disruption",
-        /// Kubernetes took the old leader's pod or node away.
-        Kubernetes = "kubernetes",
-        /// The old leader's process restarted.
-        Restart = "restart",
-        /// The old leader answered, but slowly, up to the election (`slow_answers`): its
-        /// CPU starved.
-        Cpu = "cpu",
-        /// The old leader stopped answering.
-        Unreachable = "unreachable",
-        /// The old leader's disk was slow (`slow_disk`: WAL fsync or backend commit p99).
-        Disk = "disk",
-        /// The network between the members: the old leader, still answering leaderwatch,
-        /// said it had no leader, or a link to or from it went down (`peer_down`).
-        Network = "network",
-        /// The old leader showed stress (heartbeat failures, slow applies).
-        Stress = "stress",
-        /// Nothing in the horizon explains it.
-        Unexplained = "unexplained",
-    }
 }
 
 /// Names one events.csv row.
@@ -536,4 +508,17 @@ impl Baseline {
     pub fn is_dry_run(&self) -> bool {
         self.disruption.as_ref().is_some_and(|d| d.method.dry_run)
     }
+}
+
+/// One member's health over one interval of health.csv.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HealthRow {
+    /// End of the interval (the start of its last round).
+    pub ts: DateTime<Utc>,
+    pub window: String,
+    pub member: String,
+    pub interval_start: DateTime<Utc>,
+    /// Monotonic seconds.
+    pub interval_s: f64,
+    pub health: MemberHealth,
 }

@@ -68,3 +68,12 @@ pub struct ClientFigures {
     pub write: KindFigures,
     pub read: KindFigures,
 }
+
+/// One canary op as canary.csv writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CanaryRow {
+    pub op: Op,
+    pub window: String,
+    /// The member that answered: its name, its hex id if the name is not known, or empty.
+    pub member: String,
+}

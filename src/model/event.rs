@@ -1,11 +1,12 @@
-//! One row of events.csv: what leaderwatch, the local cluster or Kubernetes did or saw.
+//! One row of events.csv: what leaderwatch, the local cluster or Kubernetes did or saw, and
+//! its words: who saw it ([`Source`]) and what happened ([`EventKind`]), each with its on-disk
+//! name. The files keep their words; the code matches on variants, so a misspelt kind does
+//! not compile.
 
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
 
-use crate::model::baseline::Cause;
 use crate::model::clock::Stamp;
-pub use crate::model::kind::{EventKind, Source};
 
 /// One row of events.csv (run_id is added by the recorder).
 #[derive(Debug, Clone, PartialEq)]
@@ -115,4 +116,199 @@ where
 {
     let s = String::deserialize(d)?;
     if s.is_empty() { Ok(None) } else { s.parse().map(Some).map_err(serde::de::Error::custom) }
+}
+
+named! {
+    /// Who saw or did what an events.csv row says.
+    Source {
+        /// leaderwatch itself: its polling, its run, its canary.
+        Leaderwatch = "leaderwatch",
+        /// The local cluster's own actions (`rehearse`'s disruptor).
+        Local = "local",
+        /// The API server: watchers and the Kubernetes disruptors.
+        Kubernetes = "kubernetes",
+        /// The recorder: what reopening, rotation and retention did to the files.
+        Record = "record",
+    }
+}
+
+named! {
+    /// What an events.csv row says happened. data/README.md lists them for readers.
+    EventKind {
+    /// `sample` started (its interval and members in the detail)
+    RunStarted = "run_started",
+    /// `sample` ended (why, and its rounds)
+    RunEnded = "run_ended",
+    /// a sitting started (idle, settle, target)
+    SittingStarted = "sitting_started",
+    /// a sitting ended: `complete`, or why not
+    SittingEnded = "sitting_ended",
+    /// `--metrics-addr` serves here
+    MetricsServing = "metrics_serving",
+    /// the canary runs
+    CanaryStarted = "canary_started",
+    /// the canary could not start; the run goes on without
+    CanaryFailed = "canary_failed",
+    /// the lock canary runs (its prefix, holders, TTL, hold)
+    LockCanaryStarted = "lock_canary_started",
+    /// the lock canary could not start; the run goes on without
+    LockCanaryFailed = "lock_canary_failed",
+    /// no canary write (or no lock grant) before the request; disrupting anyway
+    CanaryNotReady = "canary_not_ready",
+    /// the member chosen for the disruption
+    DisruptionTarget = "disruption_target",
+    /// the disruption was asked for
+    DisruptionRequested = "disruption_requested",
+    /// the disruptor failed; the sitting stops
+    DisruptionFailed = "disruption_failed",
+    /// a member answered none of its three parts
+    Unreachable = "unreachable",
+    /// a member answers again
+    Back = "back",
+    /// a member's probe is still in flight at the round's end
+    Unresponsive = "unresponsive",
+    /// `/health` says unhealthy
+    HealthFalse = "health_false",
+    /// `/health` says healthy again
+    HealthTrue = "health_true",
+    /// a member names another leader
+    LeaderChanged = "leader_changed",
+    /// a member's counter went down
+    CounterReset = "counter_reset",
+    /// a member's process start time moved
+    ProcessRestarted = "process_restarted",
+    /// a member's heartbeats failed or its applies were slow
+    Stress = "stress",
+    /// no more of either
+    StressOver = "stress_over",
+    /// a member's disk is slow: its WAL fsync p99 over etcd's 10 ms, or its backend
+    /// commit p99 over 25 ms, in one step of `/metrics`
+    SlowDisk = "slow_disk",
+    /// both under again
+    DiskOk = "disk_ok",
+    /// a member answers, but slowly: its Status RPC (no disk, no Raft) took over 250 ms,
+    /// as when its CPU is starved
+    SlowAnswers = "slow_answers",
+    /// its Status answers promptly again
+    AnswersPrompt = "answers_prompt",
+    /// a member's link to a peer went down (rafthttp: stream inactive, disconnected, or
+    /// messages it failed to send); the peer's member id in the detail
+    PeerDown = "peer_down",
+    /// that link is up again
+    PeerUp = "peer_up",
+    /// a member's round trips to a peer (rafthttp's prober) turned slow: p99 over 0.15 s
+    /// in one step of `/metrics`; the peer's member id in the detail. A starved or frozen
+    /// peer answers them late; a peer whose disk is slow does not
+    SlowRoundTrips = "slow_round_trips",
+    /// they are prompt again
+    RoundTripsOk = "round_trips_ok",
+    /// the members agree on a new leader
+    LeaderTransition = "leader_transition",
+    /// an election, with its terms and cause in columns
+    Election = "election",
+    /// SIGTERM sent to a member
+    SigtermSent = "sigterm_sent",
+    /// SIGKILL sent to a member
+    SigkillSent = "sigkill_sent",
+    /// SIGSTOP sent to a member
+    SigstopSent = "sigstop_sent",
+    /// the member's process exited
+    Exited = "exited",
+    /// the member's process started again
+    Restarted = "restarted",
+    /// SIGCONT sent: the frozen member runs again
+    Continued = "continued",
+    /// the PDB refused an eviction (429); it is retried
+    EvictionBlocked = "eviction_blocked",
+    /// the eviction was accepted
+    EvictionAccepted = "eviction_accepted",
+    /// the pod's DELETE was accepted
+    DeleteAccepted = "delete_accepted",
+    /// the replaced pod is gone
+    OldPodGone = "old_pod_gone",
+    /// its replacement is Ready
+    NewPodReady = "new_pod_ready",
+    /// a rolling restart was asked for
+    RolloutRequested = "rollout_requested",
+    /// the rollout replaces this member
+    RolloutReplacing = "rollout_replacing",
+    /// every member replaced
+    RolloutComplete = "rollout_complete",
+    /// the sitting ended with the rollout still running
+    RolloutLeftRunning = "rollout_left_running",
+    /// a node was cordoned
+    NodeCordoned = "node_cordoned",
+    /// a node's etcd pod was evicted from it
+    NodeDrained = "node_drained",
+    /// the node was uncordoned
+    NodeUncordoned = "node_uncordoned",
+    /// the node could not be uncordoned
+    UncordonFailed = "uncordon_failed",
+    /// a member's pod, as the watch first lists it
+    PodSeen = "pod_seen",
+    /// a member's pod was created
+    PodCreated = "pod_created",
+    /// a member's pod was bound to a node
+    PodScheduled = "pod_scheduled",
+    /// a member's pod changed phase
+    PodPhase = "pod_phase",
+    /// a member's pod became Ready
+    PodReady = "pod_ready",
+    /// a member's pod stopped being Ready
+    PodNotReady = "pod_not_ready",
+    /// a member's pod is terminating
+    PodDeleting = "pod_deleting",
+    /// a member's pod is gone
+    PodDeleted = "pod_deleted",
+    /// a member's pod has an address (the detail)
+    PodIp = "pod_ip",
+    /// a Kubernetes Event about a member (reason: message)
+    K8sEvent = "k8s_event",
+    /// a watch failed; it restarts
+    WatchError = "watch_error",
+    /// the API server did not answer
+    ApiUnreachable = "api_unreachable",
+    /// the API server answers again
+    ApiReachable = "api_reachable",
+    /// the run directory had rows from earlier runs (kept)
+    Reopened = "reopened",
+    /// a torn last line left by a crash was cut
+    Repaired = "repaired",
+    /// a day's file was closed
+    Rotated = "rotated",
+    /// a closed file was gzipped
+    Compressed = "compressed",
+    /// a file past retention was deleted
+    Deleted = "deleted",
+    /// rotation or retention failed (the rows are kept)
+    HousekeepingFailed = "housekeeping_failed",
+    }
+}
+
+named! {
+    /// Why an election happened, in attribution's order of precedence (src/analysis/
+    /// attribution.rs, docs/counting.md): [`Cause::ALL`] is that order. On disk as
+    /// `own_disruption`, `kubernetes`, ... in baseline.json and events.csv.
+    Cause {
+        /// Our own disruption (a signal, or the eviction leaderwatch asked for).
+        OwnDisruption = "own_disruption",
+        /// Kubernetes took the old leader's pod or node away.
+        Kubernetes = "kubernetes",
+        /// The old leader's process restarted.
+        Restart = "restart",
+        /// The old leader answered, but slowly, up to the election (`slow_answers`): its
+        /// CPU starved.
+        Cpu = "cpu",
+        /// The old leader stopped answering.
+        Unreachable = "unreachable",
+        /// The old leader's disk was slow (`slow_disk`: WAL fsync or backend commit p99).
+        Disk = "disk",
+        /// The network between the members: the old leader, still answering leaderwatch,
+        /// said it had no leader, or a link to or from it went down (`peer_down`).
+        Network = "network",
+        /// The old leader showed stress (heartbeat failures, slow applies).
+        Stress = "stress",
+        /// Nothing in the horizon explains it.
+        Unexplained = "unexplained",
+    }
 }

@@ -141,3 +141,12 @@ pub struct LockSafety {
     /// One line per grant made while an earlier one still held.
     pub overlaps: Vec<String>,
 }
+
+/// One lock canary event as locks.csv writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LockRow {
+    pub event: LockEvent,
+    pub window: String,
+    /// The member that answered: its name, its hex id if the name is not known, or empty.
+    pub member: String,
+}

@@ -1,7 +1,7 @@
 //! What the residual rate is made of and what it says: each input read (a baseline.json
 //! or a `sample` run directory, [`RateInput`]: its quiet spans, cuts and elections) and
 //! the figure `sample` keeps in summary.json ([`Residual`]). Pooling is
-//! src/analysis/rate.rs. (An events.csv row's source is another thing: model/kind.rs.)
+//! src/analysis/rate.rs. (An events.csv row's source is another thing: model/event.rs.)
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -15,7 +15,7 @@ pub struct Election {
     pub at: DateTime<Utc>,
     /// Raft-term delta (an election that took two terms counts 2, as everywhere else).
     pub terms: u64,
-    pub cause: crate::model::baseline::Cause,
+    pub cause: crate::model::event::Cause,
     /// The cause's event, for own and Kubernetes disruptions (cut from there to `at`).
     pub cause_at: Option<DateTime<Utc>>,
 }

@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 
 use crate::analysis::flatten::{Difference, is_election_figure, measurements};
 use crate::model::baseline::{EnvironmentKind, KubeMethod};
+use crate::model::measurement::{CLIENT, LOCK, Measurement, PER_DISRUPTION, RECOVERY};
 use crate::model::rate::BaselineFile;
-use crate::model::tidy_row::{CLIENT, LOCK, Measurement, PER_DISRUPTION, RECOVERY};
 use crate::render::InternalError;
 
 mod health;

@@ -785,7 +785,7 @@ fn the_shell_splitter_keeps_quotes_and_drops_comments_and_substitutions() {
 }
 
 /// data/README.md names every events.csv kind and source the code can write (the enums in
-/// src/model/kind.rs), so a reader of the files finds each word explained.
+/// src/model/event.rs), so a reader of the files finds each word explained.
 #[test]
 fn every_event_kind_and_source_is_in_data_readme() {
     use leaderwatch::model::event::{EventKind, Source};

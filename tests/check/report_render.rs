@@ -11,10 +11,11 @@ use std::path::{Path, PathBuf};
 use leaderwatch::analysis::flatten::{CAUSES, compare, measurements};
 use leaderwatch::io::read;
 use leaderwatch::model::baseline::{
-    Baseline, Cause, ElectionDetail, EnvironmentKind, EventRef, Flag, WindowName,
+    Baseline, ElectionDetail, EnvironmentKind, EventRef, Flag, WindowName,
 };
+use leaderwatch::model::event::Cause;
+use leaderwatch::model::measurement::Measurement;
 use leaderwatch::model::rate::BaselineFile;
-use leaderwatch::model::tidy_row::Measurement;
 use leaderwatch::render::report;
 
 fn fixture(name: &str) -> PathBuf {

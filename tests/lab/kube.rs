@@ -156,7 +156,7 @@ fn all_ours(b: &Baseline, what: &str) {
         .map(|e| (e.term_to, e.cause, e.cause_event.as_ref().map(|c| c.kind)))
         .collect();
     assert!(
-        causes.iter().all(|c| c.1 == leaderwatch::model::baseline::Cause::OwnDisruption),
+        causes.iter().all(|c| c.1 == leaderwatch::model::event::Cause::OwnDisruption),
         "{what}: every election caused by our own operation: {causes:?}"
     );
 }

@@ -4,7 +4,7 @@
 //! threshold. Pure: rendered from the measurement list like the rest of the report.
 
 use super::{get, groups, value};
-use crate::model::tidy_row::{BYTES, Measurement, SECONDS};
+use crate::model::measurement::{BYTES, Measurement, SECONDS};
 
 /// A latency in milliseconds, about three significant digits.
 pub(super) fn ms(s: f64) -> String {
