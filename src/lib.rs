@@ -58,9 +58,9 @@ pub enum Error {
     /// The local etcd cluster could not be found, started or driven.
     #[error("{words}", words = local(.0))]
     Local(#[from] io::local::LocalError),
-    /// A sitting ended without its full result (interrupted, or no recovery in time);
+    /// A trial ended without its full result (interrupted, or no recovery in time);
     /// what it measured is written.
-    #[error("sitting incomplete: {0}")]
+    #[error("trial incomplete: {0}")]
     Incomplete(String),
     /// The Kubernetes API could not be reached, refused (403), or failed a request.
     #[error(transparent)]
@@ -138,7 +138,7 @@ impl From<render::alert::NoThreshold> for Error {
             ),
             NoThreshold::NoneComplete => "no complete baseline to derive the alert from".to_owned(),
             NoThreshold::NoLeaderLost { used } => format!(
-                "none of the {used} baseline(s) used disrupted a leader, so a threshold from them says nothing about a leader loss (one election or more each): add a leader sitting (--target leader) or a rolling restart, or pass --force"
+                "none of the {used} baseline(s) used disrupted a leader, so a threshold from them says nothing about a leader loss (one election or more each): add a leader trial (--target leader) or a rolling restart, or pass --force"
             ),
         })
     }

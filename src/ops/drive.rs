@@ -672,7 +672,7 @@ pub async fn run_trial_with<D: Disruptor, S: Rounds>(
     drive.serve_metrics()?;
     let ended = drive.run(Trial::new(plan), Some((disruptor, source))).await?;
     let path = drive.write_json(BASELINE, &ended.document)?;
-    tracing::info!(baseline = %path.display(), status = %ended.document.status, "sitting written");
+    tracing::info!(baseline = %path.display(), status = %ended.document.status, "trial written");
     match (ended.cut, ended.disruptor_error) {
         (None, _) => Ok(ended.document),
         (Some(_), Some(e @ Error::Kube(_))) => Err(e),

@@ -11,6 +11,7 @@ use std::time::Duration;
 pub mod drive;
 pub mod measure;
 pub mod preflight;
+pub mod recount;
 pub mod rehearse;
 pub mod report;
 pub mod sample;
@@ -39,7 +40,7 @@ pub fn trial_windows(
     let floor = crate::io::test_hooks::min_idle(crate::analysis::trial::MIN_IDLE)?;
     if !dry_run && idle < floor {
         return Err(format!(
-            "--idle {}: a real sitting idles at least {} (the spec's window); a --dry-run may idle less, `rehearse` is for short runs",
+            "--idle {}: a real trial idles at least {} (the spec's window); a --dry-run may idle less, `rehearse` is for short runs",
             humantime::format_duration(idle),
             humantime::format_duration(floor)
         ));
