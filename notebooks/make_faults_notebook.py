@@ -114,7 +114,10 @@ else:
         spans += mine
         for ev in sorted(rd.glob("*/events.csv")):
             e = pd.read_csv(ev, parse_dates=["ts"], keep_default_na=False)
-            for x in e[e["kind"] == "election"].itertuples():
+            # An election_revised row (leaderwatch recount) is the last word on its terms.
+            el = e[e["kind"].isin(["election", "election_revised"])]
+            el = el.drop_duplicates(subset=["term_from", "term_to"], keep="last")
+            for x in el.itertuples():
                 fault = next((f for f, a0, a1 in mine if a0 <= x.ts <= a1), "no fault")
                 cells[(fault, x.cause)] = cells.get((fault, x.cause), 0) + 1
     m = pd.Series(cells).unstack(fill_value=0) if cells else pd.DataFrame()

@@ -16,8 +16,8 @@ pub use crate::ops::measure::args::{
 
 mod examples;
 use examples::{
-    MEASURE_EXAMPLES, PREFLIGHT_EXAMPLES, RATE_EXAMPLES, REHEARSE_EXAMPLES, REPORT_EXAMPLES,
-    SAMPLE_EXAMPLES, SITTING_EXAMPLES,
+    MEASURE_EXAMPLES, PREFLIGHT_EXAMPLES, RATE_EXAMPLES, RECOUNT_EXAMPLES, REHEARSE_EXAMPLES,
+    REPORT_EXAMPLES, SAMPLE_EXAMPLES, SITTING_EXAMPLES,
 };
 
 /// `-o` of `preflight` and `compare`.
@@ -76,6 +76,11 @@ pub enum Command {
     /// interval) over the quiet time of trials (baseline.json) and `sample` run directories.
     #[command(after_help = RATE_EXAMPLES)]
     Rate(RateArgs),
+    /// Count a recorded run's elections again from its samples.csv and events.csv with
+    /// this version's rules (terms, leaders, time without a leader, cause), list what
+    /// differs from its baseline.json or summary.json, and with --write rewrite that file.
+    #[command(after_help = RECOUNT_EXAMPLES)]
+    Recount(RecountArgs),
     /// Every figure of two baselines (windows, causes, member health, recovery) side by
     /// side, matched by window, member and figure, with B − A.
     #[command(
@@ -276,6 +281,18 @@ pub struct RateArgs {
     /// Output: text (a table), json, or csv (the columns of report --format csv).
     #[arg(short = 'o', long, value_enum, default_value = "text")]
     pub output: RateOutput,
+}
+
+#[derive(Debug, Args)]
+pub struct RecountArgs {
+    /// Run directories (samples.csv, events.csv and baseline.json or summary.json), or
+    /// directories holding them one level down (e.g. data/).
+    #[arg(required = true, value_name = "PATH")]
+    pub paths: Vec<PathBuf>,
+    /// Rewrite each baseline.json or summary.json whose figures change (atomically; the
+    /// raw files are never touched). Without it nothing is written.
+    #[arg(long)]
+    pub write: bool,
 }
 
 /// `--confidence`: a probability strictly between 0 and 1 (0.95, or 95%).

@@ -8,7 +8,7 @@ use clap::Parser;
 use leaderwatch::Error;
 use leaderwatch::cli::{Cli, Command};
 use leaderwatch::commands::{
-    compare, measure, pack, preflight, rate, rehearse, report, sample, sitting,
+    compare, measure, pack, preflight, rate, recount, rehearse, report, sample, sitting,
 };
 use leaderwatch::model::exit;
 
@@ -63,6 +63,7 @@ fn main() {
             Command::Preflight(a) => preflight::command(a).await,
             Command::Measure(a) => measure::command(a, shutdown_signal()).await,
             Command::Rate(a) => rate::command(a),
+            Command::Recount(a) => recount::command(a),
             Command::Sitting(a) => sitting::command(a, shutdown_signal()).await,
             Command::Pack(a) => pack::command(a),
         }

@@ -93,6 +93,15 @@ pub struct Pending {
     pub leaderless_s: Option<f64>,
 }
 
+/// A stretch of rounds in which no majority of the members named a leader.
+#[derive(Debug, Clone, PartialEq)]
+struct Leaderless {
+    since: Stamp,
+    until: Stamp,
+    /// Who a majority named in the round that ended it.
+    ended_by: u64,
+}
+
 /// Finds elections in a run, one round at a time. O(members) state plus the elections
 /// not yet attributed.
 #[derive(Debug, Clone, Default)]
@@ -112,6 +121,10 @@ pub struct Elections {
     replaced: Option<u64>,
     /// Start of the first round of the current stretch without a quorum leader.
     leaderless_since: Option<Stamp>,
+    /// The last stretch without a quorum leader that no election has taken yet, and the
+    /// leader that ended it: the new leader can be named a round before its term shows,
+    /// so the stretch ends before the election it belongs to is seen.
+    unclaimed: Option<Leaderless>,
     /// Start of the last round in which each member's `/metrics` answered, by name.
     metrics_read: BTreeMap<String, Stamp>,
     pending: Vec<Pending>,
@@ -192,14 +205,20 @@ impl Elections {
                 self.leaderless_since.get_or_insert(r.started);
             }
             Some((l, term)) => {
+                if let Some(since) = self.leaderless_since.take() {
+                    self.unclaimed = Some(Leaderless { since, until: r.started, ended_by: l });
+                }
                 for p in
                     self.pending.iter_mut().filter(|p| p.new_leader.is_none() && term >= p.term_to)
                 {
                     p.new_leader = Some(l);
-                    p.leaderless_s =
-                        Some(self.leaderless_since.map_or(0.0, |s| s.secs_to(&r.started).max(0.0)));
+                    // The stretch this leader ended, if it ended no earlier than the last
+                    // round at the old term (an older one belongs to an older election).
+                    let s = self
+                        .unclaimed
+                        .take_if(|s| s.ended_by == l && p.after.secs_to(&s.until) >= 0.0);
+                    p.leaderless_s = Some(s.map_or(0.0, |s| s.since.secs_to(&s.until).max(0.0)));
                 }
-                self.leaderless_since = None;
             }
         }
     }

@@ -439,7 +439,9 @@ impl Engine {
 }
 
 /// An election's `election` row: its figures in words, and in columns of their own.
-fn election_row(observed: Stamp, d: &ElectionDetail) -> Event {
+/// An election's events.csv row: its figures in words for people, its terms and cause in
+/// columns for readers.
+pub fn election_row(observed: Stamp, d: &ElectionDetail) -> Event {
     let pointer = d.cause_event.as_ref().map_or(String::new(), |e| {
         format!(" ({} {} {})", e.source, e.kind, crate::model::clock::ts(e.ts))
     });

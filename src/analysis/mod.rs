@@ -15,6 +15,7 @@ pub mod member_changes;
 pub mod poisson;
 pub mod protocol;
 pub mod rate;
+pub mod recount;
 pub mod recovery;
 pub mod sampling;
 pub mod trial;

@@ -153,3 +153,15 @@ Examples:
 
 Ctrl-C or SIGTERM ends the run and writes summary.json. Re-running with the same --out
 appends (new run_id) after repairing a line torn by a crash.";
+
+pub(super) const RECOUNT_EXAMPLES: &str = "\
+Recounted from samples.csv (the Status answers) and events.csv: each election's old and new
+leader, its time without a leader and its cause. Kept as recorded: the instants, the
+canaries' figures and the health figures (samples.csv keeps too little of /metrics). Each
+changed figure is one line: FILE: terms A -> B: FIELD RECORDED -> RECOUNTED. Exit 0 when
+every run was read (changed or not), 2 when one could not be.
+
+Examples:
+  leaderwatch recount data/fault-node-20261207T001728Z/node-loss-toleration
+  leaderwatch recount data/ data/fault-node-20261207T001728Z --write
+";

@@ -7,6 +7,7 @@ pub mod measure;
 pub mod pack;
 pub mod preflight;
 pub mod rate;
+pub mod recount;
 pub mod rehearse;
 pub mod report;
 pub mod sample;

@@ -9,6 +9,7 @@ pub mod disrupt;
 pub mod exporter;
 pub mod grpc;
 pub mod http;
+pub mod json_edit;
 pub mod local;
 pub mod lock;
 pub mod metrics;
@@ -22,6 +23,7 @@ pub mod registry;
 pub mod rotate;
 pub mod round;
 pub mod run_dir;
+pub mod samples;
 pub mod test_hooks;
 
 use std::path::{Path, PathBuf};

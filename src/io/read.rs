@@ -143,7 +143,7 @@ fn from_sample(dir: &Path) -> Result<RateInput, InputError> {
         spans.push((*start, end));
     }
     let mut elections = Vec::new();
-    for r in rows.iter().filter(|r| r.kind == EventKind::Election) {
+    for r in last_word_on_each_election(&rows) {
         match election_of(r) {
             Some(e) => elections.push(e),
             None => {
@@ -172,6 +172,20 @@ fn from_sample(dir: &Path) -> Result<RateInput, InputError> {
         elections,
         notes,
     })
+}
+
+/// The `election` rows, each replaced by the last `election_revised` row for the same
+/// terms (a recount's), in the order of the originals.
+fn last_word_on_each_election(rows: &[EventRow]) -> Vec<&EventRow> {
+    let terms = |r: &EventRow| r.election().map(|c| (c.term_from, c.term_to));
+    let mut out: Vec<&EventRow> = rows.iter().filter(|r| r.kind == EventKind::Election).collect();
+    for revised in rows.iter().filter(|r| r.kind == EventKind::ElectionRevised) {
+        let Some(t) = terms(revised) else { continue };
+        if let Some(slot) = out.iter_mut().find(|r| terms(r) == Some(t)) {
+            *slot = revised;
+        }
+    }
+    out
 }
 
 /// Reads every PATH (see [`source`]); a directory that is neither a sitting nor a sample

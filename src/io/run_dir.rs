@@ -454,6 +454,23 @@ impl RunDir {
     }
 }
 
+/// Appends `events` to a closed run's events.csv (`recount --write`): rows after the
+/// last, none rewritten, synced before this returns.
+pub fn append_to_closed_events(
+    path: &Path,
+    run_id: &str,
+    events: &[Event],
+) -> Result<(), RecordError> {
+    let f = OpenOptions::new().append(true).open(path).map_err(io_err(path))?;
+    let mut w = csv::WriterBuilder::new().has_headers(false).from_writer(f);
+    for e in events {
+        w.write_record(event_record(e, run_id))
+            .map_err(|source| RecordError::Csv { path: path.to_owned(), source })?;
+    }
+    let f = w.into_inner().map_err(|e| io_err(path)(e.into_error()))?;
+    f.sync_all().map_err(io_err(path))
+}
+
 /// Writes JSON so that a reader sees the old file or the new one, never half of one.
 pub fn write_json_atomic<T: Serialize>(path: &Path, value: &T) -> Result<PathBuf, RecordError> {
     let mut body = serde_json::to_vec_pretty(value)

@@ -206,6 +206,9 @@ named! {
     LeaderTransition = "leader_transition",
     /// an election, with its terms and cause in columns
     Election = "election",
+    /// an election's figures given again after the fact (`leaderwatch recount`), in the
+    /// same columns: readers take the last row for each pair of terms
+    ElectionRevised = "election_revised",
     /// SIGTERM sent to a member
     SigtermSent = "sigterm_sent",
     /// SIGKILL sent to a member

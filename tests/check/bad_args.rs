@@ -11,7 +11,7 @@ fn run_bad(args: &[&str]) -> (i32, String) {
 
 /// `(command line, exit code, what stderr must name)`; `{out}` is the run directory the
 /// command must not create, `{taken}` a port already bound, `{ep}` a member nobody answers.
-const BAD: [(&str, i32, &str); 16] = [
+const BAD: [(&str, i32, &str); 17] = [
     ("measure --idle 5m --out {out}", 2, "at least 20m"),
     // Said before any cluster is asked; a --dry-run may idle less.
     ("sitting --image r.example/p/lw@sha256:00 --idle 5m --kubeconfig {out}", 2, "at least 20m"),
@@ -48,6 +48,7 @@ const BAD: [(&str, i32, &str); 16] = [
     // the message was said ("...were not provided:" and nothing).
     ("sample --endpoint {ep} --lock-canary --out {out}", 2, "not provided: --canary"),
     ("rehearse --lock-ttl 1500ms --out {out}", 2, "whole seconds"),
+    ("recount {out}", 2, "No such file"),
 ];
 
 #[test]

@@ -23,6 +23,7 @@ mod manifests;
 mod metrics_fixtures;
 mod order_file;
 mod rate_cli;
+mod recount;
 mod recovery_props;
 mod report_cli;
 mod report_render;

@@ -385,6 +385,43 @@ fn a_hand_over_seen_before_its_term_keeps_the_old_leader() {
     );
 }
 
+/// Regression (data/fault-node-20261207T001728Z/node-loss-toleration): the survivors said
+/// RAFT NO LEADER for 15.8 s, then named their new leader a round before its term showed;
+/// the stretch without a leader ended before the election existed, and the election was
+/// recorded as leaderless 0.0 s.
+#[test]
+fn a_leaderless_stretch_ended_a_round_before_the_term_shows_is_the_elections() {
+    let base = stamp(0.0);
+    let mut el = Elections::new(3);
+    let rounds = [
+        round(0, &base, 0.0, &[Some((1, 7)), Some((1, 7)), Some((1, 7))]),
+        round(1, &base, 1.0, &[None, Some((0, 7)), Some((0, 7))]),
+        round(2, &base, 9.0, &[None, Some((0, 7)), Some((0, 7))]),
+        // m1 (id 2) named by both survivors, the Status term still the old one ...
+        round(3, &base, 16.0, &[None, Some((2, 7)), Some((2, 7))]),
+        // ... which shows a round later.
+        round(4, &base, 16.1, &[None, Some((2, 9)), Some((2, 9))]),
+    ];
+    for r in &rounds {
+        el.push(r, WindowName::Sample);
+    }
+    let ready = el.ready(&rounds[4].started, true);
+    let d = el.detail(&ready[0], &[], DEFAULT_HORIZON);
+    assert_eq!((d.term_from, d.term_to, d.new_leader.as_deref()), (7, 9, Some("m1")));
+    assert!((d.leaderless_s.expect("leaderless") - 15.0).abs() < 1e-9, "{d:?}");
+    // A later election with no stretch of its own does not take an old one.
+    let later = [
+        round(5, &base, 30.0, &[None, Some((3, 10)), Some((3, 10))]),
+        round(6, &base, 30.1, &[None, Some((3, 10)), Some((3, 10))]),
+    ];
+    for r in &later {
+        el.push(r, WindowName::Sample);
+    }
+    let ready = el.ready(&later[1].started, true);
+    let d = el.detail(&ready[0], &[], DEFAULT_HORIZON);
+    assert_eq!((d.term_from, d.term_to, d.leaderless_s), (9, 10, Some(0.0)), "{d:?}");
+}
+
 #[test]
 fn only_reasons_that_take_a_member_away_are_kubernetes_causes() {
     assert_eq!(
