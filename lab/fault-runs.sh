@@ -19,6 +19,9 @@
 #                                    pod); the control plane's view of it every 5 s in each
 #                                    run's control-plane.csv, its Events in k8s-events.json
 #
+# Each run directory also gets the host's load every second while it ran (vmstat.txt:
+# a lab on 2 cores can starve its own members) and each member's etcd log for the run
+# (etcd-<pod>.log, with timestamps: the members' own account of their elections).
 # One run directory per sweep point or fault under OUT (default data/fault-<mode>-<UTC>/), the
 # harness's own log beside them (faults.csv: the ground truth, never read by leaderwatch)
 # and points.csv (run directory, lw-lab fault's arguments, from, to: one row per injection).
@@ -50,8 +53,11 @@ lw=${LEADERWATCH:-$repo/target/release/leaderwatch}
 [ -x "$lw" ] || { echo "fault-runs: $lw missing: make build first (or LEADERWATCH=path)" >&2; exit 3; }
 mkdir -p "$out"
 sample_pid=
+vmstat_pid=
+sample_since=
 finish() {
   [ -z "$sample_pid" ] || kill -TERM "$sample_pid" 2>/dev/null || true
+  [ -z "$vmstat_pid" ] || kill "$vmstat_pid" 2>/dev/null || true
   [ -f "$dir/faults.csv" ] && cp "$dir/faults.csv" "$out/faults.csv"
   "${lab[@]}" down >/dev/null || true
   chown -R --reference=data "$out" 2>/dev/null || true
@@ -72,6 +78,9 @@ start_sample() {
   "$lw" sample --interval 100ms --metrics-interval 1s --canary --out "$1" "${eps[@]}" \
     >"$1.log" 2>&1 &
   sample_pid=$!
+  vmstat -t -w 1 >"$1.vmstat" &
+  vmstat_pid=$!
+  sample_since=$(date -u +%FT%TZ)
   sleep 5
 }
 
@@ -102,6 +111,14 @@ stop_sample() {
   wait "$sample_pid" || true
   sample_pid=
   mv "$1.log" "$1/sample.log"
+  kill "$vmstat_pid" 2>/dev/null || true
+  wait "$vmstat_pid" 2>/dev/null || true
+  mv "$1.vmstat" "$1/vmstat.txt"
+  local pod
+  for pod in $("$KUBECTL" -n dlock get pods -l app.kubernetes.io/name=dlock-etcd -o name); do
+    "$KUBECTL" -n dlock logs "$pod" --timestamps --since-time="$sample_since" \
+      >"$1/etcd-${pod#pod/}.log" 2>&1 || true
+  done
   # The residual rate with its exact Poisson interval, as `leaderwatch rate` gives it.
   "$lw" rate "$1" -o json >"$1/rate.json"
 }

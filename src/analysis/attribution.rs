@@ -7,24 +7,28 @@
 //! 1. `own_disruption`: this sitting signalled or evicted the old leader;
 //! 2. `kubernetes`: the API server reported something done to the old leader's pod or
 //!    node (deletion, DisruptionTarget, a container killed, node not ready, preemption);
-//! 3. `restart`: the old leader's process started again (its start time changed);
-//! 4. `disk`: the old leader's fsyncs were slow (`slow_disk`, stamped with the start of
+//! 3. `node`: the old leader's node went away (`node_lease_stale`, `node_not_ready`, from
+//!    src/k8s/nodes.rs, stamped with the node's last lease renewal);
+//! 4. `restart`: the old leader's process started again (its start time changed);
+//! 5. `disk`: the old leader's fsyncs were slow (`slow_disk`, stamped with the start of
 //!    the `/metrics` step that showed it), in the horizon (or up to [`EVIDENCE_WAIT`]
 //!    after) or still so, while its peers' round trips to it were prompt (no
-//!    `slow_round_trips` spell to it on);
-//! 5. `cpu`: the old leader's answers had turned slow and were still slow (or missing) at
+//!    `slow_round_trips` spell to it on); `cpu|disk` when that step began more than
+//!    [`EVIDENCE_WAIT`] before the election and the leader answered slowly or not at all
+//!    since (the rows cannot tell the two apart);
+//! 6. `cpu`: the old leader's answers had turned slow and were still slow (or missing) at
 //!    the election (`slow_answers`: a starved process answers late, then not at all);
-//! 6. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed),
+//! 7. `unreachable`: leaderwatch could not reach the old leader (a whole probe failed),
 //!    unless its first answer after the election was slow (`slow_answers` with its
 //!    `back`) and it stayed so: then `cpu`, as a starved leader often goes silent before
 //!    it answers late;
-//! 7. `network`: the old leader still answered but said it had no leader (`health_false`,
+//! 8. `network`: the old leader still answered but said it had no leader (`health_false`,
 //!    RAFT NO LEADER, or its Status's leader 0: cut off from its peers, it stepped down), or a link to or from it
 //!    went down (`peer_down`); either up to [`EVIDENCE_WAIT`] after the election, since
 //!    both come after the election the cut caused;
-//! 8. `unreachable` again: its probe went unanswered for a second (`unresponsive`);
-//! 9. `stress`: the old leader's heartbeats failed or its applies were slow;
-//! 10. otherwise `unexplained`.
+//! 9. `unreachable` again: its probe went unanswered for a second (`unresponsive`);
+//! 10. `stress`: the old leader's heartbeats failed or its applies were slow;
+//! 11. otherwise `unexplained`.
 //!
 //! The order is that of the evidence's strength: a leader stalled on its disk also answers
 //! slowly, then not at all, and says it has no leader after the election; a starved one
@@ -64,6 +68,8 @@ pub const OWN: [EventKind; 6] = [
     EventKind::DeleteAccepted,
     EventKind::RolloutReplacing,
 ];
+/// The node watcher's rows that say a member's node went away (src/k8s/nodes.rs).
+pub const NODE_GONE: [EventKind; 2] = [EventKind::NodeLeaseStale, EventKind::NodeNotReady];
 /// Pod events from the watcher that take a member away.
 const KUBE_KINDS: [EventKind; 3] =
     [EventKind::PodDeleted, EventKind::PodDeleting, EventKind::DisruptionTarget];
@@ -357,6 +363,12 @@ pub fn attribute<'a>(
         let ours = operation_open(events, at);
         return (if ours { Cause::OwnDisruption } else { Cause::Kubernetes }, Some(e));
     }
+    // The node went away: its lease stopped, or NotReady. The rows come late (20-50 s
+    // after the loss) stamped with the node's last renewal, so they stand before the
+    // election; the engine revises the cause it gave before they came.
+    if let Some(e) = point(&|e| NODE_GONE.contains(&e.kind)) {
+        return (Cause::Node, Some(e));
+    }
     if let Some(e) = point(&|e| e.kind == EventKind::ProcessRestarted) {
         return (Cause::Restart, Some(e));
     }
@@ -367,6 +379,11 @@ pub fn attribute<'a>(
         .or_else(|| episode(EventKind::SlowDisk, EventKind::DiskOk))
         .filter(|_| !round_trips_slow_to(old, at, events))
     {
+        // A slow step that began long before the election, the leader slow or silent
+        // since: a disk that stayed slow and a CPU starved after it look the same here.
+        if before(e, at) > EVIDENCE_WAIT.as_secs_f64() && starved_since(old, e, at, events) {
+            return (Cause::CpuOrDisk, Some(e));
+        }
         return (Cause::Disk, Some(e));
     }
     // Only while still on: one slow answer long before a freeze is no starvation.
@@ -488,6 +505,18 @@ fn link_down<'a>(old: &str, at: &Stamp, events: &'a [Event], horizon: f64) -> Op
 
 /// The row matching `pred` closest to the election at `at`, from `horizon` seconds before
 /// to [`EVIDENCE_WAIT`] after: evidence of a cut comes after the election it caused.
+/// The old leader answered slowly or not at all from the step of `disk` on, up to
+/// [`EVIDENCE_WAIT`] after the election (a starved leader goes silent after it).
+fn starved_since(old: &str, disk: &Event, at: &Stamp, events: &[Event]) -> bool {
+    let from = before(disk, at);
+    events.iter().filter(|e| e.member == old).any(|e| {
+        let d = before(e, at);
+        matches!(e.kind, EventKind::SlowAnswers | EventKind::Unresponsive | EventKind::Unreachable)
+            && d < from
+            && d >= -EVIDENCE_WAIT.as_secs_f64()
+    })
+}
+
 fn closest_around<'a>(
     at: &Stamp,
     events: &'a [Event],

@@ -9,14 +9,14 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-use crate::analysis::attribution::{self, EVIDENCE_WAIT, Elections};
+use crate::analysis::attribution::{self, EVIDENCE_WAIT, Elections, Pending};
 use crate::analysis::client::WriteTrail;
 use crate::analysis::health::Fold;
 use crate::analysis::lock::SafetyCheck;
 use crate::analysis::member_changes::Tracker;
 use crate::analysis::windows::Windows;
 use crate::model::baseline::HealthRow;
-use crate::model::baseline::{ElectionDetail, MemberHealth, WindowName, WindowRecord};
+use crate::model::baseline::{ElectionDetail, EventRef, MemberHealth, WindowName, WindowRecord};
 use crate::model::canary::CanaryRow;
 use crate::model::canary::{ClientFigures, Kind, Op};
 use crate::model::clock::Stamp;
@@ -29,6 +29,11 @@ use crate::model::observation::Round;
 
 /// The cadence of health.csv (window boundaries add rows of their own).
 pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
+
+/// How long after an election a row that comes late may still revise its cause: a lost
+/// node's lease goes stale 20 s after the loss and NotReady comes 40-50 s after it; a
+/// `/metrics` page of a stalled member comes when it answers again.
+pub const REVISE_FOR: Duration = Duration::from_secs(120);
 
 /// Events kept as evidence for causes: enough for any horizon a user sets, bounded so
 /// that a month of `sample` does not grow.
@@ -106,6 +111,11 @@ pub struct Engine {
     evidence: VecDeque<Event>,
     /// Elections with their causes, by window name.
     details: Vec<(WindowName, ElectionDetail)>,
+    /// Elections attributed in the last [`REVISE_FOR`], with their place in `details`:
+    /// a row that comes later may still change their cause.
+    recent: Vec<(Pending, usize)>,
+    /// Evidence came since the recent causes were last checked.
+    fresh: bool,
     /// How far before an election its cause is looked for.
     horizon: Duration,
     series: Series,
@@ -128,6 +138,8 @@ impl Engine {
             elections: Elections::new(members),
             evidence: VecDeque::new(),
             details: Vec::new(),
+            recent: Vec::new(),
+            fresh: false,
             horizon,
             series: Series::default(),
             canary: None,
@@ -183,6 +195,7 @@ impl Engine {
         }
         self.elections.push(r, self.windows.current());
         rows.events.extend(self.attribute(&r.started, false));
+        rows.events.extend(self.revise(&r.started));
         let export = Export {
             elections,
             transitions: transitions.len(),
@@ -200,11 +213,12 @@ impl Engine {
                 .unwrap_or(chrono::Duration::MAX);
         let bound =
             |e: &Event| attribution::OPEN.contains(&e.kind) || attribution::CLOSE.contains(&e.kind);
-        for e in events
-            .iter()
-            .filter(|e| (!e.member.is_empty() || bound(e)) && e.kind != EventKind::Election)
-        {
+        for e in events.iter().filter(|e| {
+            (!e.member.is_empty() || bound(e))
+                && !matches!(e.kind, EventKind::Election | EventKind::ElectionRevised)
+        }) {
             self.evidence.push_back(e.clone());
+            self.fresh = true;
         }
         if let Some(newest) = self.evidence.iter().map(|e| e.ts).max() {
             while self.evidence.front().is_some_and(|e| newest - e.ts > keep)
@@ -264,6 +278,41 @@ impl Engine {
             }
             rows.push(election_row(p.observed, &d));
             self.details.push((p.window, d));
+            self.recent.push((p, self.details.len() - 1));
+        }
+        rows
+    }
+
+    /// The recent elections' causes found again with the evidence that came since: each
+    /// that changed is changed in place (baseline.json, summary.json) and gets an
+    /// `election_revised` row saying so; the `election` row stays as written.
+    fn revise(&mut self, now: &Stamp) -> Vec<Event> {
+        self.recent.retain(|(p, _)| p.observed.secs_to(now) <= REVISE_FOR.as_secs_f64());
+        if !std::mem::take(&mut self.fresh) {
+            return Vec::new();
+        }
+        let evidence = self.evidence.make_contiguous();
+        let mut rows = Vec::new();
+        for (p, i) in &self.recent {
+            let again = self.elections.detail(p, evidence, self.horizon);
+            let Some((_, d)) = self.details.get_mut(*i) else { continue };
+            let same_row = |a: &Option<EventRef>, b: &Option<EventRef>| match (a, b) {
+                (Some(a), Some(b)) => (a.kind, &a.member, a.ts) == (b.kind, &b.member, b.ts),
+                (a, b) => a.is_none() && b.is_none(),
+            };
+            if again.cause == d.cause && same_row(&again.cause_event, &d.cause_event) {
+                continue;
+            }
+            let was = d.cause;
+            d.cause = again.cause;
+            d.cause_event = again.cause_event;
+            let mut row = election_row(p.observed, d);
+            row.kind = EventKind::ElectionRevised;
+            row.detail = format!(
+                "revised: cause {was} -> {} (a row that came after the cause was given); {}",
+                d.cause, row.detail
+            );
+            rows.push(row);
         }
         rows
     }
@@ -381,7 +430,11 @@ impl Engine {
     pub fn close_windows(&mut self, full_length: bool) -> (ToWrite, Vec<WindowRecord>) {
         let health = self.health_rows();
         let events = match self.series.last {
-            Some(last) => self.attribute(&last, true),
+            Some(last) => {
+                let mut rows = self.attribute(&last, true);
+                rows.extend(self.revise(&last));
+                rows
+            }
             None => Vec::new(),
         };
         let el = &self.elections;
@@ -480,6 +533,7 @@ pub fn election_row(observed: Stamp, d: &ElectionDetail) -> Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::event::Cause;
     use crate::model::metrics::MemberMetrics;
     use crate::model::observation::{Health, Observation, Part, Status};
     use chrono::{TimeZone, Utc};
@@ -545,6 +599,64 @@ mod tests {
         assert!(rows.events.is_empty(), "nothing left to attribute: {:?}", rows.events);
         let [w] = &windows[..] else { panic!("one window") };
         assert_eq!((w.elections, w.elections_detail.len()), (Some(1), 1));
+    }
+
+    /// A lost node: the election is given a cause from what came first (here nothing:
+    /// `unexplained`), and when the node's stale lease comes 40 s later, stamped with its
+    /// last renewal before the election, the cause is revised in place and an
+    /// `election_revised` row says so; the `election` row stays as written. A row that
+    /// comes after REVISE_FOR changes nothing.
+    #[test]
+    fn a_late_node_row_revises_the_cause_with_a_row_of_its_own() {
+        let base = tokio::time::Instant::now();
+        let mut e = Engine::new(WindowName::Sample, 3, Duration::from_secs(30));
+        let mut rows = Vec::new();
+        let lease = |s: f64, member: &str| {
+            Event::new(
+                at(base, s).utc,
+                Source::Kubernetes,
+                member,
+                EventKind::NodeLeaseStale,
+                "node n0: lease last renewed ...",
+            )
+        };
+        for i in 0..80 {
+            let (leader, term, seen) = if i < 20 { (1, 2, 1.0) } else { (2, 3, 2.0) };
+            if i == 60 {
+                // Renewed last at 15 s, seen stale at 60 s.
+                e.keep(&[lease(15.0, "m0")]);
+            }
+            rows.extend(e.round(&round(base, i, leader, term, seen)).rows.events);
+        }
+        let kinds: Vec<EventKind> = rows
+            .iter()
+            .filter(|r| matches!(r.kind, EventKind::Election | EventKind::ElectionRevised))
+            .map(|r| r.kind)
+            .collect();
+        assert_eq!(kinds, [EventKind::Election, EventKind::ElectionRevised], "{rows:?}");
+        let first = rows.iter().find(|r| r.kind == EventKind::Election).expect("election");
+        assert_eq!(first.election.as_ref().map(|c| c.cause), Some(Cause::Unexplained));
+        let revised = rows.iter().find(|r| r.kind == EventKind::ElectionRevised).expect("row");
+        assert_eq!(revised.election.as_ref().map(|c| c.cause), Some(Cause::Node));
+        assert_eq!(revised.ts, first.ts, "the election's own instant");
+        assert!(
+            revised.detail.starts_with("revised: cause unexplained -> node"),
+            "{}",
+            revised.detail
+        );
+        assert_eq!(e.elections()[0].1.cause, Cause::Node);
+        // Too late: past REVISE_FOR, another node row changes nothing.
+        let mut e2 = Engine::new(WindowName::Sample, 3, Duration::from_secs(30));
+        let mut late = Vec::new();
+        for i in 0..160 {
+            let (leader, term, seen) = if i < 20 { (1, 2, 1.0) } else { (2, 3, 2.0) };
+            if i == 150 {
+                e2.keep(&[lease(15.0, "m0")]);
+            }
+            late.extend(e2.round(&round(base, i, leader, term, seen)).rows.events);
+        }
+        assert!(!late.iter().any(|r| r.kind == EventKind::ElectionRevised), "{late:?}");
+        assert_eq!(e2.elections()[0].1.cause, Cause::Unexplained);
     }
 
     /// What the exporter is handed: the elections each round revealed (none for the first

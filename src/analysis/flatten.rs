@@ -523,6 +523,10 @@ fn event_phrase(cause: Cause, e: &EventRef) -> String {
         (Cause::Network, _) => format!("a link of {m} down ({})", e.detail),
         (Cause::Disk, _) => format!("a slow disk on {m} ({})", e.detail),
         (Cause::Cpu, _) => format!("slow answers from {m} ({})", e.detail),
+        (Cause::Node, _) => format!("the loss of {m}'s node ({})", e.detail),
+        (Cause::CpuOrDisk, _) => {
+            format!("a slow disk or a starved CPU on {m}, not told apart ({})", e.detail)
+        }
         (c, k) => format!("{} ({k} of {m})", c.as_str().replace('_', " ")),
     }
 }

@@ -36,22 +36,24 @@ pub fn category(cause: Cause) -> &'static str {
     match cause {
         Cause::OwnDisruption => "own disruption",
         Cause::Kubernetes => "kubernetes disruption",
-        Cause::Restart | Cause::Unreachable => "node or pod events",
+        Cause::Restart | Cause::Unreachable | Cause::Node => "node or pod events",
         Cause::Network => "network between members",
         Cause::Disk => "slow disk",
         Cause::Cpu => "CPU starvation",
+        Cause::CpuOrDisk => "CPU starvation or slow disk",
         Cause::Stress => "stress",
         Cause::Unexplained => "unexplained",
     }
 }
 
 /// Categories that are residual (counted in the rate), in report order.
-pub const RESIDUAL: [&str; 6] = [
+pub const RESIDUAL: [&str; 7] = [
     "unexplained",
     "node or pod events",
     "network between members",
     "slow disk",
     "CPU starvation",
+    "CPU starvation or slow disk",
     "stress",
 ];
 

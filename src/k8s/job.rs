@@ -565,7 +565,9 @@ mod tests {
                 "Role dlock/leaderwatch",
                 "RoleBinding dlock/leaderwatch",
                 "ClusterRole dlock-leaderwatch-nodes",
-                "ClusterRoleBinding dlock-leaderwatch-nodes"
+                "ClusterRoleBinding dlock-leaderwatch-nodes",
+                "Role kube-node-lease/dlock-leaderwatch-node-leases",
+                "RoleBinding kube-node-lease/dlock-leaderwatch-node-leases"
             ]
         );
         assert_eq!(
@@ -623,6 +625,7 @@ mod tests {
             "ServiceAccount leaderwatch/leaderwatch",
             "RoleBinding dlock/leaderwatch",
             "ClusterRoleBinding dlock-leaderwatch-nodes",
+            "RoleBinding kube-node-lease/dlock-leaderwatch-node-leases",
         ];
         assert_eq!(names(KubeMethod::Evict), base);
         let with = |extra: &str| {

@@ -10,6 +10,7 @@ pub mod follow;
 pub mod forward;
 pub mod job;
 pub mod maintenance;
+pub mod nodes;
 pub mod preflight;
 pub mod timing;
 pub mod watch;

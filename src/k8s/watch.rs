@@ -176,6 +176,7 @@ impl PodTracker {
 pub fn spawn_pod_watcher(
     client: Client,
     o: &KubeOptions,
+    placement: super::nodes::Placement,
     clock: Arc<dyn Clock>,
     tx: UnboundedSender<Event>,
 ) -> JoinHandle<()> {
@@ -190,7 +191,10 @@ pub fn spawn_pod_watcher(
         futures::pin_mut!(stream);
         while let Some(item) = stream.next().await {
             let events = match item {
-                Ok(e) => tracker.handle(e),
+                Ok(e) => {
+                    place(&placement, &e);
+                    tracker.handle(e)
+                }
                 Err(e) => {
                     tracing::warn!("pod watch: {e} (retrying)");
                     vec![Event::new(
@@ -228,6 +232,24 @@ pub fn spawn_pod_watcher(
             }
         }
     })
+}
+
+/// Keeps `placement` (member pod -> node, for the node watcher) as the pod watch says.
+fn place(placement: &super::nodes::Placement, e: &watcher::Event<Pod>) {
+    let Ok(mut p) = placement.lock() else { return };
+    match e {
+        watcher::Event::Apply(pod) | watcher::Event::InitApply(pod) => {
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            match pod.spec.as_ref().and_then(|s| s.node_name.clone()) {
+                Some(node) => p.insert(name, node),
+                None => p.remove(&name),
+            };
+        }
+        watcher::Event::Delete(pod) => {
+            p.remove(&pod.metadata.name.clone().unwrap_or_default());
+        }
+        watcher::Event::Init | watcher::Event::InitDone => {}
+    }
 }
 
 /// Watches core/v1 Events whose involved object is a member pod (by name prefix of the

@@ -269,6 +269,15 @@ named! {
     K8sEvent = "k8s_event",
     /// a watch failed; it restarts
     WatchError = "watch_error",
+    /// the lease of the node a member runs on was not renewed for 20 s (stamped with its
+    /// last renewal: the last instant the node was heard from)
+    NodeLeaseStale = "node_lease_stale",
+    /// that lease is renewed again (the gap in the detail)
+    NodeLeaseRenewed = "node_lease_renewed",
+    /// the node a member runs on turned NotReady (stamped with its last renewal)
+    NodeNotReady = "node_not_ready",
+    /// that node is Ready again
+    NodeReady = "node_ready",
     /// the API server did not answer
     ApiUnreachable = "api_unreachable",
     /// the API server answers again
@@ -297,6 +306,11 @@ named! {
         OwnDisruption = "own_disruption",
         /// Kubernetes took the old leader's pod or node away.
         Kubernetes = "kubernetes",
+        /// The old leader's node went away: its lease stopped being renewed, or it turned
+        /// NotReady (`node_lease_stale`, `node_not_ready`, stamped with its last renewal;
+        /// given after the fact, as they come tens of seconds after the loss). The remedy
+        /// is the node pool, not etcd.
+        Node = "node",
         /// The old leader's process restarted.
         Restart = "restart",
         /// The old leader answered, but slowly, up to the election (`slow_answers`): its
@@ -306,6 +320,11 @@ named! {
         Unreachable = "unreachable",
         /// The old leader's disk was slow (`slow_disk`: WAL fsync or backend commit p99).
         Disk = "disk",
+        /// Either: the old leader's fsyncs were slow in a step that began long before the
+        /// election, and it answered slowly or not at all since; the rows cannot tell a
+        /// disk that stayed slow from a CPU starved after it. Counted as ambiguous, never
+        /// as one of the two.
+        CpuOrDisk = "cpu|disk",
         /// The network between the members: the old leader, still answering leaderwatch,
         /// said it had no leader, or a link to or from it went down (`peer_down`).
         Network = "network",

@@ -72,11 +72,19 @@ pub async fn run(
     // With --reach port-forward the forwarders live as long as `connected`.
     let connected = connect(&client, &cfg.kube, cfg.reach).await?;
     let members = connected.members.clone();
-    // Watch the pods and their Events for the whole trial, into events.csv.
+    // Watch the pods, their nodes and their Events for the whole trial, into events.csv.
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let prefix = common_prefix(&members.iter().map(|m| m.name.0.as_str()).collect::<Vec<_>>());
+    let placement = crate::k8s::nodes::Placement::default();
     let watchers = [
-        watch::spawn_pod_watcher(client.clone(), &cfg.kube, clock.clone(), tx.clone()),
+        watch::spawn_pod_watcher(
+            client.clone(),
+            &cfg.kube,
+            placement.clone(),
+            clock.clone(),
+            tx.clone(),
+        ),
+        crate::k8s::nodes::spawn_node_watcher(client.clone(), placement, clock.clone(), tx.clone()),
         watch::spawn_event_watcher(client.clone(), &cfg.kube, prefix, clock.clone(), tx.clone()),
         watch::spawn_api_heartbeat(client.clone(), &cfg.kube, po.pdb.clone(), clock.clone(), tx),
     ];

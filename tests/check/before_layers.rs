@@ -72,8 +72,16 @@ const PER_DISRUPTION: &str = "per_disruption";
 const GKE_LOCK_ROW: &str = "| a lock unavailable during the eviction:";
 
 /// The causes #48 added: their per-window figures, and their categories in `rate`.
-const NEW_FIGURES: [&str; 3] = ["elections_network", "elections_disk", "elections_cpu"];
-const NEW_CATEGORIES: [&str; 3] = ["network between members", "slow disk", "CPU starvation"];
+/// And those #59 added: `node`, and `cpu|disk` (ambiguous, with its own category).
+const NEW_FIGURES: [&str; 5] = [
+    "elections_network",
+    "elections_disk",
+    "elections_cpu",
+    "elections_node",
+    "elections_cpu|disk",
+];
+const NEW_CATEGORIES: [&str; 4] =
+    ["CPU starvation or slow disk", "network between members", "slow disk", "CPU starvation"];
 
 /// A JSON output without the new causes' entries (a key of those categories, anywhere).
 fn without_new_causes(v: &mut serde_json::Value) {

@@ -42,7 +42,7 @@ fn on_the_committed_runs_it_prints_exposure_count_and_interval() {
     assert!(out.contains("quiet exposure: 6m 41s (401 s)"), "{out}");
     // The hand-made SIGSTOP of the sample's leader: unannounced, so residual, cause unreachable.
     assert!(
-        out.contains("residual elections: 1 (CPU starvation 0, network between members 0, node or pod events 1, slow disk 0, stress 0, unexplained 0)"),
+        out.contains("residual elections: 1 (CPU starvation 0, CPU starvation or slow disk 0, network between members 0, node or pod events 1, slow disk 0, stress 0, unexplained 0)"),
         "{out}"
     );
     assert!(

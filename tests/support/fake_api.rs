@@ -312,8 +312,13 @@ async fn watch(s: Shared, resource: &'static str, from: u64, timeout: Duration) 
                     }
                     if last_bookmark.elapsed() >= Duration::from_secs(1) {
                         last_bookmark = tokio::time::Instant::now();
-                        let kind = if resource == "pods" { "Pod" } else { "Event" };
-                        let line = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "v1", "metadata": {"resourceVersion": g.rv.to_string()}}});
+                        let (kind, api) = match resource {
+                            "pods" => ("Pod", "v1"),
+                            "nodes" => ("Node", "v1"),
+                            "leases" => ("Lease", "coordination.k8s.io/v1"),
+                            _ => ("Event", "v1"),
+                        };
+                        let line = json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": api, "metadata": {"resourceVersion": g.rv.to_string()}}});
                         from = from.max(g.rv);
                         return Some((
                             Ok(format!("{line}\n")),
@@ -341,6 +346,47 @@ async fn get_pod(State(s): State<Shared>, Path((_ns, name)): Path<(String, Strin
         Some(p) => Json(pod_json(&name, p, &g.knobs)).into_response(),
         None => status(404, "NotFound", &format!("pods \"{name}\" not found"), json!([])),
     }
+}
+
+/// The nodes, every one Ready (the node watch; a fault of a node is the lab's, not this
+/// server's): one per member, as the pods name them.
+async fn list_nodes(
+    State(s): State<Shared>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    if let Some(r) = authz(&s, "", "nodes", if is_watch(&q) { "watch" } else { "list" }).await {
+        return r;
+    }
+    if is_watch(&q) {
+        let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let secs: u64 = q.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(290);
+        return watch(s, "nodes", from, Duration::from_secs(secs)).await;
+    }
+    let g = s.inner.lock().await;
+    let items: Vec<Value> = (0..g.pods.len())
+        .map(|i| json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": format!("node-{i}")},
+            "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}))
+        .collect();
+    Json(json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": g.rv.to_string()}, "items": items})).into_response()
+}
+
+/// The node leases: none (a lease that this server never renewed would go stale).
+async fn list_leases(
+    State(s): State<Shared>,
+    Path(_ns): Path<String>,
+    Query(q): Query<BTreeMap<String, String>>,
+) -> Response {
+    let verb = if is_watch(&q) { "watch" } else { "list" };
+    if let Some(r) = authz(&s, "coordination.k8s.io", "leases", verb).await {
+        return r;
+    }
+    if is_watch(&q) {
+        let from: u64 = q.get("resourceVersion").and_then(|v| v.parse().ok()).unwrap_or(0);
+        let secs: u64 = q.get("timeoutSeconds").and_then(|v| v.parse().ok()).unwrap_or(290);
+        return watch(s, "leases", from, Duration::from_secs(secs)).await;
+    }
+    let rv = s.inner.lock().await.rv.to_string();
+    Json(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "LeaseList", "metadata": {"resourceVersion": rv}, "items": []})).into_response()
 }
 
 async fn get_node(State(s): State<Shared>, Path(name): Path<String>) -> Response {
@@ -623,7 +669,9 @@ impl FakeApi {
             .route("/api/v1/namespaces/{ns}/events", get(list_events))
             .route("/api/v1/namespaces/{ns}/pods/{name}", get(get_pod))
             .route("/api/v1/namespaces/{ns}/pods/{name}/eviction", post(evict))
+            .route("/api/v1/nodes", get(list_nodes))
             .route("/api/v1/nodes/{name}", get(get_node))
+            .route("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases", get(list_leases))
             .route("/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}", get(get_pvc))
             .route("/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/{name}", get(get_pdb))
             .route("/apis/apps/v1/namespaces/{ns}/statefulsets", get(list_statefulsets))
