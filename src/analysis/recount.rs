@@ -47,6 +47,19 @@ pub fn elections(
         .collect()
 }
 
+/// One run recounted.
+#[derive(Debug)]
+pub struct Recounted {
+    /// The baseline.json or summary.json the figures are in.
+    pub file: std::path::PathBuf,
+    pub outcome: Outcome,
+    /// The file was rewritten (asked for, and something changed).
+    pub written: bool,
+    /// The run's rate.json (`leaderwatch rate DIR -o json`, as lab/fault-runs.sh writes
+    /// it) was written again from the recounted causes, and came out different.
+    pub rate_rewritten: bool,
+}
+
 /// One recorded figure that the recount gives otherwise.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Change {

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::Error;
-use crate::analysis::recount::{self, Outcome};
+use crate::analysis::recount::{self, Outcome, Recounted};
 use crate::io::InputError;
 use crate::io::json_edit::Step::{self, Index, Key};
 use crate::model::baseline::{BASELINE, ElectionDetail, WindowName};
@@ -17,19 +17,6 @@ use crate::model::summary::Summary;
 
 /// The cause horizon of a run that recorded none (the default of this version).
 const HORIZON: Duration = Duration::from_secs(30);
-
-/// One run recounted.
-#[derive(Debug)]
-pub struct Recounted {
-    /// The baseline.json or summary.json the figures are in.
-    pub file: PathBuf,
-    pub outcome: Outcome,
-    /// The file was rewritten (asked for, and something changed).
-    pub written: bool,
-    /// The run's rate.json (`leaderwatch rate DIR -o json`, as lab/fault-runs.sh writes
-    /// it) was written again from the recounted causes, and came out different.
-    pub rate_rewritten: bool,
-}
 
 /// The runs under `paths`: run directories, found at any depth (data/ holds runs, and
 /// folders of runs); each recounted, and rewritten when `write`.

@@ -5,6 +5,7 @@ pub mod alert;
 pub mod ledger;
 pub mod progress;
 pub mod rate;
+pub mod recount;
 pub mod report;
 
 /// Text leaderwatch made itself that could not be written (its own rows to CSV, its own
