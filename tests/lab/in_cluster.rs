@@ -822,11 +822,14 @@ fn scraped_at(p: &Prometheus, series: &str) -> f64 {
 
 /// One election: scraped, and the rule evaluates on it without firing.
 fn one_election_leaves_the_rule_silent(lab: &Lab, prom: &Prometheus, series: &str, threshold: f64) {
-    move_leader(lab);
+    // Taken before the move (regression, make test 2026-12-08: taken after it, a scrape
+    // that fell between the transfer and `kubectl exec` returning saw the election at a
+    // time before `moved`).
     let moved = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
         .as_secs_f64();
+    move_leader(lab);
     wait_until("the election in Prometheus", Duration::from_secs(90), || {
         prom.value(series) == Some(1.0)
     });
