@@ -35,6 +35,14 @@ pub const HEALTH_EVERY: Duration = Duration::from_secs(10);
 /// `/metrics` page of a stalled member comes when it answers again.
 pub const REVISE_FOR: Duration = Duration::from_secs(120);
 
+/// The rows that come late by their nature and may change a cause already given: a lost
+/// node's (20-50 s after the loss) and a stalled member's slow fsyncs (read when it answers
+/// again). Other rows do not revise: a member back from a 60 s node loss answers slowly at
+/// first, and `cpu` (attribution's `back_slow`) would replace the `unreachable` it was
+/// (the lab, 2026-12-08).
+const LATE_BY_DESIGN: [EventKind; 3] =
+    [EventKind::NodeLeaseStale, EventKind::NodeNotReady, EventKind::SlowDisk];
+
 /// Events kept as evidence for causes: enough for any horizon a user sets, bounded so
 /// that a month of `sample` does not grow.
 const EVIDENCE_CAP: usize = 20_000;
@@ -208,9 +216,9 @@ impl Engine {
     /// Events written beside the rounds (the watchers', the disruptor's, leaderwatch's
     /// own): recent ones are kept as evidence for causes.
     pub fn keep(&mut self, events: &[Event]) {
-        let keep =
-            chrono::Duration::from_std(self.horizon + EVIDENCE_WAIT + Duration::from_secs(60))
-                .unwrap_or(chrono::Duration::MAX);
+        // Long enough that a revision still finds every row the first answer rested on.
+        let keep = self.horizon + EVIDENCE_WAIT + REVISE_FOR + Duration::from_secs(60);
+        let keep = chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX);
         let bound =
             |e: &Event| attribution::OPEN.contains(&e.kind) || attribution::CLOSE.contains(&e.kind);
         for e in events.iter().filter(|e| {
@@ -218,7 +226,7 @@ impl Engine {
                 && !matches!(e.kind, EventKind::Election | EventKind::ElectionRevised)
         }) {
             self.evidence.push_back(e.clone());
-            self.fresh = true;
+            self.fresh |= LATE_BY_DESIGN.contains(&e.kind);
         }
         if let Some(newest) = self.evidence.iter().map(|e| e.ts).max() {
             while self.evidence.front().is_some_and(|e| newest - e.ts > keep)
@@ -657,6 +665,37 @@ mod tests {
         }
         assert!(!late.iter().any(|r| r.kind == EventKind::ElectionRevised), "{late:?}");
         assert_eq!(e2.elections()[0].1.cause, Cause::Unexplained);
+    }
+
+    /// Regression (the lab, 2026-12-08): a revision 100 s after an election found the row
+    /// its cause rested on pruned from the evidence and revised `unreachable` to
+    /// `unexplained`; and any late row could revise. Now the evidence outlives the revision
+    /// window, and only the rows that come late by design revise.
+    #[test]
+    fn a_revision_keeps_the_first_evidence_and_only_late_kinds_revise() {
+        let base = tokio::time::Instant::now();
+        let mut e = Engine::new(WindowName::Sample, 3, Duration::from_secs(30));
+        let mut rows = Vec::new();
+        let row = |s: f64, member: &str, kind: EventKind| {
+            Event::new(at(base, s).utc, Source::Local, member, kind, "")
+        };
+        for i in 0..130 {
+            let (leader, term, seen) = if i < 20 { (1, 2, 1.0) } else { (2, 3, 2.0) };
+            if i == 19 {
+                e.keep(&[row(19.5, "m0", EventKind::SigkillSent)]);
+            }
+            if i == 60 {
+                // A row of no late kind about the old leader: no revision.
+                e.keep(&[row(19.8, "m0", EventKind::Unreachable)]);
+            }
+            if i == 125 {
+                // A late kind about another member, 105 s on: looked at again, unchanged.
+                e.keep(&[row(125.0, "m2", EventKind::NodeLeaseStale)]);
+            }
+            rows.extend(e.round(&round(base, i, leader, term, seen)).rows.events);
+        }
+        assert!(!rows.iter().any(|r| r.kind == EventKind::ElectionRevised), "{rows:?}");
+        assert_eq!(e.elections()[0].1.cause, Cause::OwnDisruption);
     }
 
     /// What the exporter is handed: the elections each round revealed (none for the first
